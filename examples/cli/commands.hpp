@@ -1,0 +1,18 @@
+// The `pipeplan` command-line tool: each subcommand lives in its own cmd_*.cpp and registers
+// itself on the CLI11 app. Errors are thrown (pipeplan::error) and reported by main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace pipeplan::cli {
+
+/// `pipeplan cost ...` (cmd_cost.cpp)
+void register_cost(CLI::App& app);
+/// `pipeplan split ...` (cmd_split.cpp)
+void register_split(CLI::App& app);
+/// `pipeplan simulate ...` (cmd_simulate.cpp)
+void register_simulate(CLI::App& app);
+/// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_cost.cpp).
+void run_default();
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,4 @@
+// CLI contract tests for `pipeplan cost` (to be written with the subcommand).
+#include <doctest/doctest.h>
+
+#include "run_cli.hpp"

@@ -1,0 +1,21 @@
+// Runs the built `pipeplan` executable for CLI contract tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pipeplan::test {
+
+struct cli_result {
+    int exit_code = -1;
+    std::string out;  ///< standard output
+    std::string err;  ///< standard error
+};
+
+/// Runs `pipeplan <args...>` (arguments are shell-quoted) and captures both streams.
+cli_result run_cli(const std::vector<std::string>& args);
+
+/// A fresh temporary file path (not created) with the given suffix.
+std::string temp_path(const std::string& suffix);
+
+}  // namespace pipeplan::test
