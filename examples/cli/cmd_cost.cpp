@@ -3,4 +3,3 @@
 namespace pipeplan::cli {
 void register_cost(CLI::App& app) { app.add_subcommand("cost", "(in development)"); }
 }  // namespace pipeplan::cli
-namespace pipeplan::cli { void run_default() {} }

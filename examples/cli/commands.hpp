@@ -8,11 +8,13 @@ namespace pipeplan::cli {
 
 /// `pipeplan cost ...` (cmd_cost.cpp)
 void register_cost(CLI::App& app);
+/// `pipeplan calibrate ...` (cmd_calibrate.cpp)
+void register_calibrate(CLI::App& app);
 /// `pipeplan split ...` (cmd_split.cpp)
 void register_split(CLI::App& app);
 /// `pipeplan simulate ...` (cmd_simulate.cpp)
 void register_simulate(CLI::App& app);
-/// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_cost.cpp).
+/// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_default.cpp).
 void run_default();
 
 }  // namespace pipeplan::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
         "Run without a subcommand to print the built-in default cost model."};
     app.require_subcommand(0, 1);
     pipeplan::cli::register_cost(app);
+    pipeplan::cli::register_calibrate(app);
     pipeplan::cli::register_split(app);
     pipeplan::cli::register_simulate(app);
     try {

@@ -1,0 +1,4 @@
+// CLI contract tests for `pipeplan` (no arguments) and `pipeplan calibrate`.
+#include <doctest/doctest.h>
+
+#include "run_cli.hpp"
