@@ -1,5 +1,174 @@
-// TEMPORARY during development: replaced by the real subcommand.
+// `pipeplan split`: splits one global batch (a CSV of samples) into micro-batches with the exact
+// DP or a baseline, prints a summary or (--json) the split result object (docs/formats.md).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "model_spec.hpp"
+#include "pipeplan/batching.hpp"
+#include "pipeplan/batching/json.hpp"
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/cost/profile_grid.hpp"
+
 namespace pipeplan::cli {
-void register_split(CLI::App& app) { app.add_subcommand("split", "(in development)"); }
+namespace {
+
+struct split_cli_options {
+    std::string profiles;
+    std::string model;
+    int tp = 1;
+    int stages = 0;
+    int layers_per_stage = 0;
+    int chunks = 1;
+    double memory_mb = 0;
+    std::string batch;
+    std::string method = "dp";
+    int mbs = 0;
+    long long tokens_per_mb = 0;
+    std::string accounting = "pipeplan";
+    int max_seqlen = 0;
+    int dp = 0;  // 0: not given
+    int zero_stage = 0;
+    std::string interpolation = "default";
+    std::string order = "auto";
+    std::string fixed_order = "dataset";
+    bool pack = false;
+    int separator_tokens = 0;
+    int pack_length = 0;
+    double memory_fraction = 0;
+    int round_to = 8;
+    bool json = false;
+};
+
+void print_summary(const batching::split_result& r, const split_cli_options& o) {
+    fmt::print("split of {} samples into {} micro-batches ({}, {} accounting)\n",
+               [&] {
+                   std::size_t n = 0;
+                   for (const auto& m : r.microbatches) n += m.size();
+                   return n;
+               }(),
+               r.microbatches.size(), r.method, to_string(r.accounting));
+    fmt::print("  objective {:.3f} ms = ({} - 1) x t_max {:.3f} ms / {} + sum {:.3f} ms / {}\n", r.objective_ms,
+               r.stages, r.tmax_ms, r.virtual_chunks, r.sum_ms, r.dp);
+    fmt::print("  recompute {}, {} stored limit {:.1f} MB, available {:.1f} MB (model states {:.1f} MB)\n",
+               to_string(r.recompute), to_string(r.limit), r.memory_limit_mb, r.available_mb, r.model_state_mb);
+    fmt::print("  {:>4} {:>5} {:>7} {:>7} {:>10} {:>10} {:>10}\n", "#", "mbs", "seqlen", "dec", "time_ms",
+               "stored_mb", "peak_mb");
+    for (std::size_t k = 0; k < r.per_microbatch.size(); ++k) {
+        const auto& m = r.per_microbatch[k];
+        fmt::print("  {:>4} {:>5} {:>7} {:>7} {:>10.3f} {:>10.1f} {:>10.1f}{}\n", k, m.shape.mbs,
+                   m.shape.seqlen_tokens, m.shape.dec_seqlen_tokens, m.cost.time_ms, m.cost.stored_mb,
+                   m.cost.peak_mb, m.rows.empty() ? "" : "  (packed)");
+    }
+    if (!r.dp_groups.empty())
+        for (std::size_t g = 0; g < r.dp_groups.size(); ++g)
+            fmt::print("  dp rank {}: {} micro-batches, {:.3f} ms\n", g, r.dp_groups[g].size(), r.dp_group_ms[g]);
+    (void)o;
+}
+
+void run_split(const split_cli_options& o) {
+    if (o.tp < 1) throw invalid_argument("--tp must be >= 1 (got " + std::to_string(o.tp) + ")");
+    if (o.dp < 0) throw invalid_argument("--dp must be >= 1 (got " + std::to_string(o.dp) + ")");
+    const auto accounting = batching::parse_accounting_mode(o.accounting);
+    interpolation_mode mode = interpolation_mode::recommended;
+    if (o.interpolation == "default")
+        mode = accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe
+                                                                 : interpolation_mode::recommended;
+    else
+        mode = parse_interpolation_mode(o.interpolation);
+    const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
+
+    batching::pipeline_config cfg;
+    cfg.stages = o.stages;
+    cfg.layers_per_stage = o.layers_per_stage;
+    cfg.virtual_chunks = o.chunks;
+    cfg.tp = o.tp;
+    cfg.dp = o.dp > 0 ? o.dp : 1;
+    cfg.zero_stage = o.zero_stage;
+    cfg.device_memory_mb = o.memory_mb;
+
+    batching::split_options opt;
+    opt.accounting = accounting;
+    opt.lengths.max_seqlen_tokens = o.max_seqlen;
+    opt.lengths.max_dec_seqlen_tokens = o.max_seqlen;
+    opt.lengths.round_to_tokens = o.round_to;
+    opt.order = batching::parse_ordering_method(o.order);
+    opt.packing.enabled = o.pack;
+    opt.packing.separator_tokens = o.separator_tokens;
+    opt.preferred_fraction = o.memory_fraction;
+
+    const auto need = [&](bool given, const char* flag) {
+        if (!given) throw invalid_argument("--method " + o.method + " needs " + flag);
+    };
+    with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
+        batching::split_result r;
+        if (o.method == "dp") {
+            r = batching::split_dp(model, batch, cfg, opt);
+        } else if (o.method == "fixed") {
+            need(o.mbs > 0, "--mbs N (>= 1)");
+            batching::fixed_order fo = batching::fixed_order::dataset;
+            if (o.fixed_order == "sorted") fo = batching::fixed_order::sorted;
+            else if (o.fixed_order != "dataset")
+                throw invalid_argument("unknown --fixed-order '" + o.fixed_order + "' (valid: dataset, sorted)");
+            r = batching::split_fixed_mbs(model, batch, cfg, o.mbs, fo, opt);
+        } else if (o.method == "tokens") {
+            need(o.tokens_per_mb > 0, "--tokens-per-mb N (>= 1)");
+            r = batching::split_token_budget(model, batch, cfg, o.tokens_per_mb, opt);
+        } else if (o.method == "packing") {
+            need(o.mbs > 0, "--mbs N (>= 1)");
+            r = batching::split_pack_fixed(model, batch, cfg, o.mbs, o.pack_length, o.separator_tokens, opt);
+        } else {
+            throw invalid_argument("unknown --method '" + o.method + "' (valid: dp, fixed, tokens, packing)");
+        }
+        if (o.dp > 0) batching::balance_result(r, o.dp);
+        if (o.json) {
+            const nlohmann::json j = r;
+            std::puts(j.dump(2).c_str());
+        } else {
+            print_summary(r, o);
+        }
+    });
+}
+
+}  // namespace
+
+void register_split(CLI::App& app) {
+    auto o = std::make_shared<split_cli_options>();
+    CLI::App* sub = app.add_subcommand(
+        "split", "Split one global batch into micro-batches (exact DP or a baseline); see docs/batching.md");
+    sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
+    sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
+    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str();
+    sub->add_option("--stages", o->stages, "Pipeline stages S")->required();
+    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")->required();
+    sub->add_option("--chunks", o->chunks, "Virtual chunks per device C (interleaving)")->capture_default_str();
+    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB)")->required();
+    sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
+    sub->add_option("--method", o->method, "dp | fixed | tokens | packing")->capture_default_str();
+    sub->add_option("--mbs", o->mbs, "Micro-batch size of --method fixed / packing (rows)");
+    sub->add_option("--fixed-order", o->fixed_order, "Order of --method fixed: dataset | sorted")->capture_default_str();
+    sub->add_option("--tokens-per-mb", o->tokens_per_mb, "Padded-token budget of --method tokens");
+    sub->add_option("--accounting", o->accounting, "pipeplan | dynapipe")->capture_default_str();
+    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length");
+    sub->add_option("--dp", o->dp, "Data-parallel degree: divides the work term, balances micro-batches over ranks");
+    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (model-state sharding over --dp)")
+        ->capture_default_str();
+    sub->add_option("--interpolation", o->interpolation,
+                    "linear | dynapipe | default (dynapipe's with --accounting dynapipe, else the recommended)")
+        ->capture_default_str();
+    sub->add_option("--order", o->order, "DP order: auto | sorted | lexicographic | tour | dataset")
+        ->capture_default_str();
+    sub->add_flag("--pack", o->pack, "DP: pack short samples into rows where it lowers a micro-batch's cost");
+    sub->add_option("--separator-tokens", o->separator_tokens, "Tokens between packed samples")->capture_default_str();
+    sub->add_option("--pack-length", o->pack_length, "Row length of --method packing (default: --max-seqlen or longest)");
+    sub->add_option("--memory-fraction", o->memory_fraction, "Preferred stored limit as a fraction of available (default 1/S)");
+    sub->add_option("--round-to", o->round_to, "Round sequence lengths up to a multiple of this")->capture_default_str();
+    sub->add_flag("--json", o->json, "Print the split result as one JSON object");
+    sub->callback([o] { run_split(*o); });
+}
+
 }  // namespace pipeplan::cli

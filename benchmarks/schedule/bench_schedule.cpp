@@ -1,0 +1,91 @@
+// Schedule tier benchmarks (targets from issue 4):
+//   BM_Simulate1F1B/64/4096      simulate 1F1B, S = 64, M = 4096 (~524k ops)       <= 50 ms
+//   BM_Adaptive/8/64             adaptive schedule incl. order discovery, S = 8,
+//                                M = 64 variable micro-batches                     <= 1 ms
+//   BM_OrderSearch/4/25          order search, S = 4, 25 micro-batches, memory limit <= 5 ms
+// Run: build/benchmarks/bench_schedule --benchmark_min_time=0.05
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "pipeplan/schedule.hpp"
+
+namespace {
+
+namespace ps = pipeplan::schedule;
+
+ps::scenario variable(std::size_t S, std::size_t M, std::uint64_t seed) {
+    ps::splitmix64 rng(seed);
+    std::vector<double> base(S), mult(M);
+    for (auto& b : base) b = 1.0 + static_cast<double>(rng() % 1000) / 500.0;
+    for (auto& m : mult) m = 0.3 + static_cast<double>(rng() % 1000) / 600.0;
+    return ps::scaled_scenario(base, mult, 2.0, 4000, 800, 1600);
+}
+
+void BM_Simulate1F1B(benchmark::State& st) {
+    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
+    const ps::scenario sc = variable(S, M, 1);
+    const ps::pipeline_schedule s = ps::one_f_one_b{}(sc);
+    for (auto _ : st) {
+        auto r = ps::simulate(sc, s);
+        benchmark::DoNotOptimize(r.makespan_ms);
+    }
+    st.counters["ops"] = static_cast<double>(2 * S * M);
+}
+BENCHMARK(BM_Simulate1F1B)->Args({64, 4096})->Unit(benchmark::kMillisecond);
+
+// The same with a reused simulator (scratch memory and result kept between runs).
+void BM_Simulate1F1B_Reused(benchmark::State& st) {
+    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
+    const ps::scenario sc = variable(S, M, 1);
+    const ps::pipeline_schedule s = ps::one_f_one_b{}(sc);
+    ps::simulator sim;
+    for (auto _ : st) {
+        const auto& r = sim.run(sc, s);
+        benchmark::DoNotOptimize(r.makespan_ms);
+    }
+}
+BENCHMARK(BM_Simulate1F1B_Reused)->Args({64, 4096})->Unit(benchmark::kMillisecond);
+
+void BM_Adaptive(benchmark::State& st) {
+    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
+    const ps::scenario sc = variable(S, M, 2);
+    ps::adaptive a;
+    a.memory_limit_mb = 4000 + 6 * 1600;
+    for (auto _ : st) {
+        auto s = a(sc);
+        benchmark::DoNotOptimize(s.orders.data());
+    }
+}
+BENCHMARK(BM_Adaptive)->Args({8, 64})->Unit(benchmark::kMicrosecond);
+
+void BM_OrderSearch(benchmark::State& st) {
+    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
+    const ps::scenario sc = variable(S, M, 3);
+    const double limit = 4000 + 4 * 1600;
+    ps::order_search_options opt;
+    opt.memory_limit_mb = limit;
+    opt.search_inflight_limit = true;
+    std::size_t evals = 0;
+    for (auto _ : st) {
+        auto r = ps::search_order_with(
+            sc,
+            [&](std::size_t l) {
+                ps::adaptive a;
+                a.memory_limit_mb = limit;
+                a.inflight_limit = l;
+                a.search_preferences = false;  // quick inner evaluations
+                return a;
+            },
+            opt);
+        evals = r.evaluations;
+        benchmark::DoNotOptimize(r.makespan_ms);
+    }
+    st.counters["evaluations"] = static_cast<double>(evals);
+}
+BENCHMARK(BM_OrderSearch)->Args({4, 25})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,258 @@
+// pipeplan/batching/partition_dp.hpp — the exact dynamic program over contiguous partitions.
+//
+// Given N ordered items and, for every start i, the cost t(i, m) of each feasible range
+// [i, i + m) (m = 1..len(i); ranges longer than len(i) are infeasible), find the partition of
+// [0, N) into consecutive ranges minimizing
+//     g = a · max t + Σ t / dp      (a = (S − 1) / C)
+// exactly (no bucketing of t values).
+//
+// Algorithm. For a cap c let F(c) = min Σ t over partitions whose ranges all have t ≤ c (an
+// O(Σ len) shortest-path DP). F is a non-increasing step function and
+//     min g = min over c of a · c + F(c) / dp,
+// attained at c = the largest t of some optimal partition. Solving at c returns a partition
+// whose realised maximum r ≤ c has F(r) = F(c), so the whole interval [r, c] is settled by one
+// solve. The search keeps the unsettled gaps (c_a, r_b) between solved caps, with
+// F(c_a) ≥ F ≥ F(c_b) on them, and bisects them best-first; a gap is dropped when
+//   * F(c_a) = F(c_b) (no step inside: nothing in it beats the solve at c_a), or
+//   * a · c_a + F(c_b) / dp ≥ the best objective found (a lower bound on the gap).
+// The smallest feasible cap c_lo (the min-max partition value) comes from a bottleneck DP.
+// Rows whose costs are non-decreasing in m (true for real profiles) stop scanning at the first
+// t > c. An optional relative tolerance prunes gaps whose bound is within tol of the best.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+
+namespace pipeplan::batching {
+
+/// The costs of every feasible range of N ordered items, row by row: row i holds t(i, m) for
+/// m = 1..len(i). Rows are added in order; a row may borrow memory the caller keeps alive.
+class range_costs {
+public:
+    /// Appends row i (a copy is kept).
+    void add_row(std::span<const double> costs) {
+        row r;
+        r.offset = storage_.size();
+        r.len = static_cast<int>(costs.size());
+        storage_.insert(storage_.end(), costs.begin(), costs.end());
+        rows_.push_back(r);
+        finalized_ = false;
+    }
+    /// Appends row i, borrowing `costs` (which must outlive this object).
+    void add_borrowed_row(const double* costs, int len) {
+        row r;
+        r.borrowed = costs;
+        r.len = len;
+        rows_.push_back(r);
+        finalized_ = false;
+    }
+    /// Resolves pointers and per-row monotonicity; throws invalid_argument for a non-finite cost,
+    /// an empty row, or a row reaching beyond N. Called by solve_partition if needed.
+    void finalize() {
+        const std::size_t n = rows_.size();
+        for (std::size_t i = 0; i < n; ++i) {
+            row& r = rows_[i];
+            if (!r.borrowed) r.data = storage_.data() + r.offset;
+            else r.data = r.borrowed;
+            if (r.len < 1)
+                throw invalid_argument("range_costs: row " + std::to_string(i) + " is empty (item " +
+                                       std::to_string(i) + " fits in no range)");
+            if (static_cast<std::size_t>(r.len) > n - i)
+                throw invalid_argument("range_costs: row " + std::to_string(i) + " reaches beyond the items");
+            r.monotone = true;
+            for (int m = 0; m < r.len; ++m) {
+                if (!std::isfinite(r.data[m]))
+                    throw invalid_argument("range_costs: non-finite cost in row " + std::to_string(i));
+                if (m > 0 && r.data[m] < r.data[m - 1]) r.monotone = false;
+            }
+        }
+        finalized_ = true;
+    }
+    [[nodiscard]] bool finalized() const noexcept { return finalized_; }
+    [[nodiscard]] std::size_t size() const noexcept { return rows_.size(); }
+    /// t(i, m) for m = 1..len(i) (after finalize()).
+    [[nodiscard]] std::span<const double> row_costs(std::size_t i) const {
+        return {rows_[i].data, static_cast<std::size_t>(rows_[i].len)};
+    }
+    [[nodiscard]] bool monotone(std::size_t i) const { return rows_[i].monotone; }
+
+private:
+    struct row {
+        std::size_t offset = 0;
+        const double* borrowed = nullptr;
+        const double* data = nullptr;
+        int len = 0;
+        bool monotone = true;
+    };
+    std::vector<double> storage_;
+    std::vector<row> rows_;
+    bool finalized_ = false;
+};
+
+/// An optimal partition: range boundaries 0 = b_0 < b_1 < ... < b_k = N.
+struct partition_solution {
+    std::vector<int> bounds;
+    double sum_ms = 0;        ///< Σ t of the ranges
+    double tmax_ms = 0;       ///< largest t of the ranges
+    double objective_ms = 0;  ///< a · tmax_ms + sum_ms / dp
+    int solves = 0;           ///< capped DPs run (for benchmarks)
+};
+
+namespace detail {
+
+struct capped_solution {
+    double sum = std::numeric_limits<double>::infinity();
+    double tmax = 0;
+    std::vector<int> bounds;
+    [[nodiscard]] bool feasible() const noexcept { return std::isfinite(sum); }
+};
+
+/// min Σ t over partitions whose ranges all have t ≤ cap; ties keep the first-found predecessor.
+inline capped_solution solve_capped(const range_costs& rc, double cap, std::vector<double>& f,
+                                    std::vector<int>& parent) {
+    const std::size_t n = rc.size();
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    f.assign(n + 1, inf);
+    parent.assign(n + 1, -1);
+    f[0] = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double fi = f[i];
+        if (fi == inf) continue;
+        const auto row = rc.row_costs(i);
+        const bool mono = rc.monotone(i);
+        double* out = f.data() + i + 1;
+        int* par = parent.data() + i + 1;
+        const std::size_t len = row.size();
+        for (std::size_t m = 0; m < len; ++m) {
+            const double t = row[m];
+            if (t > cap) {
+                if (mono) break;
+                continue;
+            }
+            const double v = fi + t;
+            if (v < out[m]) {
+                out[m] = v;
+                par[m] = static_cast<int>(i);
+            }
+        }
+    }
+    capped_solution s;
+    if (f[n] == inf) return s;
+    s.sum = f[n];
+    for (int j = static_cast<int>(n); j > 0; j = parent[static_cast<std::size_t>(j)]) s.bounds.push_back(j);
+    s.bounds.push_back(0);
+    std::reverse(s.bounds.begin(), s.bounds.end());
+    s.tmax = -inf;
+    for (std::size_t k = 0; k + 1 < s.bounds.size(); ++k) {
+        const auto i = static_cast<std::size_t>(s.bounds[k]);
+        s.tmax = std::max(s.tmax, rc.row_costs(i)[static_cast<std::size_t>(s.bounds[k + 1]) - i - 1]);
+    }
+    return s;
+}
+
+/// min over partitions of the largest t (the smallest feasible cap).
+inline double min_bottleneck(const range_costs& rc) {
+    const std::size_t n = rc.size();
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    std::vector<double> h(n + 1, inf);
+    h[0] = -inf;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (h[i] == inf) continue;
+        const auto row = rc.row_costs(i);
+        for (std::size_t m = 0; m < row.size(); ++m) {
+            const double v = std::max(h[i], row[m]);
+            if (v < h[i + m + 1]) h[i + m + 1] = v;
+        }
+    }
+    return h[n];
+}
+
+}  // namespace detail
+
+/// The exact optimum of a · max t + Σ t / dp over contiguous partitions (see the file comment).
+/// `fill_coeff` = a = (S − 1) / C ≥ 0, `dp` ≥ 1. `relative_tolerance` ≥ 0 (0 = exact) lets the
+/// search stop once no gap can improve the best objective by more than that fraction.
+/// `upper_bound` (e.g. the objective of a split already known to the caller) prunes every gap
+/// that cannot beat it: the result is then exact whenever the optimum is below the bound, and
+/// otherwise the best split found (whose objective is ≥ the bound).
+/// Throws invalid_argument for bad arguments or an empty row (an item no range can hold).
+[[nodiscard]] inline partition_solution solve_partition(range_costs& rc, double fill_coeff, double dp,
+                                                        double relative_tolerance = 0,
+                                                        double upper_bound = std::numeric_limits<double>::infinity()) {
+    if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
+        throw invalid_argument("solve_partition: fill coefficient must be finite and >= 0");
+    if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_partition: dp must be >= 1");
+    if (!(relative_tolerance >= 0) || !std::isfinite(relative_tolerance))
+        throw invalid_argument("solve_partition: relative tolerance must be finite and >= 0");
+    if (!rc.finalized()) rc.finalize();
+    partition_solution best;
+    if (rc.size() == 0) {
+        best.bounds = {0};
+        return best;
+    }
+    std::vector<double> f;
+    std::vector<int> parent;
+    const auto objective = [&](const detail::capped_solution& s) { return fill_coeff * s.tmax + s.sum / dp; };
+    const auto take = [&](detail::capped_solution&& s) {
+        const double g = objective(s);
+        if (best.bounds.empty() || g < best.objective_ms) {
+            best.objective_ms = g;
+            best.sum_ms = s.sum;
+            best.tmax_ms = s.tmax;
+            best.bounds = std::move(s.bounds);
+        }
+    };
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    detail::capped_solution top = detail::solve_capped(rc, inf, f, parent);
+    int solves = 1;
+    const double top_sum = top.sum, top_r = top.tmax;
+    take(std::move(top));
+    if (fill_coeff > 0) {
+        const double c_lo = detail::min_bottleneck(rc);
+        detail::capped_solution lo = detail::solve_capped(rc, c_lo, f, parent);
+        ++solves;
+        const double lo_sum = lo.sum;
+        take(std::move(lo));
+        // Gap: caps in (a_cap, b_r) with F(a_cap) = a_sum, F ≥ b_sum on it.
+        struct gap {
+            double bound, a_cap, a_sum, b_r, b_sum;
+            bool operator<(const gap& o) const noexcept { return bound > o.bound; }  // min-heap
+        };
+        std::priority_queue<gap> open;
+        const auto push = [&](double a_cap, double a_sum, double b_r, double b_sum) {
+            if (!(a_cap < b_r) || !(a_sum > b_sum)) return;
+            open.push(gap{fill_coeff * a_cap + b_sum / dp, a_cap, a_sum, b_r, b_sum});
+        };
+        push(c_lo, lo_sum, top_r, top_sum);
+        while (!open.empty()) {
+            const gap g = open.top();
+            open.pop();
+            const double target = std::min(best.objective_ms, upper_bound);
+            const double margin = relative_tolerance * std::abs(target);
+            if (g.bound >= target - margin) break;  // best-first: every other gap too
+            const double hi = std::nextafter(g.b_r, -inf);
+            if (!(hi > g.a_cap)) continue;
+            double mid = g.a_cap + (hi - g.a_cap) / 2;
+            if (!(mid > g.a_cap) || !(mid <= hi)) mid = hi;
+            detail::capped_solution s = detail::solve_capped(rc, mid, f, parent);
+            ++solves;
+            const double s_sum = s.sum, s_r = s.tmax;
+            take(std::move(s));
+            push(g.a_cap, g.a_sum, s_r, s_sum);
+            push(mid, s_sum, g.b_r, g.b_sum);
+        }
+    }
+    best.solves = solves;
+    return best;
+}
+
+}  // namespace pipeplan::batching

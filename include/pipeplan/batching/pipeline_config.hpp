@@ -1,0 +1,107 @@
+// pipeplan/batching/pipeline_config.hpp — the pipeline a batch is split for.
+//
+// S pipeline stages (devices), each holding C virtual chunks (interleaving, Narayanan et al.
+// 2021): chunk k of the S·C chunks, in pipeline order, lives on device k mod S. Each chunk holds
+// some encoder layers (GPT's layer too) and/or decoder layers, and possibly the embedding and the
+// LM head + loss ("postprocess"). `uniform()` builds the usual layout; a caller may give any.
+// Also: data- and tensor-parallel degrees, ZeRO stage and device memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+
+namespace pipeplan::batching {
+
+/// How micro-batch stage times and memory are derived from layer costs (docs/batching.md).
+enum class accounting_mode : std::uint8_t {
+    pipeplan = 0,  ///< the real per-device layer assignment; the bottleneck device's time
+    dynapipe = 1,  ///< the published DynaPipe planner's accounting, for number-for-number comparison
+};
+
+[[nodiscard]] constexpr std::string_view to_string(accounting_mode m) noexcept {
+    return m == accounting_mode::pipeplan ? "pipeplan" : "dynapipe";
+}
+/// Parses "pipeplan" or "dynapipe"; throws invalid_argument otherwise.
+[[nodiscard]] inline accounting_mode parse_accounting_mode(std::string_view s) {
+    if (s == "pipeplan") return accounting_mode::pipeplan;
+    if (s == "dynapipe") return accounting_mode::dynapipe;
+    throw invalid_argument("unknown accounting mode '" + std::string(s) + "' (valid: pipeplan, dynapipe)");
+}
+
+/// What one virtual chunk (a pipeline stage when C = 1) holds.
+struct stage_layout {
+    int encoder_layers = 0;    ///< encoder layers (a decoder-only model's layers too)
+    int decoder_layers = 0;    ///< encoder-decoder decoder layers
+    bool embedding = false;    ///< holds the (input) embedding
+    bool postprocess = false;  ///< holds the LM head and the loss
+    friend constexpr bool operator==(const stage_layout&, const stage_layout&) noexcept = default;
+};
+
+/// The pipeline configuration.
+struct pipeline_config {
+    int stages = 1;            ///< S: pipeline devices
+    int virtual_chunks = 1;    ///< C: chunks per device (interleaved schedule when > 1)
+    int layers_per_stage = 1;  ///< layers per chunk (uniform layout; dynapipe accounting)
+    /// Explicit layout of the S·C chunks in pipeline order; empty = uniform(...).
+    std::vector<stage_layout> chunks;
+    int dp = 1;                ///< data-parallel degree
+    int tp = 1;                ///< tensor-parallel degree
+    int zero_stage = 0;        ///< ZeRO stage 0..3 (model-state sharding over dp)
+    double device_memory_mb = 0;  ///< memory of one device (MB)
+
+    /// The layout used: `chunks` if given, else the uniform one. Decoder-only: every chunk holds
+    /// `layers_per_stage` layers, the first the embedding, the last the LM head. Encoder-decoder:
+    /// the first half of the chunks hold encoder layers, the second half decoder layers; the
+    /// first chunk and the first decoder chunk hold an embedding, the last the LM head.
+    [[nodiscard]] std::vector<stage_layout> layout(bool encoder_decoder) const {
+        if (!chunks.empty()) return chunks;
+        const int n = stages * virtual_chunks;
+        std::vector<stage_layout> out(static_cast<std::size_t>(n > 0 ? n : 0));
+        for (int k = 0; k < n; ++k) {
+            auto& c = out[static_cast<std::size_t>(k)];
+            if (!encoder_decoder || k < n / 2) c.encoder_layers = layers_per_stage;
+            else c.decoder_layers = layers_per_stage;
+            c.embedding = k == 0 || (encoder_decoder && k == n / 2);
+            c.postprocess = k == n - 1;
+        }
+        return out;
+    }
+
+    /// Device holding chunk k.
+    [[nodiscard]] int device_of_chunk(int k) const noexcept { return k % stages; }
+
+    /// Throws invalid_argument naming the first field outside its domain.
+    void validate(bool encoder_decoder) const {
+        const auto bad = [](const std::string& field, long long v, const std::string& rule) {
+            return invalid_argument("pipeline configuration: " + field + " = " + std::to_string(v) +
+                                    " is invalid (" + rule + ")");
+        };
+        if (stages < 1) throw bad("stages", stages, "must be >= 1");
+        if (virtual_chunks < 1) throw bad("virtual_chunks", virtual_chunks, "must be >= 1");
+        if (layers_per_stage < 1) throw bad("layers_per_stage", layers_per_stage, "must be >= 1");
+        if (dp < 1) throw bad("dp", dp, "must be >= 1");
+        if (tp < 1) throw bad("tp", tp, "must be >= 1");
+        if (zero_stage < 0 || zero_stage > 3) throw bad("zero_stage", zero_stage, "valid: 0, 1, 2, 3");
+        if (!(device_memory_mb > 0))
+            throw invalid_argument("pipeline configuration: device_memory_mb = " +
+                                   std::to_string(device_memory_mb) + " is invalid (must be > 0)");
+        const long long n = static_cast<long long>(stages) * virtual_chunks;
+        if (!chunks.empty()) {
+            if (static_cast<long long>(chunks.size()) != n)
+                throw bad("chunks.size()", static_cast<long long>(chunks.size()),
+                          "must equal stages * virtual_chunks = " + std::to_string(n));
+            for (const auto& c : chunks)
+                if (c.encoder_layers < 0 || c.decoder_layers < 0)
+                    throw invalid_argument("pipeline configuration: negative layer count in a chunk");
+        } else if (encoder_decoder && n % 2 != 0) {
+            throw bad("stages * virtual_chunks", n,
+                      "an encoder-decoder model's uniform layout needs an even number of chunks");
+        }
+    }
+};
+
+}  // namespace pipeplan::batching

@@ -1,0 +1,372 @@
+// pipeplan/batching/split_context.hpp — what every splitter shares: options, the ladder of
+// memory limits and recomputation modes, input checks, typed errors and result assembly.
+//
+// The ladder: stored-activation limits in order (the preferred limit, available / S or a caller's
+// fraction, then the available memory = device memory − model states) × recomputation modes in
+// order (none → selective → full); the first rung under which a split exists is used and the
+// result says which. Every micro-batch of a result satisfies stored ≤ memory_limit_mb and
+// peak ≤ available_mb.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pipeplan/batching/errors.hpp"
+#include "pipeplan/batching/ordering.hpp"
+#include "pipeplan/batching/packing.hpp"
+#include "pipeplan/batching/pipeline_config.hpp"
+#include "pipeplan/batching/result.hpp"
+#include "pipeplan/batching/sample.hpp"
+#include "pipeplan/batching/stage_cost.hpp"
+#include "pipeplan/cost/concept.hpp"
+
+namespace pipeplan::batching {
+
+/// preferred, then available.
+[[nodiscard]] inline std::vector<memory_limit_kind> default_limit_ladder() {
+    std::vector<memory_limit_kind> v;
+    v.push_back(memory_limit_kind::preferred);
+    v.push_back(memory_limit_kind::available);
+    return v;
+}
+/// none → selective → full.
+[[nodiscard]] inline std::vector<recompute_mode> default_recompute_ladder() {
+    return {all_recompute_modes.begin(), all_recompute_modes.end()};
+}
+
+/// Options shared by the DP and the baselines.
+struct split_options {
+    accounting_mode accounting = accounting_mode::pipeplan;
+    length_rules lengths;                              ///< rounding / truncation
+    ordering_method order = ordering_method::automatic;  ///< the DP's sample order
+    /// Preferred stored limit as a fraction of the available memory; 0 = 1 / S.
+    double preferred_fraction = 0;
+    /// Stored limits tried, in order.
+    std::vector<memory_limit_kind> limit_ladder = default_limit_ladder();
+    /// Recomputation modes tried (for each limit), in order.
+    std::vector<recompute_mode> recompute_ladder = default_recompute_ladder();
+    packing_options packing;        ///< DP only: packing inside micro-batches (decoder-only)
+    double relative_tolerance = 0;  ///< DP only: 0 = exact
+    /// DP, encoder-decoder, automatic order: refinement passes after the initial orders (>= 0).
+    int refine_passes = 4;
+};
+
+/// One rung of the ladder: a stored limit and a recomputation mode, with the resulting limits.
+struct memory_rung {
+    memory_limit_kind kind = memory_limit_kind::preferred;
+    recompute_mode recompute = recompute_mode::none;
+    double stored_limit_mb = 0;
+    double available_mb = 0;
+    double model_state_mb = 0;
+    [[nodiscard]] bool fits(const microbatch_cost& c) const noexcept {
+        return c.stored_mb <= stored_limit_mb && c.peak_mb <= available_mb;
+    }
+};
+
+namespace detail {
+
+inline std::string fmt_mb(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f MB", v);
+    return buf;
+}
+
+inline std::string describe(const microbatch_shape& s) {
+    std::string out = "mbs " + std::to_string(s.mbs) + ", seqlen " + std::to_string(s.seqlen_tokens);
+    if (s.dec_seqlen_tokens > 0) out += ", decoder seqlen " + std::to_string(s.dec_seqlen_tokens);
+    return out;
+}
+
+}  // namespace detail
+
+/// The shared state of one split: the evaluator, the samples' padded shapes and the ladder.
+template <cost_model Model>
+class split_context {
+public:
+    /// Validates everything and throws split_error (empty batch, sample too long, model states)
+    /// or invalid_argument (options, configuration, token counts).
+    split_context(const Model& model, std::span<const sample> batch, const pipeline_config& config,
+                  split_options options)
+        : eval_(model, config, options.accounting), options_(std::move(options)) {
+        if (batch.empty()) throw split_error(split_failure::empty_batch, "the batch has no samples");
+        if (!(options_.preferred_fraction >= 0 && options_.preferred_fraction <= 1))
+            throw invalid_argument("preferred memory fraction must be in [0, 1] (0 = 1/S)");
+        if (options_.limit_ladder.empty() || options_.recompute_ladder.empty())
+            throw invalid_argument("the memory-limit and recomputation ladders must not be empty");
+        if (!(options_.relative_tolerance >= 0 && options_.relative_tolerance < 1))
+            throw invalid_argument("relative tolerance must be in [0, 1)");
+        if (options_.refine_passes < 0) throw invalid_argument("refine passes must be >= 0");
+        if (options_.packing.separator_tokens < 0) throw invalid_argument("packing separator tokens must be >= 0");
+        if (options_.packing.enabled && eval_.encoder_decoder())
+            throw invalid_argument("packing inside micro-batches is supported for decoder-only models only");
+        shapes_ = padded_shapes(batch, options_.lengths, eval_.encoder_decoder());
+        build_ladder();
+        check_lengths();
+    }
+
+    [[nodiscard]] const stage_cost_evaluator<Model>& evaluator() const noexcept { return eval_; }
+    [[nodiscard]] const split_options& options() const noexcept { return options_; }
+    [[nodiscard]] const std::vector<sample_shape>& shapes() const noexcept { return shapes_; }
+    [[nodiscard]] const std::vector<memory_rung>& ladder() const noexcept { return ladder_; }
+    [[nodiscard]] const pipeline_config& config() const noexcept { return eval_.config(); }
+
+    /// The cost of a shape under a rung, or nullopt-like failure when unpriceable / not fitting.
+    [[nodiscard]] bool fits(const microbatch_shape& s, const memory_rung& rung, microbatch_cost& out) const {
+        const auto e = eval_.evaluate(s, rung.recompute);
+        if (!e.ok()) return false;
+        out = e.value();
+        return rung.fits(out);
+    }
+
+    /// True when every sample alone fits under `rung` (then a split exists under it).
+    [[nodiscard]] bool singletons_fit(const memory_rung& rung) const {
+        microbatch_cost c;
+        for (const auto& s : distinct_singletons())
+            if (!fits(s, rung, c)) return false;
+        return true;
+    }
+
+    /// Throws the split_error explaining why no sample-by-sample split fits under any rung:
+    /// the worst sample under the most permissive (last) rung, and by how much it is over.
+    [[noreturn]] void throw_no_rung() const {
+        const memory_rung& rung = ladder_.back();
+        double worst_peak = -1, worst_stored = -1;
+        long long peak_id = -1, stored_id = -1;
+        for (std::size_t i = 0; i < shapes_.size(); ++i) {
+            const microbatch_shape s{1, shapes_[i].seqlen_tokens, shapes_[i].dec_seqlen_tokens};
+            const auto e = eval_.evaluate(s, rung.recompute);
+            if (!e.ok()) continue;
+            const double pe = e.value().peak_mb - rung.available_mb;
+            const double se = e.value().stored_mb - rung.stored_limit_mb;
+            if (pe > 0 && (peak_id < 0 || pe > worst_peak)) worst_peak = pe, peak_id = static_cast<long long>(i);
+            if (se > 0 && (stored_id < 0 || se > worst_stored)) worst_stored = se, stored_id = static_cast<long long>(i);
+        }
+        const bool peak = peak_id >= 0;
+        const long long id = peak ? peak_id : stored_id;
+        const auto& sh = shapes_[static_cast<std::size_t>(id < 0 ? 0 : id)];
+        const microbatch_cost c =
+            eval_.evaluate(microbatch_shape{1, sh.seqlen_tokens, sh.dec_seqlen_tokens}, rung.recompute).value();
+        const double need = peak ? c.peak_mb : c.stored_mb;
+        const double limit = peak ? rung.available_mb : rung.stored_limit_mb;
+        throw split_error(
+            peak ? split_failure::peak_memory : split_failure::stored_memory,
+            "no feasible split under any memory limit: sample " + std::to_string(id) + " alone (" +
+                detail::describe({1, sh.seqlen_tokens, sh.dec_seqlen_tokens}) + ") needs " +
+                (peak ? "a peak of " : "stored activations of ") + detail::fmt_mb(need) + " under " +
+                std::string(to_string(rung.recompute)) + " recomputation, but the " +
+                (peak ? std::string("available memory") : std::string(to_string(rung.kind)) + " stored limit") +
+                " is " + detail::fmt_mb(limit) + " (device " + detail::fmt_mb(config().device_memory_mb) +
+                " − model states " + detail::fmt_mb(rung.model_state_mb) + "): over by " +
+                detail::fmt_mb(need - limit),
+            need, limit, "MB", id);
+    }
+
+    /// Assembles a result for the given micro-batches (sample ids; optional packed rows, padded
+    /// to `row_length_tokens` when > 0, else to their longest sample) under `rung`; every
+    /// micro-batch must fit (checked by the caller).
+    [[nodiscard]] split_result assemble(std::string method, std::vector<std::vector<int>> microbatches,
+                                        std::vector<std::vector<std::vector<int>>> rows,
+                                        const memory_rung& rung, int row_length_tokens = 0) const {
+        split_result r;
+        r.method = std::move(method);
+        r.accounting = eval_.mode();
+        r.recompute = rung.recompute;
+        r.limit = rung.kind;
+        r.memory_limit_mb = rung.stored_limit_mb;
+        r.available_mb = rung.available_mb;
+        r.model_state_mb = rung.model_state_mb;
+        r.stages = config().stages;
+        r.virtual_chunks = config().virtual_chunks;
+        r.dp = config().dp;
+        r.per_microbatch.reserve(microbatches.size());
+        for (std::size_t k = 0; k < microbatches.size(); ++k) {
+            microbatch_record rec;
+            rec.shape = shape_of(microbatches[k], shapes_);
+            if (k < rows.size() && !rows[k].empty()) {
+                rec.rows = std::move(rows[k]);
+                rec.shape.mbs = static_cast<int>(rec.rows.size());
+                if (row_length_tokens > 0) rec.shape.seqlen_tokens = row_length_tokens;
+            }
+            rec.cost = eval_.evaluate(rec.shape, rung.recompute).value();
+            r.tmax_ms = k == 0 ? rec.cost.time_ms : std::max(r.tmax_ms, rec.cost.time_ms);
+            r.sum_ms += rec.cost.time_ms;
+            r.per_microbatch.push_back(std::move(rec));
+        }
+        r.microbatches = std::move(microbatches);
+        r.objective_ms = pipeline_objective_ms(r.stages, r.virtual_chunks, r.dp, r.tmax_ms, r.sum_ms);
+        return r;
+    }
+
+    /// For fixed micro-batches (baselines): the first rung under which all of them fit, with
+    /// the result; otherwise a split_error naming the micro-batch furthest over the limit of
+    /// the most permissive rung.
+    [[nodiscard]] split_result assemble_first_fitting(std::string method,
+                                                      std::vector<std::vector<int>> microbatches,
+                                                      std::vector<std::vector<std::vector<int>>> rows = {},
+                                                      int row_length_tokens = 0) const {
+        std::vector<microbatch_shape> mshapes;
+        mshapes.reserve(microbatches.size());
+        for (std::size_t k = 0; k < microbatches.size(); ++k) {
+            auto s = shape_of(microbatches[k], shapes_);
+            if (k < rows.size() && !rows[k].empty()) {
+                s.mbs = static_cast<int>(rows[k].size());
+                if (row_length_tokens > 0) s.seqlen_tokens = row_length_tokens;
+            }
+            mshapes.push_back(s);
+        }
+        for (const auto& rung : ladder_) {
+            bool ok = true;
+            microbatch_cost c;
+            for (const auto& s : mshapes)
+                if (!fits(s, rung, c)) {
+                    ok = false;
+                    break;
+                }
+            if (ok)
+                return assemble(std::move(method), std::move(microbatches), std::move(rows), rung, row_length_tokens);
+        }
+        const memory_rung& rung = ladder_.back();
+        double worst = 0, need = 0, limit = 0;
+        long long worst_k = -1;
+        bool peak = true, unpriced = false;
+        for (std::size_t k = 0; k < mshapes.size(); ++k) {
+            const auto e = eval_.evaluate(mshapes[k], rung.recompute);
+            if (!e.ok()) {
+                if (worst_k < 0 || !unpriced) worst_k = static_cast<long long>(k);
+                unpriced = true;
+                continue;
+            }
+            if (unpriced) continue;
+            const double pe = e.value().peak_mb - rung.available_mb;
+            const double se = e.value().stored_mb - rung.stored_limit_mb;
+            const double over = std::max(pe, se);
+            if (over > 0 && (worst_k < 0 || over > worst)) {
+                worst = over;
+                worst_k = static_cast<long long>(k);
+                peak = pe >= se;
+                need = peak ? e.value().peak_mb : e.value().stored_mb;
+                limit = peak ? rung.available_mb : rung.stored_limit_mb;
+            }
+        }
+        const auto& s = mshapes[static_cast<std::size_t>(worst_k < 0 ? 0 : worst_k)];
+        if (unpriced)
+            throw split_error(split_failure::unpriceable,
+                              method + ": micro-batch " + std::to_string(worst_k) + " (" + detail::describe(s) +
+                                  ") is beyond the cost model's range under " +
+                                  std::string(to_string(rung.recompute)) + " recomputation");
+        throw split_error(peak ? split_failure::peak_memory : split_failure::stored_memory,
+                          method + ": micro-batch " + std::to_string(worst_k) + " (" + detail::describe(s) +
+                              ") needs " + (peak ? "a peak of " : "stored activations of ") + detail::fmt_mb(need) +
+                              " under " + std::string(to_string(rung.recompute)) + " recomputation, but the limit is " +
+                              detail::fmt_mb(limit) + ": over by " + detail::fmt_mb(need - limit),
+                          need, limit, "MB", -1);
+    }
+
+private:
+    [[nodiscard]] std::vector<microbatch_shape> distinct_singletons() const {
+        std::vector<microbatch_shape> v;
+        v.reserve(shapes_.size());
+        for (const auto& s : shapes_) v.push_back({1, s.seqlen_tokens, s.dec_seqlen_tokens});
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+        return v;
+    }
+
+    void build_ladder() {
+        const double device = config().device_memory_mb;
+        double least_states = -1;
+        recompute_mode least_r = recompute_mode::none;
+        for (auto kind : options_.limit_ladder) {
+            for (auto r : options_.recompute_ladder) {
+                const auto ms = eval_.model_state_mb(r);
+                if (!ms.ok())
+                    throw split_error(split_failure::unpriceable,
+                                      "the cost model has no parameter memory for a layer of this pipeline (tp " +
+                                          std::to_string(config().tp) + ", " + std::string(to_string(r)) +
+                                          " recomputation)");
+                memory_rung rung;
+                rung.kind = kind;
+                rung.recompute = r;
+                rung.model_state_mb = ms.value();
+                rung.available_mb = device - ms.value();
+                const double frac = options_.preferred_fraction > 0 ? options_.preferred_fraction
+                                                                    : 1.0 / config().stages;
+                rung.stored_limit_mb = kind == memory_limit_kind::preferred ? rung.available_mb * frac
+                                                                            : rung.available_mb;
+                if (least_states < 0 || ms.value() < least_states) least_states = ms.value(), least_r = r;
+                if (rung.available_mb > 0) ladder_.push_back(rung);
+            }
+        }
+        if (ladder_.empty())
+            throw split_error(split_failure::model_states,
+                              "model states alone need " + detail::fmt_mb(least_states) + " per device (" +
+                                  std::string(to_string(least_r)) + " recomputation, ZeRO stage " +
+                                  std::to_string(config().zero_stage) + ", dp " + std::to_string(config().dp) +
+                                  ") but the device has " + detail::fmt_mb(device) + ": over by " +
+                                  detail::fmt_mb(least_states - device),
+                              least_states, device, "MB");
+    }
+
+    /// Every sample must be priceable at mbs 1 under some rung's recomputation mode; otherwise it
+    /// is longer than the model supports and the error says by how many tokens.
+    void check_lengths() const {
+        for (const auto& s : distinct_singletons()) {
+            estimate_status worst = estimate_status::ok;
+            bool any = false;
+            for (const auto& rung : ladder_) {
+                const auto e = eval_.evaluate(s, rung.recompute);
+                if (e.ok()) {
+                    any = true;
+                    break;
+                }
+                worst = std::max(worst, e.status());
+            }
+            if (any) continue;
+            std::size_t id = 0;
+            while (!(shapes_[id].seqlen_tokens == s.seqlen_tokens && shapes_[id].dec_seqlen_tokens == s.dec_seqlen_tokens)) ++id;
+            const recompute_mode r = ladder_.back().recompute;
+            if (worst == estimate_status::unsupported)
+                throw split_error(split_failure::unpriceable,
+                                  "sample " + std::to_string(id) + " (" + detail::describe(s) +
+                                      "): the cost model has no data for this query");
+            // The longest supported length along the failing axis (binary search at mbs 1).
+            const auto priced = [&](int len, int dec) {
+                return eval_.evaluate(microbatch_shape{1, len, dec}, r).ok();
+            };
+            const int step = std::max(1, options_.lengths.round_to_tokens);
+            bool dec_axis = false;
+            int fixed_dec = s.dec_seqlen_tokens;
+            if (!priced(step, fixed_dec)) {  // the encoder length is not the problem
+                dec_axis = true;
+            }
+            const int have = dec_axis ? s.dec_seqlen_tokens : s.seqlen_tokens;
+            long long lo = 0, hi = have / step;  // lo: largest multiple known priced (0 = none)
+            while (hi - lo > 1) {
+                const long long mid = lo + (hi - lo) / 2;
+                const int len = static_cast<int>(mid * step);
+                if (dec_axis ? priced(step, len) : priced(len, fixed_dec)) lo = mid;
+                else hi = mid;
+            }
+            const int supported = static_cast<int>(lo * step);
+            const std::string what = dec_axis ? "decoder length" : (eval_.encoder_decoder() ? "encoder length" : "length");
+            throw split_error(split_failure::sample_too_long,
+                              "sample " + std::to_string(id) + " is longer than the model supports: its " + what + " is " +
+                                  std::to_string(have) + " tokens, the longest the cost model can price at mbs 1 is " +
+                                  std::to_string(supported) + " tokens (over by " + std::to_string(have - supported) +
+                                  " tokens; use a maximum sequence length to truncate)",
+                              have, supported, "tokens", static_cast<long long>(id));
+        }
+    }
+
+    stage_cost_evaluator<Model> eval_;
+    split_options options_;
+    std::vector<sample_shape> shapes_;
+    std::vector<memory_rung> ladder_;
+};
+
+}  // namespace pipeplan::batching

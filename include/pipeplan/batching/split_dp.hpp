@@ -1,0 +1,256 @@
+// pipeplan/batching/split_dp.hpp — the exact micro-batch splitter (DynaPipe-style DP).
+//
+// split_dp orders the samples (ordering.hpp), then for each rung of the memory ladder
+// (split_context.hpp) whose single samples all fit, builds the range-cost rows and solves the
+// exact partition DP (partition_dp.hpp). Range costs come from dense per-shape tables:
+//   * decoder-only, sorted descending: a range [i, i+m) is padded to (m, len_i), so row i is a
+//     prefix of the table row of len_i — one table row per distinct length, built once, for
+//     m up to the first size that does not fit (memory is taken as non-decreasing in mbs);
+//   * encoder-decoder (or any 2-D order): row i follows the running maxima (E, D) of the range;
+//     tables are memoised per (E, D) and extended on demand; a row stops at the first range
+//     that does not fit (memory non-decreasing in mbs and lengths);
+//   * packing: row i adds samples first-fit into rows of len_i; t is the cheaper of padded and
+//     packed, and the range may grow while the packed rows fit.
+// Complexity: O(N log N) ordering + O(distinct shapes) model queries + O(Σ row lengths) per
+// capped DP, Σ row lengths ≤ N · K with K the largest micro-batch that fits.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pipeplan/batching/ordering.hpp"
+#include "pipeplan/batching/packing.hpp"
+#include "pipeplan/batching/partition_dp.hpp"
+#include "pipeplan/batching/split_context.hpp"
+
+namespace pipeplan::batching {
+
+namespace detail {
+
+/// Dense per-shape cost tables under one rung: t(m) for m = 1.. while (m, E, D) fits.
+template <cost_model Model>
+class shape_tables {
+public:
+    shape_tables(const split_context<Model>& ctx, const memory_rung& rung) : ctx_(&ctx), rung_(rung) {}
+
+    struct entry {
+        std::vector<double> t;
+        bool closed = false;
+    };
+
+    /// The table entry of (E, D) (created empty).
+    entry& get(int seqlen, int dec_seqlen) { return table_[key(seqlen, dec_seqlen)]; }
+
+    /// t(m) of `e` (shape (m, seqlen, dec_seqlen)), extending the row by one evaluation at a time;
+    /// false when m does not fit (nor any larger size).
+    bool at(entry& e, int seqlen, int dec_seqlen, int m, double& t) {
+        while (!e.closed && static_cast<int>(e.t.size()) < m) {
+            microbatch_cost c;
+            const microbatch_shape s{static_cast<int>(e.t.size()) + 1, seqlen, dec_seqlen};
+            if (ctx_->fits(s, rung_, c)) e.t.push_back(c.time_ms);
+            else e.closed = true;
+        }
+        if (static_cast<int>(e.t.size()) < m) return false;
+        t = e.t[static_cast<std::size_t>(m) - 1];
+        return true;
+    }
+
+    /// The table row of (E, D), extended to at least `m` entries if it fits that far (its size
+    /// may be < m: larger sizes do not fit).
+    const std::vector<double>& row(int seqlen, int dec_seqlen, int m) {
+        entry& e = get(seqlen, dec_seqlen);
+        double t = 0;
+        (void)at(e, seqlen, dec_seqlen, m, t);
+        return e.t;
+    }
+
+private:
+    static std::uint64_t key(int e, int d) noexcept {
+        return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(e)) << 32) | static_cast<std::uint32_t>(d);
+    }
+    const split_context<Model>* ctx_;
+    memory_rung rung_;
+    std::unordered_map<std::uint64_t, entry> table_;
+};
+
+}  // namespace detail
+
+/// Statistics of one DP split (benchmarks and docs).
+struct split_dp_stats {
+    int capped_solves = 0;       ///< capped DPs run by the exact search
+    long long range_entries = 0; ///< Σ row lengths (feasible ranges)
+    int orders = 0;              ///< orders solved
+};
+
+/// The DP split over a given order of the context's samples, under `rung` (all singletons must
+/// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
+/// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
+/// `upper_bound` prunes the search as in solve_partition (exact whenever the optimum is below it).
+template <cost_model Model>
+[[nodiscard]] split_result split_dp_ordered(const split_context<Model>& ctx, std::span<const int> order,
+                                            const memory_rung& rung, split_dp_stats* stats = nullptr,
+                                            detail::shape_tables<Model>* shared_tables = nullptr,
+                                            double upper_bound = std::numeric_limits<double>::infinity()) {
+    const auto& shapes = ctx.shapes();
+    const std::size_t n = order.size();
+    const bool enc_dec = ctx.evaluator().encoder_decoder();
+    const bool pack = ctx.options().packing.enabled;
+    const int sep = ctx.options().packing.separator_tokens;
+    std::optional<detail::shape_tables<Model>> own;
+    if (!shared_tables) own.emplace(ctx, rung);
+    detail::shape_tables<Model>& tables = shared_tables ? *shared_tables : *own;
+    range_costs rc;
+    const auto sh = [&](std::size_t pos) -> const sample_shape& { return shapes[static_cast<std::size_t>(order[pos])]; };
+    // Is the order padded by its first element (decoder-only, lengths non-increasing)?
+    bool head_padded = !enc_dec;
+    for (std::size_t i = 1; head_padded && i < n; ++i) head_padded = sh(i).seqlen_tokens <= sh(i - 1).seqlen_tokens;
+    long long entries = 0;
+    std::vector<double> buf;
+    for (std::size_t i = 0; i < n; ++i) {
+        const int remaining = static_cast<int>(n - i);
+        if (head_padded && !pack) {
+            const auto& t = tables.row(sh(i).seqlen_tokens, 0, remaining);
+            const int len = std::min(remaining, static_cast<int>(t.size()));
+            rc.add_borrowed_row(t.data(), len);
+            entries += len;
+            continue;
+        }
+        buf.clear();
+        if (pack && head_padded) {
+            const int cap = sh(i).seqlen_tokens;
+            const auto& t = tables.row(cap, 0, remaining);
+            const int k = static_cast<int>(t.size());
+            first_fit_packer packer(cap, sep);
+            for (int m = 1; m <= remaining; ++m) {
+                packer.add(sh(i + static_cast<std::size_t>(m) - 1).raw_tokens);
+                const int rows = packer.rows();
+                if (rows > k) break;
+                double v = t[static_cast<std::size_t>(rows) - 1];
+                if (m <= k) v = std::min(v, t[static_cast<std::size_t>(m) - 1]);
+                buf.push_back(v);
+            }
+        } else {
+            int e = 0, d = 0;
+            typename detail::shape_tables<Model>::entry* row = nullptr;
+            for (int m = 1; m <= remaining; ++m) {
+                const auto& s = sh(i + static_cast<std::size_t>(m) - 1);
+                if (row == nullptr || s.seqlen_tokens > e || s.dec_seqlen_tokens > d) {
+                    e = std::max(e, s.seqlen_tokens);
+                    d = std::max(d, s.dec_seqlen_tokens);
+                    row = &tables.get(e, d);
+                }
+                double t = 0;
+                if (!tables.at(*row, e, d, m, t)) break;
+                buf.push_back(t);
+            }
+        }
+        entries += static_cast<long long>(buf.size());
+        rc.add_row(buf);
+    }
+    const auto& cfg = ctx.config();
+    const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
+    const partition_solution sol = solve_partition(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound);
+    if (stats) {
+        stats->capped_solves = sol.solves;
+        stats->range_entries = entries;
+    }
+    std::vector<std::vector<int>> mbs;
+    std::vector<std::vector<std::vector<int>>> rows;
+    for (std::size_t k = 0; k + 1 < sol.bounds.size(); ++k) {
+        const auto b = static_cast<std::size_t>(sol.bounds[k]), e = static_cast<std::size_t>(sol.bounds[k + 1]);
+        std::vector<int> ids(order.begin() + static_cast<std::ptrdiff_t>(b), order.begin() + static_cast<std::ptrdiff_t>(e));
+        std::vector<std::vector<int>> packed;
+        if (pack && head_padded) {
+            // Packed only where strictly cheaper than padding (as in the table).
+            const int cap = sh(b).seqlen_tokens;
+            auto r = pack_first_fit(ids, shapes, cap, sep);
+            const int m = static_cast<int>(ids.size());
+            const auto& t = tables.row(cap, 0, m);
+            const int k_fit = static_cast<int>(t.size());
+            const double packed_t = t[r.size() - 1];
+            if (m > k_fit || packed_t < t[static_cast<std::size_t>(m) - 1]) packed = std::move(r);
+        }
+        mbs.push_back(std::move(ids));
+        rows.push_back(std::move(packed));
+    }
+    return ctx.assemble("dp", std::move(mbs), std::move(rows), rung);
+}
+
+/// Splits `batch` into micro-batches minimising (S − 1) · t_max / C + Σ t / dp exactly over the
+/// contiguous partitions of the chosen order, under the first rung of the memory ladder where
+/// a split exists. Encoder-decoder with ordering `automatic`: the lexicographic order and a tour
+/// (decoder weight 1/4) are solved, sharing the shape tables; the better split is then refined
+/// (up to options.refine_passes re-orderings inside its micro-batches, each solved exactly) —
+/// never worse than lexicographic. The result is exact for the final order.
+/// Throws split_error (empty batch, sample too long, model states, no feasible split) or
+/// invalid_argument (configuration, options, token counts).
+template <cost_model Model>
+[[nodiscard]] split_result split_dp(const Model& model, std::span<const sample> batch, const pipeline_config& config,
+                                    const split_options& options = {}, split_dp_stats* stats = nullptr) {
+    const split_context<Model> ctx(model, batch, config, options);
+    const bool enc_dec = ctx.evaluator().encoder_decoder();
+    if (options.packing.enabled && options.order != ordering_method::automatic &&
+        options.order != ordering_method::sorted && options.order != ordering_method::lexicographic)
+        throw invalid_argument("packing inside micro-batches needs the sorted order (got '" +
+                               std::string(to_string(options.order)) + "')");
+    const bool refine = enc_dec && options.order == ordering_method::automatic;
+    std::vector<std::vector<int>> orders;
+    if (refine) {
+        orders.push_back(order_samples(ctx.shapes(), true, ordering_method::lexicographic));
+        orders.push_back(order_samples(ctx.shapes(), true, ordering_method::tour, 1));
+    } else {
+        orders.push_back(order_samples(ctx.shapes(), enc_dec, options.order));
+    }
+    for (const auto& rung : ctx.ladder()) {
+        if (!ctx.singletons_fit(rung)) continue;
+        split_result best;
+        bool have = false;
+        detail::shape_tables<Model> tables(ctx, rung);
+        const auto consider = [&](std::span<const int> order) {
+            split_dp_stats st;
+            split_result r = split_dp_ordered(ctx, order, rung, &st, &tables,
+                                              have ? best.objective_ms : std::numeric_limits<double>::infinity());
+            if (stats) {
+                stats->capped_solves += st.capped_solves;
+                stats->range_entries += st.range_entries;
+                ++stats->orders;
+            }
+            const bool better = !have || r.objective_ms < best.objective_ms;
+            if (better) {
+                best = std::move(r);
+                have = true;
+            }
+            return better;
+        };
+        for (const auto& order : orders) (void)consider(order);
+        // DP-guided refinement: re-order the samples inside each micro-batch of the best split
+        // (decoder length descending, then encoder length descending, alternately) and solve
+        // again. The best split stays contiguous in the new order, so the objective never rises.
+        const auto& shapes = ctx.shapes();
+        int misses = 0;
+        for (int pass = 0; refine && pass < options.refine_passes && misses < 2; ++pass) {
+            std::vector<int> order;
+            order.reserve(shapes.size());
+            for (auto mb : best.microbatches) {
+                std::stable_sort(mb.begin(), mb.end(), [&](int a, int b) {
+                    const auto& x = shapes[static_cast<std::size_t>(a)];
+                    const auto& y = shapes[static_cast<std::size_t>(b)];
+                    return pass % 2 == 0 ? x.dec_seqlen_tokens > y.dec_seqlen_tokens : x.seqlen_tokens > y.seqlen_tokens;
+                });
+                order.insert(order.end(), mb.begin(), mb.end());
+            }
+            misses = consider(order) ? 0 : misses + 1;
+        }
+        return best;
+    }
+    ctx.throw_no_rung();
+}
+
+}  // namespace pipeplan::batching

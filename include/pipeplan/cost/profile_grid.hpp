@@ -1,0 +1,418 @@
+// pipeplan/cost/profile_grid.hpp — one profiled metric as a dense (possibly ragged) grid over
+// (mbs, encoder length, decoder length), and the interpolation schemes that read it.
+//
+// A grid has three axes: 0 = micro-batch size (sequences), 1 = encoder / decoder-only sequence
+// length (tokens), 2 = decoder length (tokens). An axis whose only value is 0 is *independent*:
+// the metric does not depend on that coordinate (e.g. GPT layers have no decoder length; T5's
+// LM head is keyed by the decoder length only). Values that were not profiled (the profiler
+// ran out of memory) are NaN.
+//
+// Interpolation policy (all schemes):
+//  - Above the largest profiled value of a dependent axis: estimate::out_of_range().
+//  - A query coordinate < 1 on a dependent axis: estimate::unsupported() (not a valid query).
+//  - Below the smallest profiled value: every scheme but `linear_extrapolating` clamps the
+//    coordinate to the smallest profiled value (the answer is the value at the grid's edge, a
+//    conservative over-estimate; it is always > 0 when the profiled values are > 0). `linear_extrapolating`
+//    extends the first interval linearly (as scipy's RegularGridInterpolator with
+//    fill_value=None does); it can return small, zero or negative numbers below the grid.
+//  - Corners whose interpolation weight is exactly 0 are not read, so queries on grid lines
+//    next to an unprofiled point still work.
+//  - Ragged grids: when a corner with weight > 0 was not profiled, the query is interpolated on
+//    the simplex spanned by the cell's lowest corner and its axis neighbours, if the query lies
+//    in it (sum of the cell-local coordinates <= 1) and those points were profiled — a convex
+//    combination of measured values, never larger than the largest of them. Otherwise the
+//    query lies beyond the profiled (memory) frontier: estimate::out_of_range().
+//
+// Queries do not allocate; axes are searched linearly (profiles have ~10 points per axis).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/core/estimate.hpp"
+
+namespace pipeplan {
+
+/// How a profile cost model interpolates between (and beyond) profiled points.
+enum class interpolation_mode : std::uint8_t {
+    linear = 0,       ///< plain multilinear in raw (mbs, s[, d]); clamps below the grid
+    dynapipe = 1,     ///< plain multilinear, extrapolating linearly below the grid (DynaPipe)
+    recommended = 2,  ///< the scheme with the lowest leave-one-out error (docs/cost-models.md)
+};
+inline constexpr std::array<interpolation_mode, 3> all_interpolation_modes{
+    interpolation_mode::linear, interpolation_mode::dynapipe, interpolation_mode::recommended};
+
+/// "linear", "dynapipe", "default" (the recommended mode).
+[[nodiscard]] constexpr std::string_view to_string(interpolation_mode m) noexcept {
+    switch (m) {
+        case interpolation_mode::linear: return "linear";
+        case interpolation_mode::dynapipe: return "dynapipe";
+        case interpolation_mode::recommended: return "default";
+    }
+    return "?";
+}
+
+/// Parses "linear", "dynapipe", "default" (or "recommended"); throws invalid_argument listing
+/// the valid names otherwise.
+[[nodiscard]] inline interpolation_mode parse_interpolation_mode(std::string_view s) {
+    if (s == "recommended") return interpolation_mode::recommended;
+    for (interpolation_mode m : all_interpolation_modes)
+        if (to_string(m) == s) return m;
+    throw invalid_argument("unknown interpolation mode '" + std::string(s) +
+                           "' (valid: linear, dynapipe, default)");
+}
+
+/// The interpolation arithmetic itself. The public modes map onto these; the leave-one-out
+/// study (pipeplan profile-error) compares all of them.
+enum class interpolation_scheme : std::uint8_t {
+    linear = 0,                ///< multilinear in raw coordinates and values, clamped below
+    linear_extrapolating = 1,  ///< multilinear, linear extrapolation below the grid
+    log_log = 2,               ///< multilinear in log(coordinates), log(value); clamped below
+    log_axes = 3,              ///< multilinear in log(coordinates), raw values; clamped below
+    /// Exact for the known shape f = a(s) + mbs * (b*s + c*s^2) per cell: linear in mbs; along
+    /// the length axis the intercept a(s) is interpolated linearly and the per-sequence slope
+    /// as b*s + c*s^2 (through the origin; for decoder grids with both lengths: affine in the
+    /// encoder length, b*d + c*d^2 in the decoder length). Clamped below; falls back to
+    /// `linear` where the grid has one mbs value or the shape would give a value <= 0.
+    quadratic_shape = 4,
+};
+inline constexpr std::array<interpolation_scheme, 5> all_interpolation_schemes{
+    interpolation_scheme::linear, interpolation_scheme::linear_extrapolating,
+    interpolation_scheme::log_log, interpolation_scheme::log_axes, interpolation_scheme::quadratic_shape};
+
+[[nodiscard]] constexpr std::string_view to_string(interpolation_scheme s) noexcept {
+    switch (s) {
+        case interpolation_scheme::linear: return "linear";
+        case interpolation_scheme::linear_extrapolating: return "linear-extrapolating";
+        case interpolation_scheme::log_log: return "log-log";
+        case interpolation_scheme::log_axes: return "log-axes";
+        case interpolation_scheme::quadratic_shape: return "quadratic-shape";
+    }
+    return "?";
+}
+
+/// The scheme a mode uses. `recommended` is quadratic_shape: it has the lowest median
+/// leave-one-out error on the A100 profiles of GPT-6.7B and T5-11B, time and memory (table and
+/// method in docs/cost-models.md, "Profile interpolation"; `pipeplan profile-error`).
+[[nodiscard]] constexpr interpolation_scheme scheme_of(interpolation_mode m) noexcept {
+    switch (m) {
+        case interpolation_mode::linear: return interpolation_scheme::linear;
+        case interpolation_mode::dynapipe: return interpolation_scheme::linear_extrapolating;
+        case interpolation_mode::recommended: return interpolation_scheme::quadratic_shape;
+    }
+    return interpolation_scheme::linear;
+}
+
+/// One profiled metric over (mbs, s, d). See the file comment for the interpolation policy.
+class profile_grid {
+public:
+    static constexpr std::size_t axes = 3;
+
+    profile_grid() = default;
+
+    /// `axis_values[k]`: strictly increasing; either exactly {0} (independent axis) or all > 0.
+    /// `values`: row-major over (axis 0, axis 1, axis 2), NaN where not profiled, otherwise
+    /// finite. Throws invalid_argument when these conditions do not hold.
+    profile_grid(std::array<std::vector<double>, axes> axis_values, std::vector<double> values)
+        : values_(std::move(values)) {
+        std::size_t total = 1;
+        for (std::size_t k = 0; k < axes; ++k) {
+            const auto& a = axis_values[k];
+            if (a.empty()) throw invalid_argument("profile_grid: axis " + std::to_string(k) + " is empty");
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                if (!std::isfinite(a[i]) || (i > 0 && !(a[i] > a[i - 1])))
+                    throw invalid_argument("profile_grid: axis " + std::to_string(k) +
+                                           " is not strictly increasing and finite");
+            }
+            independent_[k] = a.size() == 1 && a[0] == 0.0;
+            if (!independent_[k] && !(a[0] > 0))
+                throw invalid_argument("profile_grid: axis " + std::to_string(k) +
+                                       " mixes 0 with positive values (or is negative)");
+            size_[k] = static_cast<std::uint32_t>(a.size());
+            total *= a.size();
+        }
+        if (values_.size() != total)
+            throw invalid_argument("profile_grid: expected " + std::to_string(total) + " values, got " +
+                                   std::to_string(values_.size()));
+        stride_[2] = 1;
+        stride_[1] = size_[2];
+        stride_[0] = size_[1] * size_[2];
+        for (std::size_t k = 0; k < axes; ++k) {
+            offset_[k] = static_cast<std::uint32_t>(axis_.size());
+            for (double v : axis_values[k]) {
+                axis_.push_back(v);
+                log_axis_.push_back(v > 0 ? std::log(v) : 0.0);
+            }
+        }
+        all_positive_ = true;
+        log_values_.resize(values_.size());
+        for (std::size_t i = 0; i < values_.size(); ++i) {
+            const double v = values_[i];
+            if (std::isnan(v)) {
+                log_values_[i] = v;
+                continue;
+            }
+            if (!std::isfinite(v)) throw invalid_argument("profile_grid: infinite value");
+            ++profiled_;
+            if (v > 0) log_values_[i] = std::log(v);
+            else all_positive_ = false, log_values_[i] = 0.0;
+        }
+    }
+
+    /// Number of values on axis k.
+    [[nodiscard]] std::size_t size(std::size_t k) const noexcept { return size_[k]; }
+    /// Value `i` of axis k.
+    [[nodiscard]] double axis_value(std::size_t k, std::size_t i) const noexcept {
+        return axis_[offset_[k] + i];
+    }
+    /// True when the metric does not depend on axis k (the axis is {0}).
+    [[nodiscard]] bool independent(std::size_t k) const noexcept { return independent_[k]; }
+    /// Number of profiled (non-NaN) points.
+    [[nodiscard]] std::size_t profiled_points() const noexcept { return profiled_; }
+    /// The profiled value at grid indices (i, j, l), or nullopt when not profiled.
+    [[nodiscard]] std::optional<double> at_index(std::size_t i, std::size_t j, std::size_t l) const noexcept {
+        const double v = values_[i * stride_[0] + j * stride_[1] + l * stride_[2]];
+        if (std::isnan(v)) return std::nullopt;
+        return v;
+    }
+
+    /// Interpolated value at (mbs, s, d) — coordinates of independent axes are ignored.
+    [[nodiscard]] estimate<double> at(double mbs, double s, double d,
+                                      interpolation_scheme scheme) const noexcept {
+        const std::array<double, axes> x{mbs, s, d};
+        std::array<bracket, axes> b{};
+        for (std::size_t k = 0; k < axes; ++k) {
+            const estimate_status st = locate(k, x[k], scheme, b[k]);
+            if (st != estimate_status::ok) return estimate<double>::failed(st);
+        }
+        return combine(b, scheme, true);
+    }
+
+    /// True when `other` has exactly the same axes (then at_shared() may serve both).
+    [[nodiscard]] bool same_axes(const profile_grid& other) const noexcept {
+        return size_ == other.size_ && axis_ == other.axis_;
+    }
+
+    /// Interpolates `count` grids that all have the same axes (same_axes()) at one point,
+    /// searching the axes once: out[i] = grids[i]->at(mbs, s, d, scheme).
+    static void at_shared(const profile_grid* const* grids, std::size_t count, double mbs, double s, double d,
+                          interpolation_scheme scheme, estimate<double>* out) noexcept {
+        if (count == 0) return;
+        const std::array<double, axes> x{mbs, s, d};
+        std::array<bracket, axes> b{};
+        for (std::size_t k = 0; k < axes; ++k) {
+            const estimate_status st = grids[0]->locate(k, x[k], scheme, b[k]);
+            if (st != estimate_status::ok) {
+                for (std::size_t i = 0; i < count; ++i) out[i] = estimate<double>::failed(st);
+                return;
+            }
+        }
+        for (std::size_t i = 0; i < count; ++i) out[i] = grids[i]->combine(b, scheme, true);
+    }
+
+    /// Leave-one-out prediction of the profiled point at grid indices `idx`: every dependent
+    /// axis with >= 3 values must have the point strictly inside (0 < i < n-1); the point is
+    /// predicted from the cell spanned by its neighbours (i-1, i+1) on each such axis, which
+    /// must all be profiled. nullopt when the point is not profiled or not interior.
+    [[nodiscard]] std::optional<double> predict_left_out(std::array<std::size_t, axes> idx,
+                                                         interpolation_scheme scheme) const noexcept {
+        if (!at_index(idx[0], idx[1], idx[2])) return std::nullopt;
+        std::array<bracket, axes> b{};
+        bool any = false;
+        for (std::size_t k = 0; k < axes; ++k) {
+            const std::uint32_t i = static_cast<std::uint32_t>(idx[k]);
+            if (independent_[k] || size_[k] == 1) {
+                b[k] = {i, i, 0.0};
+                continue;
+            }
+            if (i == 0 || i + 1 >= size_[k]) return std::nullopt;
+            b[k] = {i - 1, i + 1, local(k, i - 1, i + 1, axis_value(k, i), scheme)};
+            any = true;
+        }
+        if (!any) return std::nullopt;
+        const estimate<double> e = combine(b, scheme, false);
+        if (!e.ok()) return std::nullopt;
+        return e.value_or(0.0);
+    }
+
+private:
+    struct bracket {
+        std::uint32_t lo = 0, hi = 0;
+        double t = 0;  // weight of `hi`
+    };
+
+    [[nodiscard]] static bool uses_log_axes(interpolation_scheme s) noexcept {
+        return s == interpolation_scheme::log_log || s == interpolation_scheme::log_axes;
+    }
+
+    // Local coordinate of x between axis points lo and hi.
+    [[nodiscard]] double local(std::size_t k, std::uint32_t lo, std::uint32_t hi, double x,
+                               interpolation_scheme scheme) const noexcept {
+        if (uses_log_axes(scheme)) {
+            const double a = log_axis_[offset_[k] + lo], c = log_axis_[offset_[k] + hi];
+            return (std::log(x) - a) / (c - a);
+        }
+        const double a = axis_[offset_[k] + lo], c = axis_[offset_[k] + hi];
+        return (x - a) / (c - a);
+    }
+
+    [[nodiscard]] estimate_status locate(std::size_t k, double x, interpolation_scheme scheme,
+                                         bracket& out) const noexcept {
+        if (independent_[k]) {
+            out = {0, 0, 0.0};
+            return estimate_status::ok;
+        }
+        if (!(x >= 1.0)) return estimate_status::unsupported;  // also rejects NaN
+        const double* a = axis_.data() + offset_[k];
+        const std::uint32_t n = size_[k];
+        if (x > a[n - 1]) return estimate_status::out_of_profiled_range;
+        if (n == 1 || x <= a[0]) {
+            if (n > 1 && x < a[0] && scheme == interpolation_scheme::linear_extrapolating) {
+                out = {0, 1, (x - a[0]) / (a[1] - a[0])};
+                return estimate_status::ok;
+            }
+            // At or clamped to the first point (the shape scheme keeps a two-point mbs cell).
+            if (n > 1 && k == 0 && scheme == interpolation_scheme::quadratic_shape) out = {0, 1, 0.0};
+            else out = {0, 0, 0.0};
+            return estimate_status::ok;
+        }
+        std::uint32_t i = 0;
+        while (i + 2 < n && a[i + 1] <= x) ++i;
+        out = {i, i + 1, local(k, i, i + 1, x, scheme)};
+        return estimate_status::ok;
+    }
+
+    [[nodiscard]] const std::vector<double>& space(interpolation_scheme scheme) const noexcept {
+        return scheme == interpolation_scheme::log_log && all_positive_ ? log_values_ : values_;
+    }
+    [[nodiscard]] double back(double v, interpolation_scheme scheme) const noexcept {
+        return scheme == interpolation_scheme::log_log && all_positive_ ? std::exp(v) : v;
+    }
+
+    // Weighted sum over the cell's corners in the scheme's value space; `allow_simplex` enables
+    // the ragged-cell fallback described in the file comment.
+    [[nodiscard]] estimate<double> combine(const std::array<bracket, axes>& b,
+                                           interpolation_scheme scheme,
+                                           bool allow_simplex) const noexcept {
+        if (scheme == interpolation_scheme::quadratic_shape) return combine_shape(b, allow_simplex);
+        const std::vector<double>& v = space(scheme);
+        // Per axis: the corners with non-zero weight (1 or 2) and their weights / offsets.
+        std::array<std::array<double, 2>, axes> w{};
+        std::array<std::array<std::size_t, 2>, axes> off{};
+        std::array<unsigned, axes> n{};
+        for (std::size_t k = 0; k < axes; ++k) {
+            const bracket& bk = b[k];
+            if (bk.lo == bk.hi || bk.t == 0) {
+                n[k] = 1, w[k][0] = 1.0, off[k][0] = bk.lo * stride_[k];
+            } else if (bk.t == 1) {
+                n[k] = 1, w[k][0] = 1.0, off[k][0] = bk.hi * stride_[k];
+            } else {
+                n[k] = 2;
+                w[k] = {1.0 - bk.t, bk.t};
+                off[k] = {bk.lo * stride_[k], bk.hi * stride_[k]};
+            }
+        }
+        double sum = 0;
+        bool incomplete = false;
+        for (unsigned i0 = 0; i0 < n[0]; ++i0)
+            for (unsigned i1 = 0; i1 < n[1]; ++i1)
+                for (unsigned i2 = 0; i2 < n[2]; ++i2) {
+                    const double value = v[off[0][i0] + off[1][i1] + off[2][i2]];
+                    incomplete |= std::isnan(value);
+                    sum += w[0][i0] * w[1][i1] * w[2][i2] * value;
+                }
+        const bool exact = n[0] == 1 && n[1] == 1 && n[2] == 1;
+        const std::size_t exact_index = off[0][0] + off[1][0] + off[2][0];
+        if (!incomplete) {
+            // A query on a grid point returns the profiled number exactly (no exp(log(x)) ulps).
+            if (exact) return values_[exact_index];
+            return back(sum, scheme);
+        }
+        if (!allow_simplex) return estimate<double>::out_of_range();
+        // Ragged cell: the simplex of the lowest corner and its axis neighbours.
+        std::size_t base = 0;
+        double t_sum = 0;
+        for (std::size_t k = 0; k < axes; ++k) {
+            base += b[k].lo * stride_[k];
+            if (b[k].lo != b[k].hi) t_sum += b[k].t;
+        }
+        if (t_sum > 1.0 + 1e-12) return estimate<double>::out_of_range();
+        const double f0 = v[base];
+        if (std::isnan(f0)) return estimate<double>::out_of_range();
+        double result = f0;
+        for (std::size_t k = 0; k < axes; ++k) {
+            if (b[k].lo == b[k].hi || b[k].t == 0) continue;
+            const double fk = v[base + (b[k].hi - b[k].lo) * stride_[k]];
+            if (std::isnan(fk)) return estimate<double>::out_of_range();
+            result += b[k].t * (fk - f0);
+        }
+        return back(result, scheme);
+    }
+
+    // The quadratic_shape scheme (see interpolation_scheme). Brackets hold raw local coordinates.
+    [[nodiscard]] estimate<double> combine_shape(const std::array<bracket, axes>& b,
+                                                 bool allow_simplex) const noexcept {
+        bool on_grid_point = true;
+        for (const bracket& bk : b) on_grid_point = on_grid_point && (bk.lo == bk.hi || bk.t == 0 || bk.t == 1);
+        // Grid points (returned exactly) and single-mbs grids: plain multilinear.
+        if (on_grid_point || b[0].lo == b[0].hi) return combine(b, interpolation_scheme::linear, allow_simplex);
+        const double m0 = axis_value(0, b[0].lo), m1 = axis_value(0, b[0].hi);
+        const double m = m0 + b[0].t * (m1 - m0);
+        // Per length axis: weights of the intercept (linear) and of the slope (through origin).
+        std::array<std::array<double, 2>, axes> w_a{}, w_b{};
+        for (std::size_t k = 1; k < axes; ++k) {
+            if (b[k].lo == b[k].hi) {
+                w_a[k] = w_b[k] = {1.0, 0.0};
+                continue;
+            }
+            const double s0 = axis_value(k, b[k].lo), s1 = axis_value(k, b[k].hi);
+            const double x = s0 + b[k].t * (s1 - s0);
+            w_a[k] = {1.0 - b[k].t, b[k].t};
+            // A decoder layer's per-sequence cost is b*d + c*d^2 + e*d*s: through the origin in
+            // the decoder length d but affine in the encoder length s, so when both lengths
+            // are axes the encoder axis is interpolated linearly.
+            if (k == 1 && !independent_[2]) w_b[k] = w_a[k];
+            else w_b[k] = {x * (s1 - x) / (s0 * (s1 - s0)), x * (x - s0) / (s1 * (s1 - s0))};
+        }
+        double sum = 0;
+        for (unsigned corner = 0; corner < 4; ++corner) {
+            const unsigned u1 = corner & 1U, u2 = (corner >> 1) & 1U;
+            if ((u1 && b[1].lo == b[1].hi) || (u2 && b[2].lo == b[2].hi)) continue;
+            const double wa = w_a[1][u1] * w_a[2][u2], wb = w_b[1][u1] * w_b[2][u2];
+            if (wa == 0 && wb == 0) continue;
+            const std::size_t index =
+                (u1 ? b[1].hi : b[1].lo) * stride_[1] + (u2 ? b[2].hi : b[2].lo) * stride_[2];
+            const double f0 = values_[index + b[0].lo * stride_[0]];
+            const double f1 = values_[index + b[0].hi * stride_[0]];
+            if (std::isnan(f0) || std::isnan(f1))
+                return combine(b, interpolation_scheme::linear, allow_simplex);
+            const double slope = (f1 - f0) / (m1 - m0);
+            sum += wa * (f0 - m0 * slope) + wb * m * slope;
+        }
+        if (!(sum > 0)) return combine(b, interpolation_scheme::linear, allow_simplex);
+        return sum;
+    }
+
+    std::vector<double> axis_;      // all axes' values, concatenated
+    std::vector<double> log_axis_;  // log of axis_ (0 for the independent axes' 0)
+    std::vector<double> values_;    // row-major, NaN = not profiled
+    std::vector<double> log_values_;
+    std::array<std::uint32_t, axes> size_{1, 1, 1};
+    std::array<std::uint32_t, axes> offset_{0, 0, 0};
+    std::array<std::size_t, axes> stride_{1, 1, 1};
+    std::array<bool, axes> independent_{true, true, true};
+    std::size_t profiled_ = 0;
+    bool all_positive_ = true;
+};
+
+}  // namespace pipeplan

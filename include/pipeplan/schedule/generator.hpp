@@ -1,0 +1,38 @@
+// pipeplan/schedule/generator.hpp — a schedule, and the concept a schedule generator models.
+//
+// A schedule generator is any callable object `g(scenario) -> pipeline_schedule`: it reads the
+// per-(micro-batch, stage) costs and returns the per-device op lists plus the placement of
+// virtual stages. The built-in ones (gpipe, one_f_one_b, interleaved_1f1b, adaptive, zb_h1,
+// merak) are plain structs with options as members; researchers plug in their own by writing
+// another such struct; simulate() and search_order() take any of them.
+#pragma once
+
+#include <concepts>
+#include <string>
+
+#include "pipeplan/schedule/op.hpp"
+#include "pipeplan/schedule/placement.hpp"
+#include "pipeplan/schedule/scenario.hpp"
+
+namespace pipeplan::schedule {
+
+/// The result of a generator: what each device runs, in order.
+struct pipeline_schedule {
+    std::string name;              ///< e.g. "1f1b"
+    stage_placement placement;     ///< virtual stage -> device
+    device_orders orders;          ///< orders[d] = op list of device d
+    double w_share = 0.0;          ///< share of the backward that W ops take (0: no split)
+};
+
+/// A schedule generator: scenario -> per-device op lists.
+template <class G>
+concept schedule_generator = requires(const G& g, const scenario& sc) {
+    { g(sc) } -> std::convertible_to<pipeline_schedule>;
+};
+
+/// Op string as the CLI prints it: "F3", or "F3.1" when the placement has several chunks.
+[[nodiscard]] inline std::string op_label(const pipeline_schedule& s, op o) {
+    return s.placement.chunks() > 1 ? to_string(o, static_cast<int>(s.placement.chunk_of(o.stage))) : to_string(o);
+}
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,83 @@
+// pipeplan/schedule/lower_bound.hpp — makespan lower bounds that hold for every schedule.
+//
+// For a scenario and a placement, no schedule can finish faster than
+//   (a) per device d: fill_d + work_d + drain_d, where work_d is all forward and backward time
+//       of the stages on d, fill_d the shortest time before any micro-batch can reach d's first
+//       stage (forward time + messages of the stages before it) and drain_d the shortest
+//       backward chain that must still run after d's last backward (upstream backwards +
+//       messages). With a split backward (B/W, zero-bubble schedules) a device may end on a W
+//       that overlaps upstream work, so drain_d is 0 there;
+//   (b) per micro-batch: its whole forward + backward path through all stages with messages
+//       (with a split backward: the input-gradient chain plus stage 0's W).
+// Messages are charged latency + size/bandwidth without contention (a lower bound on the
+// simulator's link model). Recomputation only adds work, so the bound holds for schedules
+// with f/R ops as well.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+#include "pipeplan/schedule/placement.hpp"
+#include "pipeplan/schedule/scenario.hpp"
+
+namespace pipeplan::schedule {
+
+/// The parts of the bound, for reporting.
+struct lower_bound_parts {
+    double bound_ms = 0.0;                 ///< max of everything below
+    std::vector<double> device_bound_ms;   ///< (a) per device
+    double longest_path_ms = 0.0;          ///< (b) the longest single micro-batch path
+};
+
+/// Lower bound on the makespan of any schedule of `sc` on `pl`. `w_share` > 0 means backward
+/// work may be split into B and W (a W share of that fraction), which relaxes the drain.
+[[nodiscard]] inline lower_bound_parts lower_bound(const scenario& sc, const stage_placement& pl,
+                                                   double w_share = 0.0) {
+    const std::size_t V = sc.stages, M = sc.microbatches, D = pl.devices();
+    if (pl.virtual_stages() != V)
+        throw invalid_argument("lower_bound: the placement has " + std::to_string(pl.virtual_stages()) +
+                               " virtual stages, the scenario " + std::to_string(V));
+    const bool split = w_share > 0.0;
+    std::vector<std::size_t> dev(V);
+    for (std::size_t v = 0; v < V; ++v) dev[v] = pl.device_of(v);
+    const bool free_net = sc.network.is_free();
+    auto msg = [&](std::size_t j, std::size_t a, std::size_t b) {
+        const std::size_t da = dev[a], db = dev[b];
+        if (free_net || da == db) return 0.0;
+        return sc.network.latency(da, db) + sc.network.wire_ms(sc.activation(j), da, db);
+    };
+    lower_bound_parts r;
+    r.device_bound_ms.assign(D, 0.0);
+    std::vector<double> work(D, 0.0);
+    for (std::size_t j = 0; j < M; ++j)
+        for (std::size_t v = 0; v < V; ++v) work[dev[v]] += sc.fwd(j, v) + sc.bwd(j, v);
+    std::vector<std::size_t> first(D);
+    for (std::size_t d = 0; d < D; ++d) first[d] = pl.first_stage_on(d);
+    std::vector<double> fill(D, std::numeric_limits<double>::infinity()), drain = fill;
+    std::vector<double> pf(V + 1), sb(V + 1);
+    for (std::size_t j = 0; j < M; ++j) {
+        // pf[v]: earliest arrival of micro-batch j's input at stage v; sb[v]: backward chain
+        // that must follow stage v's backward (stages below v + messages).
+        pf[0] = 0.0;
+        for (std::size_t v = 1; v < V; ++v) pf[v] = pf[v - 1] + sc.fwd(j, v - 1) + msg(j, v - 1, v);
+        sb[0] = split ? sc.bwd(j, 0) * w_share : 0.0;
+        for (std::size_t v = 1; v < V; ++v)
+            sb[v] = sb[v - 1] + sc.bwd(j, v - 1) * (split ? 1.0 - w_share : 1.0) + msg(j, v, v - 1);
+        for (std::size_t d = 0; d < D; ++d) {
+            fill[d] = std::min(fill[d], pf[first[d]]);
+            drain[d] = std::min(drain[d], split ? 0.0 : sb[first[d]]);
+        }
+        const double path = pf[V - 1] + sc.fwd(j, V - 1) + sc.bwd(j, V - 1) * (split ? 1.0 - w_share : 1.0) + sb[V - 1];
+        r.longest_path_ms = std::max(r.longest_path_ms, path);
+    }
+    r.bound_ms = r.longest_path_ms;
+    for (std::size_t d = 0; d < D; ++d) {
+        r.device_bound_ms[d] = fill[d] + work[d] + drain[d];
+        r.bound_ms = std::max(r.bound_ms, r.device_bound_ms[d]);
+    }
+    return r;
+}
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,307 @@
+// pipeplan/schedule/order_discovery.hpp — discover a per-device op order by simulating a
+// greedy, memory-aware policy (the engine behind the adaptive and zero-bubble schedules).
+//
+// The engine runs the same timing model as simulator.hpp (durations, dependencies, per-link
+// messages) but, instead of replaying a fixed order, lets every idle device pick its next op:
+//   1. a ready backward B (the smallest micro-batch first; backwards free memory and unblock
+//      the stages upstream);
+//   2. otherwise a ready forward F — of a micro-batch the device already admitted (a later
+//      chunk), or the admission of the next micro-batch in order if the memory limit and the
+//      in-flight limit allow it;
+//   3. otherwise (split backward only) a pending weight-gradient W, which fills the bubble;
+//   4. otherwise it waits for the next message or completion.
+// Admission reserves on the device everything the micro-batch will hold there: its stored
+// activations on each of the device's stages plus the largest transient (peak - stored) of any
+// admitted micro-batch. A device with nothing in flight can always admit, so the discovery
+// never deadlocks; when a single micro-batch does not fit the limit, it throws.
+// Micro-batches are admitted in order on every device. The recorded start order is the
+// schedule; the simulator then replays it wait-free.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/schedule/generator.hpp"
+
+namespace pipeplan::schedule {
+
+/// Knobs of the greedy discovery.
+struct discovery_policy {
+    double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
+    /// Per device: at most this many micro-batches in flight (admitted and not yet released);
+    /// empty = unlimited; one value = the same for every device.
+    std::vector<std::size_t> inflight_limit;
+    double w_share = 0.0;  ///< > 0: split backwards into B and W (W takes this share)
+    /// Which of a ready backward and an admissible forward an idle device runs first.
+    enum class preference : std::uint8_t {
+        backward_first,  ///< always the backward (frees memory soonest)
+        forward_first,   ///< always the forward (fills the pipeline soonest)
+        alternate,       ///< the kind it did not run last (1F1B-like cycling)
+    } prefer = preference::backward_first;
+    /// Per-device override of `prefer` (empty: `prefer` everywhere).
+    std::vector<preference> prefer_on;
+};
+
+/// The discovered orders and the makespan they reach (the simulator's replay of the orders
+/// reproduces it exactly: same timing model, and every op started as early as the order lets it).
+struct discovery_result {
+    device_orders orders;
+    double makespan_ms = 0.0;
+};
+
+/// Runs the greedy policy (file comment) on `sc` placed by `pl`; returns the per-device orders.
+/// Throws pipeplan::invalid_argument when a micro-batch alone exceeds the memory limit.
+[[nodiscard]] inline discovery_result discover_order(const scenario& sc, const stage_placement& pl,
+                                                     const discovery_policy& pol) {
+    const std::size_t V = sc.stages, M = sc.microbatches, D = pl.devices();
+    if (pl.virtual_stages() != V)
+        throw invalid_argument("discover_order: the placement has " + std::to_string(pl.virtual_stages()) +
+                               " virtual stages, the scenario " + std::to_string(V));
+    if (!pol.prefer_on.empty() && pol.prefer_on.size() != D)
+        throw invalid_argument("discover_order: prefer_on needs one entry per device");
+    const double w = pol.w_share;
+    const bool split = w > 0.0;
+    const double limit_mb = pol.memory_limit_mb + 1e-9;
+    using pref_t = discovery_policy::preference;
+
+    std::vector<std::size_t> dev_of(V), stages_count(D, 0);
+    for (std::size_t v = 0; v < V; ++v) {
+        dev_of[v] = pl.device_of(v);
+        ++stages_count[dev_of[v]];
+    }
+    const std::size_t dev0 = dev_of[0];
+    // Per (device, micro-batch): memory reserved at admission (stored activations on the
+    // device's stages) and the largest transient (peak - stored) among them.
+    std::vector<double> model(D, 0.0), res(D * M, 0.0), gap(D * M, 0.0);
+    for (std::size_t v = 0; v < V; ++v) model[dev_of[v]] += sc.model_state_mb[v];
+    for (std::size_t j = 0; j < M; ++j)
+        for (std::size_t v = 0; v < V; ++v) {
+            const std::size_t k = dev_of[v] * M + j;
+            res[k] += sc.stored(j, v);
+            gap[k] = std::max(gap[k], sc.peak(j, v) - sc.stored(j, v));
+        }
+
+    struct cand {
+        double ready_ms;
+        std::uint32_t mb;
+        std::uint32_t stage;
+    };
+    struct dev_state {
+        std::vector<cand> fwd, bwd, wgt;  // delivered candidates (unordered)
+        std::vector<std::uint32_t> inflight;
+        std::size_t limit = std::numeric_limits<std::size_t>::max();
+        std::uint32_t next_admit = 0;  // next micro-batch to admit (in order)
+        double reserved_mb = 0.0;      // sum of res over inflight
+        double gap_mb = 0.0;           // max of gap over inflight
+        double busy_until = 0.0;
+        bool busy = false;
+        bool last_forward = false;
+        pref_t prefer = pref_t::backward_first;
+    };
+    std::vector<dev_state> dev(D);
+    for (std::size_t d = 0; d < D; ++d) {
+        auto& ds = dev[d];
+        if (!pol.inflight_limit.empty())
+            ds.limit = std::max<std::size_t>(1, pol.inflight_limit.size() == 1 ? pol.inflight_limit[0] : pol.inflight_limit.at(d));
+        ds.prefer = pol.prefer_on.empty() ? pol.prefer : pol.prefer_on[d];
+        ds.inflight.reserve(std::min<std::size_t>(M, 64));
+    }
+    std::vector<std::uint32_t> left(D * M);  // ops left per (device, mb) before release
+    for (std::size_t d = 0; d < D; ++d)
+        for (std::size_t j = 0; j < M; ++j)
+            left[d * M + j] = static_cast<std::uint32_t>((split ? 3 : 2) * stages_count[d]);
+    std::vector<char> admitted(D * M, 0);
+
+    std::vector<double> link_dense;
+    std::unordered_map<std::uint64_t, double> link_sparse;
+    const bool free_net = sc.network.is_free(), dense = D <= 256;
+    if (!free_net && dense) link_dense.assign(D * D, 0.0);
+    auto arrival = [&](double t, std::size_t a, std::size_t b, std::uint32_t mb) {
+        if (a == b || free_net) return t;
+        const double wire = sc.network.wire_ms(sc.activation(mb), a, b);
+        double* lf = dense ? &link_dense[a * D + b] : &link_sparse[(static_cast<std::uint64_t>(a) << 32) | b];
+        const double depart = std::max(t, *lf);
+        *lf = depart + wire;
+        return depart + wire + sc.network.latency(a, b);
+    };
+
+    // Events: per device its running op's completion and its next wake-up (an idle device
+    // waiting for a candidate that arrives later). The next event is the earliest; at equal
+    // times completions go first, then lower devices. D is small, so a scan beats a heap.
+    constexpr double never = std::numeric_limits<double>::infinity();
+    std::vector<double> done_at(D, never), wake_at(D, never);
+    std::vector<op> running(D);
+    discovery_result out;
+    out.orders.resize(D);
+    for (std::size_t d = 0; d < D; ++d) out.orders[d].reserve((split ? 3 : 2) * M * stages_count[d]);
+
+    // Index of the ready candidate with the smallest (mb, stage) passing `ok`, or -1.
+    auto pick = [](const std::vector<cand>& v, double t, auto&& ok) -> std::ptrdiff_t {
+        std::ptrdiff_t best = -1;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const cand& c = v[i];
+            if (c.ready_ms > t || !ok(c)) continue;
+            const auto& b = v[static_cast<std::size_t>(best < 0 ? 0 : best)];
+            if (best < 0 || c.mb < b.mb || (c.mb == b.mb && c.stage < b.stage)) best = static_cast<std::ptrdiff_t>(i);
+        }
+        return best;
+    };
+    auto start = [&](std::size_t d, op o, double t) {
+        const std::size_t k = sc.at(o.mb, o.stage);
+        double dur = 0.0;
+        switch (o.kind) {
+            case op_kind::F: dur = sc.forward_ms[k]; break;
+            case op_kind::B: dur = sc.backward_ms[k] * (1.0 - w); break;
+            case op_kind::W: dur = sc.backward_ms[k] * w; break;
+            default: break;
+        }
+        dev[d].busy = true;
+        dev[d].busy_until = t + dur;
+        dev[d].last_forward = o.kind == op_kind::F;
+        out.orders[d].push_back(o);
+        done_at[d] = t + dur;
+        running[d] = o;
+    };
+    auto take = [&](std::size_t d, std::vector<cand>& v, std::ptrdiff_t i, op_kind kind, double t) {
+        const cand c = v[static_cast<std::size_t>(i)];
+        v[static_cast<std::size_t>(i)] = v.back();
+        v.pop_back();
+        start(d, {kind, c.mb, c.stage}, t);
+    };
+    // Admission of micro-batch j on device d (file comment).
+    auto fits = [&](std::size_t d, std::uint32_t j) {
+        const auto& ds = dev[d];
+        if (ds.inflight.empty()) return true;
+        if (ds.inflight.size() >= ds.limit) return false;
+        return model[d] + ds.reserved_mb + res[d * M + j] + std::max(ds.gap_mb, gap[d * M + j]) <= limit_mb;
+    };
+    auto admit = [&](std::size_t d, std::uint32_t j) {
+        auto& ds = dev[d];
+        if (ds.inflight.empty() && model[d] + res[d * M + j] + gap[d * M + j] > limit_mb)
+            throw invalid_argument("adaptive schedule: micro-batch " + std::to_string(j) + " alone needs " +
+                                   std::to_string(model[d] + res[d * M + j] + gap[d * M + j]) + " MB on device " +
+                                   std::to_string(d) + ", above the memory limit of " +
+                                   std::to_string(pol.memory_limit_mb) + " MB");
+        admitted[d * M + j] = 1;
+        ++ds.next_admit;
+        ds.inflight.push_back(j);
+        ds.reserved_mb += res[d * M + j];
+        ds.gap_mb = std::max(ds.gap_mb, gap[d * M + j]);
+    };
+    auto try_run = [&](std::size_t d, double t) {
+        auto& ds = dev[d];
+        if (ds.busy) return;
+        const bool b_first = ds.prefer == pref_t::backward_first || (ds.prefer == pref_t::alternate && ds.last_forward);
+        auto any = [](const cand&) { return true; };
+        if (b_first)
+            if (auto i = pick(ds.bwd, t, any); i >= 0) return take(d, ds.bwd, i, op_kind::B, t);
+        // Forwards: of admitted micro-batches, else the next one in order if it fits; stage 0's
+        // input is always there.
+        auto ok = [&](const cand& c) { return admitted[d * M + c.mb] || (c.mb == ds.next_admit && fits(d, c.mb)); };
+        std::ptrdiff_t fi = pick(ds.fwd, t, ok);
+        const bool feed = d == dev0 && ds.next_admit < M && fits(d, ds.next_admit) &&
+                          (fi < 0 || ds.fwd[static_cast<std::size_t>(fi)].mb > ds.next_admit);
+        if (feed) {
+            admit(d, ds.next_admit);
+            return start(d, {op_kind::F, ds.next_admit - 1, 0}, t);
+        }
+        if (fi >= 0) {
+            const std::uint32_t j = ds.fwd[static_cast<std::size_t>(fi)].mb;
+            if (!admitted[d * M + j]) admit(d, j);
+            return take(d, ds.fwd, fi, op_kind::F, t);
+        }
+        if (!b_first)
+            if (auto i = pick(ds.bwd, t, any); i >= 0) return take(d, ds.bwd, i, op_kind::B, t);
+        if (split)
+            if (auto i = pick(ds.wgt, t, any); i >= 0) return take(d, ds.wgt, i, op_kind::W, t);
+    };
+    auto release = [&](std::size_t d, std::uint32_t j) {
+        if (--left[d * M + j] != 0) return;
+        auto& ds = dev[d];
+        ds.inflight.erase(std::find(ds.inflight.begin(), ds.inflight.end(), j));
+        ds.reserved_mb = 0.0;
+        ds.gap_mb = 0.0;
+        for (auto i : ds.inflight) {  // recomputed: no drift
+            ds.reserved_mb += res[d * M + i];
+            ds.gap_mb = std::max(ds.gap_mb, gap[d * M + i]);
+        }
+    };
+    auto deliver = [&](std::vector<cand>& list, std::size_t to, cand c) {
+        list.push_back(c);
+        const auto& ds = dev[to];
+        // An idle device (or one that frees up before the arrival) must wake up for it.
+        if (!ds.busy || ds.busy_until < c.ready_ms) wake_at[to] = std::min(wake_at[to], c.ready_ms);
+    };
+    // After its event, an idle device sleeps until its earliest candidate that is not there yet.
+    auto next_wake = [&](std::size_t d, double t) {
+        if (dev[d].busy) return;
+        double nw = never;
+        for (const auto* l : {&dev[d].fwd, &dev[d].bwd, &dev[d].wgt})
+            for (const cand& c : *l)
+                if (c.ready_ms > t) nw = std::min(nw, c.ready_ms);
+        wake_at[d] = std::min(wake_at[d], nw);
+    };
+
+    for (std::size_t d = 0; d < D; ++d) try_run(d, 0.0);
+    for (;;) {
+        std::size_t d = D;
+        double t = never;
+        bool completion = false;
+        for (std::size_t x = 0; x < D; ++x)
+            if (done_at[x] < t) {  // strict: the lowest device wins a tie
+                t = done_at[x];
+                d = x;
+                completion = true;
+            }
+        for (std::size_t x = 0; x < D; ++x)
+            if (wake_at[x] < t) {
+                t = wake_at[x];
+                d = x;
+                completion = false;
+            }
+        if (d == D) break;
+        if (completion) {
+            out.makespan_ms = t;
+            auto& ds = dev[d];
+            ds.busy = false;
+            done_at[d] = never;
+            const op o = running[d];
+            switch (o.kind) {
+                case op_kind::F:
+                    release(d, o.mb);
+                    if (o.stage + 1 < V) {
+                        const std::size_t to = dev_of[o.stage + 1];
+                        deliver(dev[to].fwd, to, {arrival(t, d, to, o.mb), o.mb, o.stage + 1});
+                    } else {
+                        deliver(ds.bwd, d, {t, o.mb, o.stage});
+                    }
+                    break;
+                case op_kind::B:
+                    release(d, o.mb);
+                    if (o.stage > 0) {
+                        const std::size_t to = dev_of[o.stage - 1];
+                        deliver(dev[to].bwd, to, {arrival(t, d, to, o.mb), o.mb, o.stage - 1});
+                    }
+                    if (split) deliver(ds.wgt, d, {t, o.mb, o.stage});
+                    break;
+                case op_kind::W: release(d, o.mb); break;
+                default: break;
+            }
+        } else {
+            wake_at[d] = never;
+        }
+        try_run(d, t);
+        next_wake(d, t);
+    }
+    return out;
+}
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,191 @@
+// pipeplan/schedule/order_search.hpp — choose the micro-batch order (and, for the adaptive
+// schedule, the in-flight limit) that minimizes the makespan under a device memory limit.
+//
+// Method (seeded, deterministic):
+//  1. structured starts: the given order, longest-work-first, shortest-first, and
+//     "big/small alternating" (largest, smallest, second largest, ...), which spreads large
+//     micro-batches so that their memory peaks and long stages do not coincide;
+//  2. for the adaptive schedule, the in-flight limit is chosen on the best start from
+//     {none, 1 .. 2·S} (coarsely for large S);
+//  3. local search from the best start: seeded random swap and insertion moves, a move kept
+//     when it does not increase the makespan (strictly better resets the patience), until the
+//     evaluation budget is spent; then the in-flight limit is re-chosen on the final order.
+// An evaluation generates the schedule for the reordered scenario and simulates it; an order
+// whose peak memory exceeds the limit (or whose generator cannot meet it) is infeasible.
+// Unlike trying random permutations (or random permutations of size clusters), the search
+// starts from orders that are already good and only spends evaluations near them.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/simulator.hpp"
+
+namespace pipeplan::schedule {
+
+/// A small, portable, seeded PRNG (splitmix64): identical streams on every platform.
+class splitmix64 {
+public:
+    explicit splitmix64(std::uint64_t seed) noexcept : s_(seed) {}
+    std::uint64_t operator()() noexcept {
+        std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    /// Uniform in [0, n) (n > 0), by rejection: no modulo bias.
+    std::size_t below(std::size_t n) noexcept {
+        const std::uint64_t lim = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % n;
+        std::uint64_t x;
+        do x = (*this)();
+        while (x >= lim);
+        return static_cast<std::size_t>(x % n);
+    }
+
+private:
+    std::uint64_t s_;
+};
+
+struct order_search_options {
+    double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
+    std::uint64_t seed = 1;
+    std::size_t max_evaluations = 96;  ///< total schedule simulations
+    bool search_inflight_limit = false;  ///< vary the factory's in-flight argument
+};
+
+struct order_search_result {
+    std::vector<std::uint32_t> order;  ///< order[i] = original index of the i-th micro-batch
+    std::size_t inflight_limit = 0;    ///< chosen in-flight limit (0 = none / not searched)
+    double makespan_ms = std::numeric_limits<double>::infinity();
+    double peak_memory_mb = 0.0;       ///< max over devices
+    bool feasible = false;             ///< some order met the memory limit
+    std::size_t evaluations = 0;
+};
+
+/// Evaluates one order: makespan and max peak of `gen` on the reordered scenario (infinite
+/// makespan when the memory limit is exceeded or the generator rejects the limit).
+template <schedule_generator G>
+[[nodiscard]] std::pair<double, double> evaluate_order(const scenario& sc, const G& gen,
+                                                       const std::vector<std::uint32_t>& order,
+                                                       double memory_limit_mb) {
+    const scenario r = reorder(sc, order);
+    simulation_options so;
+    so.record_timeline = false;
+    so.record_memory_curve = false;
+    so.compute_lower_bound = false;
+    try {
+        const simulation_result res = simulate(r, pipeline_schedule(gen(r)), so);
+        const double peak = *std::max_element(res.peak_memory_mb.begin(), res.peak_memory_mb.end());
+        if (peak > memory_limit_mb + 1e-6) return {std::numeric_limits<double>::infinity(), peak};
+        return {res.makespan_ms, peak};
+    } catch (const invalid_argument&) {
+        return {std::numeric_limits<double>::infinity(), 0.0};
+    }
+}
+
+/// Searches the order (see the file comment). `factory(inflight_limit)` returns the generator
+/// to use (inflight_limit 0 = none); it is only varied when opt.search_inflight_limit.
+template <class Factory>
+    requires schedule_generator<std::invoke_result_t<const Factory&, std::size_t>>
+[[nodiscard]] order_search_result search_order_with(const scenario& sc, const Factory& factory,
+                                                    const order_search_options& opt = {}) {
+    const std::size_t M = sc.microbatches;
+    order_search_result best;
+    splitmix64 rng(opt.seed);
+    std::size_t limit = 0;
+    auto eval = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
+        ++best.evaluations;
+        return evaluate_order(sc, factory(lim), order, opt.memory_limit_mb);
+    };
+    auto consider = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
+        const auto [ms, peak] = eval(order, lim);
+        if (ms < best.makespan_ms) {
+            best.makespan_ms = ms;
+            best.peak_memory_mb = peak;
+            best.order = order;
+            best.inflight_limit = lim;
+            best.feasible = true;
+            return true;
+        }
+        return false;
+    };
+    // 1. structured starts.
+    std::vector<std::uint32_t> id(M);
+    std::iota(id.begin(), id.end(), 0u);
+    std::vector<double> work(M);
+    for (std::size_t j = 0; j < M; ++j) work[j] = sc.work_ms(j);
+    auto desc = id;
+    std::stable_sort(desc.begin(), desc.end(), [&](auto a, auto b) { return work[a] > work[b]; });
+    auto asc = desc;
+    std::reverse(asc.begin(), asc.end());
+    std::vector<std::uint32_t> zig;
+    for (std::size_t lo = 0, hi = M; lo < hi;) {
+        zig.push_back(desc[lo++]);
+        if (lo < hi) zig.push_back(desc[--hi]);
+    }
+    best.order = id;
+    for (const auto* o : {&id, &desc, &asc, &zig}) consider(*o, 0);
+    // 2. in-flight limit on the best start.
+    auto choose_limit = [&] {
+        if (!opt.search_inflight_limit) return;
+        const std::size_t S = sc.stages, top = std::min<std::size_t>(2 * S, M);
+        const std::size_t step = std::max<std::size_t>(1, top / 8);
+        const auto order = best.order;
+        for (std::size_t l = 1; l <= top; l += step) consider(order, l);
+    };
+    choose_limit();
+    limit = best.inflight_limit;
+    // 3. local search.
+    if (M >= 2) {
+        auto cur = best.order;
+        double cur_ms = best.makespan_ms;
+        while (best.evaluations + (opt.search_inflight_limit ? 8 : 0) < opt.max_evaluations) {
+            auto cand = cur;
+            const std::size_t i = rng.below(M);
+            std::size_t j = rng.below(M - 1);
+            if (j >= i) ++j;
+            if (rng() & 1u) {
+                std::swap(cand[i], cand[j]);
+            } else {
+                const auto x = cand[i];
+                cand.erase(cand.begin() + static_cast<std::ptrdiff_t>(i));
+                cand.insert(cand.begin() + static_cast<std::ptrdiff_t>(j), x);
+            }
+            const auto [ms, peak] = eval(cand, limit);
+            if (ms <= cur_ms) {
+                cur = cand;
+                cur_ms = ms;
+                if (ms < best.makespan_ms) {
+                    best.makespan_ms = ms;
+                    best.peak_memory_mb = peak;
+                    best.order = cand;
+                    best.inflight_limit = limit;
+                    best.feasible = true;
+                }
+            }
+        }
+    }
+    if (opt.search_inflight_limit) {
+        consider(best.order, 0);
+        choose_limit();
+    }
+    return best;
+}
+
+/// search_order_with() for a fixed generator (no in-flight limit to vary).
+template <schedule_generator G>
+[[nodiscard]] order_search_result search_order(const scenario& sc, const G& gen, const order_search_options& opt = {}) {
+    order_search_options o = opt;
+    o.search_inflight_limit = false;
+    return search_order_with(sc, [&](std::size_t) -> const G& { return gen; }, o);
+}
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,252 @@
+// pipeplan/schedule/scenario.hpp — what a pipeline schedule is run on.
+//
+// A scenario holds, per (micro-batch, stage), the forward and backward time, the activation
+// memory the forward stores for the backward, and the peak memory footprint while the
+// micro-batch's forward or backward runs on the stage (that peak includes its own stored
+// activations, so peak_mb >= stored_mb); per stage the model-state memory (weights, gradients,
+// optimizer state); per micro-batch the activation message size sent across every stage
+// boundary; and the network. Units: ms and MB (10^6 bytes); bandwidth in Gbit/s.
+//
+// Scenarios come from a micro-batch split + cost model (the batching tier builds them with
+// make_scenario from plain vectors) or are given directly (schedule/scenario_json.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+
+namespace pipeplan::schedule {
+
+/// Point-to-point network between devices. A message of `size_mb` from device a to b takes
+/// latency + size / bandwidth; links are per ordered device pair and carry one message at a
+/// time. Devices `devices_per_node` apart share a node and use the intra-node figures.
+/// A bandwidth of 0 means infinite (size costs nothing); zero latency and zero sizes make
+/// communication a pure dependency.
+struct network_model {
+    double latency_ms = 0.0;                ///< inter-node latency per message
+    double bandwidth_gbps = 0.0;            ///< inter-node bandwidth (Gbit/s); 0 = infinite
+    double intra_node_latency_ms = 0.0;     ///< latency between devices of one node
+    double intra_node_bandwidth_gbps = 0.0; ///< bandwidth within a node; 0 = infinite
+    std::uint32_t devices_per_node = 1;     ///< devices d and e share a node iff d/n == e/n
+
+    [[nodiscard]] bool same_node(std::size_t a, std::size_t b) const noexcept {
+        return devices_per_node > 1 && a / devices_per_node == b / devices_per_node;
+    }
+    /// Transfer time (latency excluded) of `size_mb` from device a to b, in ms.
+    [[nodiscard]] double wire_ms(double size_mb, std::size_t a, std::size_t b) const noexcept {
+        const double bw = same_node(a, b) ? intra_node_bandwidth_gbps : bandwidth_gbps;
+        if (bw <= 0.0 || size_mb <= 0.0) return 0.0;
+        return size_mb * 8.0 / bw;  // MB * 8e6 bit / (bw * 1e9 bit/s) = size*8/bw ms
+    }
+    [[nodiscard]] double latency(std::size_t a, std::size_t b) const noexcept {
+        return same_node(a, b) ? intra_node_latency_ms : latency_ms;
+    }
+    /// True when no message ever costs time.
+    [[nodiscard]] bool is_free() const noexcept {
+        return latency_ms <= 0.0 && intra_node_latency_ms <= 0.0 &&
+               (bandwidth_gbps <= 0.0) && (intra_node_bandwidth_gbps <= 0.0);
+    }
+};
+
+/// Per (micro-batch, stage) costs of one training step. Stages here are the pipeline's
+/// (virtual) stages; a placement (placement.hpp) maps them to devices.
+/// Per-(mb, stage) arrays are flat and stage-major, index `stage * microbatches + mb` (use
+/// at()): a stage's micro-batches are contiguous, which is how simulations walk them.
+struct scenario {
+    std::size_t stages = 0;
+    std::size_t microbatches = 0;
+    std::vector<double> forward_ms;      ///< [at(mb, s)]
+    std::vector<double> backward_ms;     ///< [at(mb, s)] (whole backward: B + W)
+    std::vector<double> stored_mb;       ///< [at(mb, s)] activations kept for the backward
+    std::vector<double> peak_mb;         ///< [at(mb, s)] footprint while F/B runs (>= stored)
+    std::vector<double> model_state_mb;  ///< [s]
+    std::vector<double> activation_mb;   ///< [mb] message size per boundary; also f's checkpoint
+    network_model network;
+
+    [[nodiscard]] std::size_t at(std::size_t mb, std::size_t s) const noexcept { return s * microbatches + mb; }
+    [[nodiscard]] double fwd(std::size_t mb, std::size_t s) const noexcept { return forward_ms[at(mb, s)]; }
+    [[nodiscard]] double bwd(std::size_t mb, std::size_t s) const noexcept { return backward_ms[at(mb, s)]; }
+    [[nodiscard]] double stored(std::size_t mb, std::size_t s) const noexcept { return stored_mb[at(mb, s)]; }
+    [[nodiscard]] double peak(std::size_t mb, std::size_t s) const noexcept { return peak_mb[at(mb, s)]; }
+    [[nodiscard]] double activation(std::size_t mb) const noexcept {
+        return activation_mb.empty() ? 0.0 : activation_mb[mb];
+    }
+
+    /// Checks sizes and domains; throws pipeplan::invalid_argument naming the first bad value
+    /// as `field[mb][stage]`.
+    void validate() const {
+        if (stages == 0) throw invalid_argument("scenario: stages must be >= 1");
+        if (microbatches == 0) throw invalid_argument("scenario: at least one micro-batch is needed");
+        const std::size_t n = stages * microbatches;
+        auto check_size = [](const std::vector<double>& v, std::size_t want, const char* name) {
+            if (v.size() != want)
+                throw invalid_argument(std::string("scenario: ") + name + " has " + std::to_string(v.size()) +
+                                       " values, expected " + std::to_string(want));
+        };
+        check_size(forward_ms, n, "forward_ms");
+        check_size(backward_ms, n, "backward_ms");
+        check_size(stored_mb, n, "stored_mb");
+        check_size(peak_mb, n, "peak_mb");
+        check_size(model_state_mb, stages, "model_state_mb");
+        if (!activation_mb.empty()) check_size(activation_mb, microbatches, "activation_mb");
+        auto where = [&](const char* name, std::size_t i) {
+            return std::string("scenario: microbatches[") + std::to_string(i % microbatches) + "]." + name + "[" +
+                   std::to_string(i / microbatches) + "]";
+        };
+        for (std::size_t i = 0; i < n; ++i) {
+            const double vals[4] = {forward_ms[i], backward_ms[i], stored_mb[i], peak_mb[i]};
+            const char* names[4] = {"forward_ms", "backward_ms", "stored_mb", "peak_mb"};
+            for (int k = 0; k < 4; ++k)
+                if (!std::isfinite(vals[k]) || vals[k] < 0)
+                    throw invalid_argument(where(names[k], i) + " must be a finite number >= 0, is " +
+                                           std::to_string(vals[k]));
+            if (peak_mb[i] < stored_mb[i])
+                throw invalid_argument(where("peak_mb", i) + " (" + std::to_string(peak_mb[i]) +
+                                       ") is below stored_mb (" + std::to_string(stored_mb[i]) +
+                                       "): the peak includes the stored activations");
+        }
+        for (std::size_t s = 0; s < stages; ++s)
+            if (!std::isfinite(model_state_mb[s]) || model_state_mb[s] < 0)
+                throw invalid_argument("scenario: model_state_mb[" + std::to_string(s) + "] must be >= 0");
+        for (std::size_t j = 0; j < activation_mb.size(); ++j)
+            if (!std::isfinite(activation_mb[j]) || activation_mb[j] < 0)
+                throw invalid_argument("scenario: network.activation_mb[" + std::to_string(j) + "] must be >= 0");
+        const auto& nw = network;
+        for (double x : {nw.latency_ms, nw.bandwidth_gbps, nw.intra_node_latency_ms, nw.intra_node_bandwidth_gbps})
+            if (!std::isfinite(x) || x < 0) throw invalid_argument("scenario: network figures must be finite and >= 0");
+    }
+
+    /// Total forward + backward time of micro-batch `mb` over all stages.
+    [[nodiscard]] double work_ms(std::size_t mb) const noexcept {
+        double t = 0;
+        for (std::size_t s = 0; s < stages; ++s) t += fwd(mb, s) + bwd(mb, s);
+        return t;
+    }
+};
+
+/// Builds a scenario from per-micro-batch, per-stage vectors (`x[mb][stage]`), the interface
+/// the batching tier feeds: forward/backward times, stored and peak activation memory, the
+/// per-stage model state, and optionally per-micro-batch activation message sizes and a
+/// network. Throws pipeplan::invalid_argument on ragged or negative input.
+[[nodiscard]] inline scenario make_scenario(const std::vector<std::vector<double>>& forward_ms,
+                                            const std::vector<std::vector<double>>& backward_ms,
+                                            const std::vector<std::vector<double>>& stored_mb,
+                                            const std::vector<std::vector<double>>& peak_mb,
+                                            std::vector<double> model_state_mb,
+                                            std::vector<double> activation_mb = {},
+                                            network_model network = {}) {
+    scenario sc;
+    sc.microbatches = forward_ms.size();
+    sc.stages = forward_ms.empty() ? 0 : forward_ms.front().size();
+    auto flatten = [&](const std::vector<std::vector<double>>& x, const char* name) {
+        if (x.size() != sc.microbatches)
+            throw invalid_argument(std::string("make_scenario: ") + name + " has " + std::to_string(x.size()) +
+                                   " micro-batches, forward_ms has " + std::to_string(sc.microbatches));
+        std::vector<double> flat(sc.microbatches * sc.stages);
+        for (std::size_t j = 0; j < x.size(); ++j) {
+            if (x[j].size() != sc.stages)
+                throw invalid_argument(std::string("make_scenario: ") + name + "[" + std::to_string(j) + "] has " +
+                                       std::to_string(x[j].size()) + " stages, expected " +
+                                       std::to_string(sc.stages));
+            for (std::size_t s = 0; s < sc.stages; ++s) flat[sc.at(j, s)] = x[j][s];
+        }
+        return flat;
+    };
+    sc.forward_ms = flatten(forward_ms, "forward_ms");
+    sc.backward_ms = flatten(backward_ms, "backward_ms");
+    sc.stored_mb = flatten(stored_mb, "stored_mb");
+    sc.peak_mb = flatten(peak_mb, "peak_mb");
+    sc.model_state_mb = std::move(model_state_mb);
+    sc.activation_mb = std::move(activation_mb);
+    sc.network = network;
+    sc.validate();
+    return sc;
+}
+
+/// A scenario whose micro-batch m has costs `base * multiplier[m]` on every stage:
+/// forward base_forward_ms[s]·m, backward backward_factor·forward, stored stored_mb·m, peak
+/// peak_mb·m, model state model_state_mb on every stage, no communication.
+[[nodiscard]] inline scenario scaled_scenario(const std::vector<double>& base_forward_ms,
+                                              const std::vector<double>& multipliers,
+                                              double backward_factor, double model_state_mb,
+                                              double stored_mb_per_unit, double peak_mb_per_unit) {
+    std::vector<std::vector<double>> f, b, st, pk;
+    for (double m : multipliers) {
+        std::vector<double> fr, br, sr, pr;
+        for (double x : base_forward_ms) {
+            fr.push_back(x * m);
+            br.push_back(x * m * backward_factor);
+            sr.push_back(stored_mb_per_unit * m);
+            pr.push_back(peak_mb_per_unit * m);
+        }
+        f.push_back(std::move(fr));
+        b.push_back(std::move(br));
+        st.push_back(std::move(sr));
+        pk.push_back(std::move(pr));
+    }
+    return make_scenario(f, b, st, pk, std::vector<double>(base_forward_ms.size(), model_state_mb));
+}
+
+/// The same scenario with micro-batches taken in `order` (order[i] = old index of the new
+/// micro-batch i). `order` must be a permutation of 0..M-1.
+[[nodiscard]] inline scenario reorder(const scenario& sc, const std::vector<std::uint32_t>& order) {
+    if (order.size() != sc.microbatches) throw invalid_argument("reorder: order has the wrong length");
+    std::vector<char> seen(sc.microbatches, 0);
+    for (auto j : order) {
+        if (j >= sc.microbatches || seen[j]) throw invalid_argument("reorder: order is not a permutation");
+        seen[j] = 1;
+    }
+    scenario r = sc;
+    const std::size_t S = sc.stages;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const std::size_t from = order[i];
+        for (std::size_t s = 0; s < S; ++s) {
+            r.forward_ms[r.at(i, s)] = sc.forward_ms[sc.at(from, s)];
+            r.backward_ms[r.at(i, s)] = sc.backward_ms[sc.at(from, s)];
+            r.stored_mb[r.at(i, s)] = sc.stored_mb[sc.at(from, s)];
+            r.peak_mb[r.at(i, s)] = sc.peak_mb[sc.at(from, s)];
+        }
+        if (!sc.activation_mb.empty()) r.activation_mb[i] = sc.activation_mb[from];
+    }
+    return r;
+}
+
+/// Splits every stage into `chunks` equal model chunks (for interleaved placements): the
+/// result has stages * chunks virtual stages, virtual stage c * stages + s holding 1/chunks of
+/// stage s's times, memory and model state. Activation messages keep their size.
+[[nodiscard]] inline scenario split_into_chunks(const scenario& sc, std::size_t chunks) {
+    if (chunks == 0) throw invalid_argument("split_into_chunks: chunks must be >= 1");
+    if (chunks == 1) return sc;
+    scenario r;
+    r.stages = sc.stages * chunks;
+    r.microbatches = sc.microbatches;
+    const double k = 1.0 / static_cast<double>(chunks);
+    const std::size_t n = r.stages * r.microbatches;
+    r.forward_ms.resize(n);
+    r.backward_ms.resize(n);
+    r.stored_mb.resize(n);
+    r.peak_mb.resize(n);
+    for (std::size_t j = 0; j < sc.microbatches; ++j)
+        for (std::size_t c = 0; c < chunks; ++c)
+            for (std::size_t s = 0; s < sc.stages; ++s) {
+                const std::size_t v = c * sc.stages + s;
+                r.forward_ms[r.at(j, v)] = sc.fwd(j, s) * k;
+                r.backward_ms[r.at(j, v)] = sc.bwd(j, s) * k;
+                r.stored_mb[r.at(j, v)] = sc.stored(j, s) * k;
+                r.peak_mb[r.at(j, v)] = sc.peak(j, s) * k;
+            }
+    r.model_state_mb.resize(r.stages);
+    for (std::size_t c = 0; c < chunks; ++c)
+        for (std::size_t s = 0; s < sc.stages; ++s) r.model_state_mb[c * sc.stages + s] = sc.model_state_mb[s] * k;
+    r.activation_mb = sc.activation_mb;
+    r.network = sc.network;
+    return r;
+}
+
+}  // namespace pipeplan::schedule

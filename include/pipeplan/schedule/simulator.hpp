@@ -1,0 +1,417 @@
+// pipeplan/schedule/simulator.hpp — deterministic discrete-event simulation of a schedule.
+//
+// Model
+// - Each device runs its op list in order, one op at a time, and starts an op as soon as the
+//   previous one ended and the op's inputs are there (wait-free replay of the order).
+// - Dependencies: F/f(j,v) needs the forward output of (j,v-1); R(j,v) needs f(j,v); B(j,v)
+//   needs the activations of (j,v) (its F, its R, or — for an f without R — the checkpoint,
+//   recomputed inline) and the gradient from B(j,v+1) (the last stage: its own forward);
+//   W(j,v) needs B(j,v).
+// - Durations: F, f, R = forward_ms; B = backward_ms·(1 - w_share) (+ forward_ms when it
+//   recomputes inline); W = backward_ms·w_share.
+// - Messages between different devices (activation forward, gradient backward, both of size
+//   activation_mb[j]) use the per-ordered-pair link: a link sends one message at a time
+//   (FIFO in send order), for size/bandwidth, then the latency elapses. Communication overlaps
+//   compute. A free network makes messages pure dependencies.
+// - Memory of a device = model state of its stages + activations held by its stages + the
+//   running op's transient. F keeps stored_mb; f keeps the checkpoint (activation_mb[j]); R
+//   replaces the checkpoint by stored_mb; B releases everything (with W ops it keeps the share
+//   w_share of stored_mb until W). While F, f, R or B of (j,v) runs, the device holds the other
+//   activations plus peak_mb(j,v) (which includes (j,v)'s own activations); W adds nothing.
+// - Events are processed in time order, ties by op id, so results are bit-for-bit
+//   deterministic.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/lower_bound.hpp"
+
+namespace pipeplan::schedule {
+
+/// When one op ran.
+struct op_timing {
+    op o;
+    double start_ms = 0.0;
+    double end_ms = 0.0;
+};
+
+/// A step of a device's memory-over-time curve: from `time_ms` on, the device holds
+/// `memory_mb` (until the next point).
+struct memory_point {
+    double time_ms = 0.0;
+    double memory_mb = 0.0;
+};
+
+/// What simulate() reports.
+struct simulation_result {
+    double makespan_ms = 0.0;
+    double lower_bound_ms = 0.0;             ///< lower_bound() of the scenario and placement
+    double makespan_over_lower_bound = 0.0;  ///< >= 1
+    std::vector<double> busy_ms;             ///< per device: time spent computing
+    std::vector<double> bubble_fraction;     ///< per device: 1 - busy / makespan
+    std::vector<double> peak_memory_mb;      ///< per device
+    std::vector<double> final_memory_mb;     ///< per device, after the last op (= model state)
+    std::vector<std::vector<op_timing>> timeline;      ///< per device, in executed order
+    std::vector<std::vector<memory_point>> memory_mb;  ///< per device (if recorded)
+};
+
+struct simulation_options {
+    bool record_timeline = true;      ///< fill simulation_result::timeline
+    bool record_memory_curve = true;  ///< fill simulation_result::memory_mb
+    bool compute_lower_bound = true;  ///< fill lower_bound_ms / makespan_over_lower_bound
+};
+
+namespace detail {
+
+/// Index of each op of a schedule by (kind, micro-batch, stage), with validation.
+struct op_index {
+    static constexpr std::int32_t none = -1;
+    std::size_t V = 0;
+    std::vector<std::int32_t> fwd, rec, bwd, wgt;  // [v * M + j] -> op id (stage-major: a device's ops are contiguous)
+    std::size_t M = 0;
+    std::vector<op> ops;                           // by id
+    std::vector<std::uint32_t> device_of_stage;    // [v]
+    std::vector<std::uint32_t> first_of_device;    // prefix offsets: device d owns ids [first[d], first[d+1])
+
+    /// (Re)builds the index; reuses the vectors' capacity.
+    void build(const scenario& sc, const pipeline_schedule& s) {
+        ops.clear();
+        first_of_device.clear();
+        V = sc.stages;
+        M = sc.microbatches;
+        const std::size_t D = s.placement.devices();
+        if (s.placement.virtual_stages() != V)
+            throw invalid_argument("simulate: schedule '" + s.name + "' places " +
+                                   std::to_string(s.placement.virtual_stages()) + " virtual stages, the scenario has " +
+                                   std::to_string(V));
+        if (s.orders.size() != D)
+            throw invalid_argument("simulate: schedule '" + s.name + "' has " + std::to_string(s.orders.size()) +
+                                   " device orders for " + std::to_string(D) + " devices");
+        std::size_t n = 0;
+        for (const auto& o : s.orders) n += o.size();
+        if (n > static_cast<std::size_t>(INT32_MAX)) throw invalid_argument("simulate: too many ops");
+        fwd.assign(M * V, none);
+        rec.assign(M * V, none);
+        bwd.assign(M * V, none);
+        wgt.assign(M * V, none);
+        ops.reserve(n);
+        device_of_stage.resize(V);
+        for (std::size_t v = 0; v < V; ++v) device_of_stage[v] = static_cast<std::uint32_t>(s.placement.device_of(v));
+        first_of_device.reserve(D + 1);
+        const bool split = s.w_share > 0.0;
+        for (std::size_t d = 0; d < D; ++d) {
+            first_of_device.push_back(static_cast<std::uint32_t>(ops.size()));
+            for (const op& o : s.orders[d]) {
+                auto bad = [&](const std::string& why) {
+                    throw invalid_argument("simulate: schedule '" + s.name + "', device " + std::to_string(d) +
+                                           ", op " + to_string(o) + " (stage " + std::to_string(o.stage) +
+                                           "): " + why);
+                };
+                if (o.mb >= M) bad("micro-batch out of range (the scenario has " + std::to_string(M) + ")");
+                if (o.stage >= V) bad("stage out of range (the scenario has " + std::to_string(V) + ")");
+                if (s.placement.device_of(o.stage) != d)
+                    bad("the placement runs that stage on device " + std::to_string(s.placement.device_of(o.stage)));
+                const std::size_t k = o.stage * M + o.mb;
+                std::int32_t* slot = nullptr;
+                switch (o.kind) {
+                    case op_kind::F:
+                    case op_kind::f: slot = &fwd[k]; break;
+                    case op_kind::R: slot = &rec[k]; break;
+                    case op_kind::B: slot = &bwd[k]; break;
+                    case op_kind::W:
+                        if (!split) bad("W op in a schedule without a B/W split (w_share = 0)");
+                        slot = &wgt[k];
+                        break;
+                }
+                if (*slot != none) bad("appears twice");
+                *slot = static_cast<std::int32_t>(ops.size());
+                ops.push_back(o);
+            }
+        }
+        first_of_device.push_back(static_cast<std::uint32_t>(ops.size()));
+        for (std::size_t j = 0; j < M; ++j)
+            for (std::size_t v = 0; v < V; ++v) {
+                const std::size_t k = v * M + j;
+                auto missing = [&](char what) {
+                    throw invalid_argument("simulate: schedule '" + s.name + "' has no " + std::string(1, what) +
+                                           " op for micro-batch " + std::to_string(j) + " on stage " + std::to_string(v));
+                };
+                if (fwd[k] == none) missing('F');
+                if (bwd[k] == none) missing('B');
+                if (split && wgt[k] == none) missing('W');
+                if (rec[k] != none && ops[static_cast<std::size_t>(fwd[k])].kind != op_kind::f)
+                    throw invalid_argument("simulate: schedule '" + s.name + "' recomputes (R) micro-batch " +
+                                           std::to_string(j) + " on stage " + std::to_string(v) +
+                                           " whose forward was not checkpointed (f)");
+            }
+    }
+};
+
+/// Per op: earliest input arrival (then: start time), duration and successors (the op that
+/// receives its output on another stage: `cross`, and the op of the same stage: `local`).
+struct sim_node {
+    double ready = 0.0;
+    double dur = 0.0;
+    std::int32_t cross = op_index::none;
+    std::int32_t local = op_index::none;
+};
+
+}  // namespace detail
+
+/// Scratch memory of simulate(): keep one around (or use `simulator`) to simulate many
+/// schedules without re-allocating (large simulations spend much of their time in the
+/// kernel's page faults for fresh memory otherwise).
+struct simulation_workspace {
+    detail::op_index idx;
+    std::vector<detail::sim_node> nodes;
+    std::vector<std::uint8_t> pending;
+    std::vector<double> held, dev_free;
+    std::vector<std::uint32_t> pos, work;
+};
+
+/// Simulates `sched` on `sc` into `r` (see the file comment for the model), reusing the
+/// capacity of `r` and `ws`. Throws pipeplan::invalid_argument when the schedule is malformed
+/// (an op missing, duplicated, on the wrong device) or deadlocks (an op ordered before one it
+/// depends on).
+inline void simulate_into(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
+                          const simulation_options& opt, simulation_workspace& ws) {
+    using node = detail::sim_node;
+    ws.idx.build(sc, sched);
+    const detail::op_index& idx = ws.idx;
+    const std::size_t V = sc.stages, D = sched.placement.devices(), N = idx.ops.size();
+    const double w = sched.w_share;
+    const bool free_net = sc.network.is_free();
+
+    std::vector<node>& nodes = ws.nodes;
+    nodes.assign(N, node{});
+    std::vector<std::uint8_t>& pending = ws.pending;
+    pending.assign(N, 0);
+    for (std::size_t i = 0; i < N; ++i) {
+        const op& o = idx.ops[i];
+        const std::size_t key = o.stage * idx.M + o.mb, k = sc.at(o.mb, o.stage);
+        node& n = nodes[i];
+        switch (o.kind) {
+            case op_kind::F:
+            case op_kind::f:
+                pending[i] = o.stage > 0 ? 1 : 0;
+                n.dur = sc.forward_ms[k];
+                if (o.stage + 1 < V) n.cross = idx.fwd[key + idx.M];
+                n.local = idx.rec[key] != detail::op_index::none ? idx.rec[key] : idx.bwd[key];
+                break;
+            case op_kind::R:
+                pending[i] = 1;
+                n.dur = sc.forward_ms[k];
+                n.local = idx.bwd[key];
+                break;
+            case op_kind::B:
+                pending[i] = static_cast<std::uint8_t>(1 + (o.stage + 1 < V ? 1 : 0));
+                n.dur = sc.backward_ms[k] * (1.0 - w);
+                if (idx.rec[key] == detail::op_index::none &&
+                    idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::f)
+                    n.dur += sc.forward_ms[k];  // inline recomputation
+                if (o.stage > 0) n.cross = idx.bwd[key - idx.M];
+                n.local = idx.wgt[key];
+                break;
+            case op_kind::W:
+                pending[i] = 1;
+                n.dur = sc.backward_ms[k] * w;
+                break;
+        }
+    }
+
+    // Links: per ordered device pair, the time the link is free again.
+    std::vector<double> link_dense;
+    std::unordered_map<std::uint64_t, double> link_sparse;
+    const bool dense = D <= 256;
+    if (!free_net && dense) link_dense.assign(D * D, 0.0);
+    auto arrival = [&](double t, std::size_t a, std::size_t b, std::uint32_t mb) {
+        if (a == b || free_net) return t;
+        const double wire = sc.network.wire_ms(sc.activation(mb), a, b);
+        double* lf = dense ? &link_dense[a * D + b] : &link_sparse[(static_cast<std::uint64_t>(a) << 32) | b];
+        const double depart = std::max(t, *lf);
+        *lf = depart + wire;
+        return depart + wire + sc.network.latency(a, b);
+    };
+
+    std::vector<std::uint32_t>& pos = ws.pos;
+    pos.assign(D, 0);
+    std::vector<double>& dev_free = ws.dev_free;
+    dev_free.assign(D, 0.0);
+    // After an op started, nodes[i].ready holds its start time.
+    if (free_net) {
+        // Without link contention every start time is max(device free, inputs ready), which
+        // does not depend on the processing order: run devices as far as they can go from a
+        // worklist (each op touched once).
+        std::vector<std::uint32_t>& work = ws.work;
+        work.clear();
+        for (std::size_t d = 0; d < D; ++d) work.push_back(static_cast<std::uint32_t>(d));
+        while (!work.empty()) {
+            const std::uint32_t d = work.back();
+            work.pop_back();
+            const std::uint32_t last = idx.first_of_device[d + 1];
+            std::uint32_t i = idx.first_of_device[d] + pos[d];
+            double t = dev_free[d];
+            for (; i < last && pending[i] == 0; ++i) {
+                node& n = nodes[i];
+                const double s0 = std::max(t, n.ready);
+                n.ready = s0;
+                t = s0 + n.dur;
+                for (const std::int32_t succ : {n.cross, n.local}) {
+                    if (succ == detail::op_index::none) continue;
+                    node& m = nodes[static_cast<std::size_t>(succ)];
+                    m.ready = std::max(m.ready, t);
+                    if (--pending[static_cast<std::size_t>(succ)] == 0) {
+                        const std::uint32_t e = idx.device_of_stage[idx.ops[static_cast<std::size_t>(succ)].stage];
+                        if (e != d && idx.first_of_device[e] + pos[e] == static_cast<std::uint32_t>(succ))
+                            work.push_back(e);
+                    }
+                }
+            }
+            pos[d] = i - idx.first_of_device[d];
+            dev_free[d] = t;
+        }
+    } else {
+        // Links serialize messages in send order: process completions in time order (ties by
+        // op id) so that the order of sends is the order of completion times.
+        std::vector<char> busy(D, 0);
+        using event = std::pair<double, std::uint32_t>;
+        std::vector<event> heap_storage;
+        heap_storage.reserve(D + 1);
+        std::priority_queue<event, std::vector<event>, std::greater<>> events(std::greater<>{}, std::move(heap_storage));
+        auto try_start = [&](std::size_t d) {
+            if (busy[d]) return;
+            const std::uint32_t i = idx.first_of_device[d] + pos[d];
+            if (i >= idx.first_of_device[d + 1] || pending[i] != 0) return;
+            nodes[i].ready = std::max(dev_free[d], nodes[i].ready);
+            busy[d] = 1;
+            events.emplace(nodes[i].ready + nodes[i].dur, i);
+        };
+        for (std::size_t d = 0; d < D; ++d) try_start(d);
+        while (!events.empty()) {
+            const auto [t, i] = events.top();
+            events.pop();
+            const std::size_t d = idx.device_of_stage[idx.ops[i].stage];
+            busy[d] = 0;
+            dev_free[d] = t;
+            ++pos[d];
+            const node& n = nodes[i];
+            for (const std::int32_t succ : {n.cross, n.local}) {
+                if (succ == detail::op_index::none) continue;
+                const auto u = static_cast<std::size_t>(succ);
+                const std::size_t e = idx.device_of_stage[idx.ops[u].stage];
+                node& m = nodes[u];
+                m.ready = std::max(m.ready, arrival(t, d, e, idx.ops[i].mb));
+                if (--pending[u] == 0 && e != d) try_start(e);
+            }
+            try_start(d);
+        }
+    }
+    for (std::size_t d = 0; d < D; ++d)
+        if (idx.first_of_device[d] + pos[d] < idx.first_of_device[d + 1]) {
+            const op& o = idx.ops[idx.first_of_device[d] + pos[d]];
+            throw invalid_argument("simulate: schedule '" + sched.name + "' deadlocks: device " + std::to_string(d) +
+                                   " waits forever at op " + to_string(o) + " (stage " + std::to_string(o.stage) +
+                                   ", position " + std::to_string(pos[d]) + "): an op it depends on is ordered after it");
+        }
+
+    r.makespan_ms = r.lower_bound_ms = r.makespan_over_lower_bound = 0.0;
+    r.busy_ms.assign(D, 0.0);
+    r.peak_memory_mb.assign(D, 0.0);
+    r.final_memory_mb.assign(D, 0.0);
+    r.timeline.resize(opt.record_timeline ? D : 0);
+    r.memory_mb.resize(opt.record_memory_curve ? D : 0);
+    for (auto& t : r.timeline) t.clear();
+    for (auto& m : r.memory_mb) m.clear();
+    std::vector<double>& held = ws.held;  // [stage * M + mb]: contiguous per device
+    held.assign(sc.microbatches * V, 0.0);
+    for (std::size_t d = 0; d < D; ++d) {
+        double model = 0.0;
+        for (std::size_t c = 0; c < sched.placement.chunks(); ++c)
+            model += sc.model_state_mb[sched.placement.stage_of(d, c)];
+        double stored = 0.0, peak = model;
+        const std::uint32_t b = idx.first_of_device[d], e = idx.first_of_device[d + 1];
+        if (opt.record_timeline) r.timeline[d].reserve(e - b);
+        std::vector<memory_point>* curve = opt.record_memory_curve ? &r.memory_mb[d] : nullptr;
+        if (curve) {
+            curve->reserve(2 * (e - b) + 1);
+            curve->push_back({0.0, model});
+        }
+        for (std::uint32_t i = b; i < e; ++i) {
+            const op& o = idx.ops[i];
+            const std::size_t k = sc.at(o.mb, o.stage);
+            double& h = held[o.stage * sc.microbatches + o.mb];
+            const double st = nodes[i].ready, en = st + nodes[i].dur;
+            const double others = model + stored - h;
+            double during = others, after_h = 0.0;
+            switch (o.kind) {
+                case op_kind::F: during += sc.peak_mb[k]; after_h = sc.stored_mb[k]; break;
+                case op_kind::f: during += sc.peak_mb[k]; after_h = sc.activation(o.mb); break;
+                case op_kind::R: during += sc.peak_mb[k]; after_h = sc.stored_mb[k]; break;
+                case op_kind::B: during += sc.peak_mb[k]; after_h = w > 0.0 ? sc.stored_mb[k] * w : 0.0; break;
+                case op_kind::W: during += h; after_h = 0.0; break;
+            }
+            stored += after_h - h;
+            h = after_h;
+            peak = std::max(peak, during);
+            r.busy_ms[d] += en - st;
+            r.makespan_ms = std::max(r.makespan_ms, en);
+            if (opt.record_timeline) r.timeline[d].push_back({o, st, en});
+            if (curve) {
+                // A step of zero length (the op starts when the previous one ended) is dropped.
+                if (curve->size() > 1 && curve->back().time_ms == st) curve->back().memory_mb = during;
+                else curve->push_back({st, during});
+                curve->push_back({en, model + stored});
+            }
+        }
+        r.peak_memory_mb[d] = peak;
+        r.final_memory_mb[d] = model + stored;
+    }
+    r.bubble_fraction.assign(D, 0.0);
+    for (std::size_t d = 0; d < D; ++d)
+        r.bubble_fraction[d] = r.makespan_ms > 0.0 ? 1.0 - r.busy_ms[d] / r.makespan_ms : 0.0;
+    if (opt.compute_lower_bound) {
+        r.lower_bound_ms = lower_bound(sc, sched.placement, w).bound_ms;
+        r.makespan_over_lower_bound = r.lower_bound_ms > 0.0 ? r.makespan_ms / r.lower_bound_ms : 1.0;
+    }
+}
+
+/// Simulates `sched` on `sc` (see the file comment and simulate_into()).
+[[nodiscard]] inline simulation_result simulate(const scenario& sc, const pipeline_schedule& sched,
+                                                const simulation_options& opt = {}) {
+    simulation_workspace ws;
+    simulation_result r;
+    simulate_into(r, sc, sched, opt, ws);
+    return r;
+}
+
+/// A reusable simulator: keeps its scratch memory and its last result between runs.
+class simulator {
+public:
+    /// Simulates and returns the result (valid until the next run()).
+    const simulation_result& run(const scenario& sc, const pipeline_schedule& sched,
+                                 const simulation_options& opt = {}) {
+        simulate_into(result_, sc, sched, opt, ws_);
+        return result_;
+    }
+
+private:
+    simulation_workspace ws_;
+    simulation_result result_;
+};
+
+/// Generates with `gen` and simulates: the one-call form for any schedule_generator.
+template <schedule_generator G>
+[[nodiscard]] simulation_result simulate(const scenario& sc, const G& gen, const simulation_options& opt = {}) {
+    return simulate(sc, pipeline_schedule(gen(sc)), opt);
+}
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,396 @@
+// The exact DP: brute force over all contiguous partitions, and the acceptance properties.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "batching/table_model.hpp"
+#include "pipeplan/batching.hpp"
+
+namespace pb = pipeplan::batching;
+using pipeplan::test::table_cost_model;
+
+namespace {
+
+std::vector<pb::sample> random_batch(std::mt19937_64& rng, int n, int max_in = 600, int max_tgt = 120) {
+    std::uniform_int_distribution<int> in(1, max_in), tgt(0, max_tgt);
+    std::vector<pb::sample> b;
+    for (int i = 0; i < n; ++i) b.push_back({in(rng), tgt(rng)});
+    return b;
+}
+
+/// Brute force over range_costs: every contiguous partition.
+double brute_force_rows(const pb::range_costs& rc, double a, double dp) {
+    const std::size_t n = rc.size();
+    double best = std::numeric_limits<double>::infinity();
+    std::function<void(std::size_t, double, double)> go = [&](std::size_t i, double sum, double mx) {
+        if (i == n) {
+            best = std::min(best, a * mx + sum / dp);
+            return;
+        }
+        const auto row = rc.row_costs(i);
+        for (std::size_t m = 0; m < row.size(); ++m) go(i + m + 1, sum + row[m], std::max(mx, row[m]));
+    };
+    go(0, 0.0, -std::numeric_limits<double>::infinity());
+    return best;
+}
+
+/// Brute force over the real splitter's inputs: every contiguous partition of `order` whose
+/// ranges all fit under `rung`.
+template <class Model>
+double brute_force_split(const pb::split_context<Model>& ctx, const std::vector<int>& order, const pb::memory_rung& rung) {
+    const std::size_t n = order.size();
+    const auto& cfg = ctx.config();
+    const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
+    double best = std::numeric_limits<double>::infinity();
+    std::function<void(std::size_t, double, double)> go = [&](std::size_t i, double sum, double mx) {
+        if (i == n) {
+            best = std::min(best, a * mx + sum / cfg.dp);
+            return;
+        }
+        for (std::size_t j = i + 1; j <= n; ++j) {
+            std::vector<int> ids(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(j));
+            pb::microbatch_cost c;
+            if (!ctx.fits(pb::shape_of(ids, ctx.shapes()), rung, c)) continue;
+            go(j, sum + c.time_ms, std::max(mx, c.time_ms));
+        }
+    };
+    go(0, 0.0, -std::numeric_limits<double>::infinity());
+    return best;
+}
+
+void check_partition(const pb::split_result& r, std::size_t n) {
+    std::vector<int> all;
+    for (const auto& m : r.microbatches) {
+        CHECK(!m.empty());
+        all.insert(all.end(), m.begin(), m.end());
+    }
+    std::sort(all.begin(), all.end());
+    REQUIRE(all.size() == n);
+    for (std::size_t i = 0; i < n; ++i) CHECK(all[i] == static_cast<int>(i));
+    REQUIRE(r.per_microbatch.size() == r.microbatches.size());
+}
+
+void check_limits_and_objective(const pb::split_result& r) {
+    double sum = 0, mx = -std::numeric_limits<double>::infinity();
+    for (const auto& m : r.per_microbatch) {
+        CHECK(m.cost.stored_mb <= r.memory_limit_mb);
+        CHECK(m.cost.peak_mb <= r.available_mb);
+        sum += m.cost.time_ms;
+        mx = std::max(mx, m.cost.time_ms);
+    }
+    CHECK(r.sum_ms == doctest::Approx(sum).epsilon(1e-12));
+    CHECK(r.tmax_ms == mx);
+    const double obj = (r.stages - 1) * mx / r.virtual_chunks + sum / r.dp;
+    CHECK(r.objective_ms == doctest::Approx(obj).epsilon(1e-12));
+}
+
+bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+}  // namespace
+
+TEST_CASE("solve_partition equals brute force on random cost rows") {
+    std::mt19937_64 rng(12345);
+    for (int trial = 0; trial < 400; ++trial) {
+        const int n = 1 + static_cast<int>(rng() % 14);
+        pb::range_costs rc;
+        std::uniform_real_distribution<double> cost(0.1, 10.0);
+        for (int i = 0; i < n; ++i) {
+            const int len = 1 + static_cast<int>(rng() % static_cast<unsigned>(n - i));
+            std::vector<double> row;
+            const bool mono = rng() % 2 == 0;
+            double acc = cost(rng);
+            for (int m = 0; m < len; ++m) {
+                row.push_back(mono ? acc : cost(rng));
+                acc += cost(rng) * 0.3;
+            }
+            rc.add_row(row);
+        }
+        const double a = static_cast<double>(rng() % 8) / static_cast<double>(1 + rng() % 3);
+        const double dp = static_cast<double>(1 + rng() % 4);
+        const auto sol = pb::solve_partition(rc, a, dp);
+        const double bf = brute_force_rows(rc, a, dp);
+        INFO("trial " << trial << " n " << n);
+        CHECK(close(sol.objective_ms, bf));
+        // The bounds describe a partition whose recomputed objective is the reported one.
+        REQUIRE(sol.bounds.front() == 0);
+        REQUIRE(sol.bounds.back() == n);
+        double sum = 0, mx = -1e300;
+        for (std::size_t k = 0; k + 1 < sol.bounds.size(); ++k) {
+            const auto i = static_cast<std::size_t>(sol.bounds[k]);
+            const auto m = static_cast<std::size_t>(sol.bounds[k + 1]) - i;
+            REQUIRE(m >= 1);
+            REQUIRE(m <= rc.row_costs(i).size());
+            sum += rc.row_costs(i)[m - 1];
+            mx = std::max(mx, rc.row_costs(i)[m - 1]);
+        }
+        CHECK(close(a * mx + sum / dp, sol.objective_ms));
+    }
+}
+
+TEST_CASE("solve_partition rejects bad input") {
+    pb::range_costs rc;
+    rc.add_row(std::vector<double>{1.0, 2.0});
+    CHECK_THROWS_AS((void)pb::solve_partition(rc, 1.0, 1.0), pipeplan::invalid_argument);  // row beyond N
+    pb::range_costs ok;
+    ok.add_row(std::vector<double>{1.0});
+    CHECK_THROWS_AS((void)pb::solve_partition(ok, -1.0, 1.0), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::solve_partition(ok, 1.0, 0.0), pipeplan::invalid_argument);
+    pb::range_costs empty_row;
+    empty_row.add_row(std::vector<double>{});
+    CHECK_THROWS_AS((void)pb::solve_partition(empty_row, 1.0, 1.0), pipeplan::invalid_argument);
+    pb::range_costs none;
+    CHECK(pb::solve_partition(none, 1.0, 1.0).bounds == std::vector<int>{0});
+}
+
+TEST_CASE("split_dp equals brute force for N <= 14 in both accounting modes") {
+    int compared = 0;
+    for (const bool enc_dec : {false, true}) {
+        for (const auto mode : {pb::accounting_mode::pipeplan, pb::accounting_mode::dynapipe}) {
+            for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+                std::mt19937_64 rng(seed * 7919 + (enc_dec ? 1 : 0));
+                table_cost_model model;
+                model.seed = seed;
+                model.encoder_decoder = enc_dec;
+                model.time_noise = (seed % 3 == 0) ? 0.0 : 1.5;  // smooth and wildly non-monotone tables
+                model.head_memory = seed % 2 == 0;
+                model.stored_mb_per_token = 0.3;  // so that the memory limits bind at a few samples
+                const int n = 2 + static_cast<int>(rng() % 13);
+                const auto batch = random_batch(rng, n);
+                pb::pipeline_config cfg;
+                cfg.stages = enc_dec ? 2 * (1 + static_cast<int>(rng() % 2)) : 1 + static_cast<int>(rng() % 4);
+                cfg.virtual_chunks = 1 + static_cast<int>(rng() % 2);
+                cfg.layers_per_stage = 1 + static_cast<int>(rng() % 3);
+                cfg.dp = 1 + static_cast<int>(rng() % 3);
+                cfg.device_memory_mb = 1500 + static_cast<double>(rng() % 4000);
+                pb::split_options opt;
+                opt.accounting = mode;
+                opt.order = static_cast<pb::ordering_method>(rng() % 5);
+                const pb::split_context<table_cost_model> ctx(model, batch, cfg, opt);
+                const pb::memory_rung* rung = nullptr;
+                for (const auto& r : ctx.ladder())
+                    if (ctx.singletons_fit(r)) {
+                        rung = &r;
+                        break;
+                    }
+                if (!rung) continue;
+                auto order = pb::order_samples(ctx.shapes(), enc_dec, opt.order);
+                const auto r = pb::split_dp_ordered(ctx, order, *rung);
+                const double bf = brute_force_split(ctx, order, *rung);
+                INFO("seed " << seed << " enc_dec " << enc_dec << " mode " << pb::to_string(mode) << " n " << n);
+                CHECK(close(r.objective_ms, bf));
+                check_partition(r, batch.size());
+                check_limits_and_objective(r);
+                ++compared;
+            }
+        }
+    }
+    CHECK(compared >= 200);
+}
+
+TEST_CASE("split_dp properties on larger random batches") {
+    for (const bool enc_dec : {false, true}) {
+        for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+            std::mt19937_64 rng(seed);
+            table_cost_model model;
+            model.seed = seed;
+            model.encoder_decoder = enc_dec;
+            model.time_noise = 0.2;
+            const auto batch = random_batch(rng, 150);
+            pb::pipeline_config cfg;
+            cfg.stages = 4;
+            cfg.layers_per_stage = 2;
+            cfg.device_memory_mb = 4000;
+            const auto r = pb::split_dp(model, batch, cfg);
+            check_partition(r, batch.size());
+            check_limits_and_objective(r);
+            CHECK(r.method == "dp");
+
+            {  // raising the memory limit never worsens the objective (fixed rung)
+                pb::split_options opt;
+                opt.limit_ladder = {pb::memory_limit_kind::preferred};
+                opt.recompute_ladder = {pipeplan::recompute_mode::none};
+                double prev = std::numeric_limits<double>::infinity();
+                for (double mem : {3000.0, 3500.0, 4000.0, 6000.0, 10000.0, 40000.0}) {
+                    cfg.device_memory_mb = mem;
+                    try {
+                        const auto q = pb::split_dp(model, batch, cfg, opt);
+                        CHECK(q.objective_ms <= prev * (1 + 1e-12));
+                        prev = q.objective_ms;
+                    } catch (const pb::split_error&) {
+                        CHECK(prev == std::numeric_limits<double>::infinity());  // only while too small
+                    }
+                }
+                CHECK(prev < std::numeric_limits<double>::infinity());
+                double prev_f = std::numeric_limits<double>::infinity();
+                cfg.device_memory_mb = 8000;
+                for (double frac : {0.05, 0.1, 0.2, 0.5, 1.0}) {
+                    opt.preferred_fraction = frac;
+                    try {
+                        const auto q = pb::split_dp(model, batch, cfg, opt);
+                        CHECK(q.objective_ms <= prev_f * (1 + 1e-12));
+                        prev_f = q.objective_ms;
+                    } catch (const pb::split_error&) {
+                        CHECK(prev_f == std::numeric_limits<double>::infinity());
+                    }
+                }
+            }
+            {  // S = 1 gives the minimum of sum t
+                cfg.device_memory_mb = 4000;
+                cfg.stages = 1;
+                if (enc_dec) cfg.virtual_chunks = 2;  // an even number of chunks
+                const auto q = pb::split_dp(model, batch, cfg);
+                CHECK(q.objective_ms == doctest::Approx(q.sum_ms).epsilon(1e-12));
+                // Any other split (e.g. the fixed baselines) has at least this Σt under the same rung.
+                pb::split_options opt;
+                opt.limit_ladder = {q.limit};
+                opt.recompute_ladder = {q.recompute};
+                for (int mbs : {1, 2, 4}) {
+                    try {
+                        const auto f = pb::split_fixed_mbs(model, batch, cfg, mbs, pb::fixed_order::sorted, opt);
+                        CHECK(q.sum_ms <= f.sum_ms * (1 + 1e-12));
+                    } catch (const pb::split_error&) {
+                    }
+                }
+            }
+            {  // relative tolerance stays within its bound (one fixed order)
+                cfg.stages = 4;
+                cfg.virtual_chunks = 1;
+                cfg.device_memory_mb = 4000;
+                pb::split_options opt;
+                opt.order = pb::ordering_method::lexicographic;
+                const auto exact = pb::split_dp(model, batch, cfg, opt);
+                opt.relative_tolerance = 0.01;
+                const auto q = pb::split_dp(model, batch, cfg, opt);
+                CHECK(q.objective_ms <= exact.objective_ms * 1.01 + 1e-9);
+                CHECK(q.objective_ms >= exact.objective_ms * (1 - 1e-12));
+            }
+        }
+    }
+}
+
+TEST_CASE("split_dp: the ladder reports the rung used") {
+    table_cost_model model;
+    model.time_noise = 0;
+    model.stored_mb_per_token = 0.1;
+    std::mt19937_64 rng(3);
+    auto batch = random_batch(rng, 40, 2000, 0);
+    batch.push_back({3000, 0});
+    pb::pipeline_config cfg;
+    cfg.stages = 4;
+    cfg.layers_per_stage = 4;
+    cfg.device_memory_mb = 100000;
+    const auto roomy = pb::split_dp(model, batch, cfg);
+    CHECK(roomy.limit == pb::memory_limit_kind::preferred);
+    CHECK(roomy.recompute == pipeplan::recompute_mode::none);
+    CHECK(roomy.memory_limit_mb == doctest::Approx(roomy.available_mb / 4));
+    // A device so small that only recomputation (or the full available limit) fits the longest sample.
+    // Longest sample alone: 300 MB stored per layer without recomputation (4 layers), halved by
+    // selective and divided by 3 by full recomputation; model states 360 MB.
+    using pipeplan::recompute_mode;
+    struct expect {
+        double mem;
+        pb::memory_limit_kind kind;
+        recompute_mode r;
+    };
+    for (const auto& e : {expect{4000, pb::memory_limit_kind::preferred, recompute_mode::selective},
+                          expect{2000, pb::memory_limit_kind::preferred, recompute_mode::full},
+                          expect{1500, pb::memory_limit_kind::available, recompute_mode::selective}}) {
+        cfg.device_memory_mb = e.mem;
+        const auto r = pb::split_dp(model, batch, cfg);
+        INFO("memory " << e.mem);
+        CHECK(r.limit == e.kind);
+        CHECK(r.recompute == e.r);
+        CHECK(r.model_state_mb == doctest::Approx(360));
+        check_limits_and_objective(r);
+    }
+    cfg.device_memory_mb = 700;
+    try {
+        (void)pb::split_dp(model, batch, cfg);
+        FAIL("expected a split_error");
+    } catch (const pb::split_error& e) {
+        // Under full recomputation: stored 4 x 100 MB, peak = stored + (1.5 x 100 + 1 - 100) = 451 MB.
+        CHECK(e.kind() == pb::split_failure::peak_memory);
+        CHECK(e.sample() == 40);
+        CHECK(e.required() == doctest::Approx(451));
+        CHECK(e.limit() == doctest::Approx(340));
+        CHECK(e.excess() == doctest::Approx(111));
+        CHECK(std::string(e.what()).find("over by 111.0 MB") != std::string::npos);
+    }
+}
+
+TEST_CASE("split_dp with packing: rows never exceed their target length and only help") {
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+        std::mt19937_64 rng(seed);
+        table_cost_model model;
+        model.seed = seed;
+        model.time_noise = 0.1;
+        std::vector<pb::sample> batch = random_batch(rng, 60, 200, 20);
+        for (int k = 0; k < 3; ++k) batch.push_back({1000, 20});
+        pb::pipeline_config cfg;
+        cfg.stages = 2;
+        cfg.layers_per_stage = 2;
+        cfg.device_memory_mb = 3000;
+        pb::split_options opt;
+        opt.packing.enabled = true;
+        opt.packing.separator_tokens = static_cast<int>(seed % 3);
+        const auto packed = pb::split_dp(model, batch, cfg, opt);
+        check_partition(packed, batch.size());
+        check_limits_and_objective(packed);
+        const auto shapes = pb::padded_shapes(batch, opt.lengths, false);
+        bool any_rows = false;
+        for (std::size_t k = 0; k < packed.per_microbatch.size(); ++k) {
+            const auto& rec = packed.per_microbatch[k];
+            if (rec.rows.empty()) continue;
+            any_rows = true;
+            CHECK(rec.shape.mbs == static_cast<int>(rec.rows.size()));
+            std::vector<int> ids;
+            for (const auto& row : rec.rows) {
+                CHECK(pb::row_tokens(row, shapes, opt.packing.separator_tokens) <= rec.shape.seqlen_tokens);
+                ids.insert(ids.end(), row.begin(), row.end());
+            }
+            std::sort(ids.begin(), ids.end());
+            auto mb = packed.microbatches[k];
+            std::sort(mb.begin(), mb.end());
+            CHECK(ids == mb);
+        }
+        CHECK(any_rows);
+        // Packing is an extra option for each range: never worse than padding under the same rung.
+        pb::split_options plain;
+        plain.limit_ladder = {packed.limit};
+        plain.recompute_ladder = {packed.recompute};
+        const auto unpacked = pb::split_dp(model, batch, cfg, plain);
+        CHECK(packed.objective_ms <= unpacked.objective_ms * (1 + 1e-12));
+    }
+    table_cost_model t5;
+    t5.encoder_decoder = true;
+    pb::pipeline_config cfg;
+    cfg.stages = 2;
+    cfg.device_memory_mb = 3000;
+    pb::split_options opt;
+    opt.packing.enabled = true;
+    const std::vector<pb::sample> b{{10, 2}};
+    CHECK_THROWS_AS((void)pb::split_dp(t5, b, cfg, opt), pipeplan::invalid_argument);
+    table_cost_model gpt;
+    opt.order = pb::ordering_method::dataset;  // packing needs the sorted order
+    CHECK_THROWS_AS((void)pb::split_dp(gpt, b, cfg, opt), pipeplan::invalid_argument);
+}
+
+TEST_CASE("split_dp is deterministic") {
+    std::mt19937_64 rng(99);
+    table_cost_model model;
+    model.encoder_decoder = true;
+    const auto batch = random_batch(rng, 120);
+    pb::pipeline_config cfg;
+    cfg.stages = 4;
+    cfg.device_memory_mb = 5000;
+    const auto a = pb::split_dp(model, batch, cfg);
+    const auto b = pb::split_dp(model, batch, cfg);
+    CHECK(a.microbatches == b.microbatches);
+    CHECK(a.objective_ms == b.objective_ms);
+}

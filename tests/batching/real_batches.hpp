@@ -1,0 +1,57 @@
+// Global batches drawn from ../shared/data/lengths as real trainers do: shuffle the samples with
+// a seed, then take samples until a token budget (input + target tokens) is reached. Used by the
+// real-data tests and the benchmarks; callers check pipeplan::test::shared_data_dir() first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/batching/batch_csv.hpp"
+#include "support.hpp"
+
+namespace pipeplan::test {
+
+/// All samples of lengths/<file> (e.g. "superni_gpt.csv"), read once per process.
+inline const std::vector<batching::sample>& length_samples(const std::string& file) {
+    static std::map<std::string, std::vector<batching::sample>> cache;
+    auto it = cache.find(file);
+    if (it == cache.end()) {
+        const auto dir = shared_data_dir();
+        std::vector<batching::sample> v;
+        if (dir) v = batching::read_batch_csv(*dir / "lengths" / file);
+        it = cache.emplace(file, std::move(v)).first;
+    }
+    return it->second;
+}
+
+/// Samples in a seeded Fisher–Yates order (splitmix64), taken while the running total of
+/// input + target tokens stays within `token_budget`.
+inline std::vector<batching::sample> draw_batch(const std::string& file, long long token_budget, std::uint64_t seed) {
+    const auto& all = length_samples(file);
+    std::vector<std::size_t> idx(all.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::uint64_t state = seed;
+    const auto next = [&state] {
+        std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    for (std::size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[next() % i]);
+    std::vector<batching::sample> out;
+    long long total = 0;
+    for (std::size_t i : idx) {
+        const auto& s = all[i];
+        total += static_cast<long long>(s.input_tokens) + s.target_tokens;
+        if (total > token_budget) break;
+        out.push_back(s);
+    }
+    return out;
+}
+
+}  // namespace pipeplan::test

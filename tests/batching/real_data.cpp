@@ -1,0 +1,227 @@
+// The splitter on real batches (../shared/data/lengths) and real profiles (cost_models):
+// acceptance properties, the DP against the baselines over the same order, and the two
+// accounting modes checked against the layer costs by hand.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batching/real_batches.hpp"
+#include "pipeplan/batching.hpp"
+#include "pipeplan/cost/profile.hpp"
+#include "support.hpp"
+
+namespace pb = pipeplan::batching;
+using pipeplan::component;
+using pipeplan::interpolation_mode;
+using pipeplan::layer_query;
+using pipeplan::profile_cost_model;
+using pipeplan::recompute_mode;
+
+namespace {
+
+const profile_cost_model& profile(const std::string& name, interpolation_mode mode) {
+    static std::map<std::pair<std::string, interpolation_mode>, profile_cost_model> cache;
+    const auto key = std::make_pair(name, mode);
+    auto it = cache.find(key);
+    if (it == cache.end())
+        it = cache.emplace(key, profile_cost_model::load(*pipeplan::test::shared_data_dir() / "cost_models", name, mode)).first;
+    return it->second;
+}
+
+pb::pipeline_config gpt_config() {
+    pb::pipeline_config c;
+    c.stages = 4;
+    c.layers_per_stage = 8;
+    c.tp = 2;
+    c.device_memory_mb = 36000;
+    return c;
+}
+pb::pipeline_config t5_config() {
+    pb::pipeline_config c;
+    c.stages = 4;
+    c.layers_per_stage = 6;
+    c.tp = 4;
+    c.device_memory_mb = 36000;
+    return c;
+}
+
+void check_result(const pb::split_result& r, std::size_t n) {
+    std::vector<int> all;
+    double sum = 0, mx = 0;
+    for (std::size_t k = 0; k < r.microbatches.size(); ++k) {
+        all.insert(all.end(), r.microbatches[k].begin(), r.microbatches[k].end());
+        const auto& m = r.per_microbatch[k];
+        CHECK(m.cost.stored_mb <= r.memory_limit_mb);
+        CHECK(m.cost.peak_mb <= r.available_mb);
+        sum += m.cost.time_ms;
+        mx = std::max(mx, m.cost.time_ms);
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<int> want(n);
+    std::iota(want.begin(), want.end(), 0);
+    CHECK(all == want);
+    CHECK(r.objective_ms == doctest::Approx((r.stages - 1) * mx / r.virtual_chunks + sum / r.dp).epsilon(1e-12));
+}
+
+double fb(const pipeplan::layer_cost& c) { return c.forward_ms.value() + c.backward_ms.value(); }
+
+}  // namespace
+
+TEST_CASE("real GPT-6.7B 65,536-token batch: properties, and the DP beats the baselines of its order" *
+          PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile("gpt_6.7b", interpolation_mode::recommended);
+    const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 65536, 42);
+    REQUIRE(batch.size() > 300);
+    const auto r = pb::split_dp(m, batch, gpt_config());
+    check_result(r, batch.size());
+    CHECK(r.limit == pb::memory_limit_kind::preferred);
+    CHECK(r.recompute == recompute_mode::none);
+    pb::split_options same;
+    same.limit_ladder = {r.limit};
+    same.recompute_ladder = {r.recompute};
+    int compared = 0;
+    for (int mbs : {1, 2, 4, 8}) {
+        try {
+            const auto f = pb::split_fixed_mbs(m, batch, gpt_config(), mbs, pb::fixed_order::sorted, same);
+            check_result(f, batch.size());
+            CHECK(r.objective_ms <= f.objective_ms);
+            ++compared;
+        } catch (const pb::split_error& e) {
+            CHECK(e.kind() == pb::split_failure::stored_memory);  // the longest samples at this size
+        }
+        const auto d = pb::split_fixed_mbs(m, batch, gpt_config(), mbs, pb::fixed_order::dataset);
+        check_result(d, batch.size());
+    }
+    CHECK(compared >= 2);
+    for (long long tokens : {1024LL, 2048LL, 4096LL}) {
+        const auto t = pb::split_token_budget(m, batch, gpt_config(), tokens, same);
+        check_result(t, batch.size());
+        CHECK(r.objective_ms <= t.objective_ms);
+    }
+    const auto p = pb::split_pack_fixed(m, batch, gpt_config(), 2, 2048);
+    check_result(p, batch.size());
+}
+
+TEST_CASE("real T5-11B 65,536-token batch: properties; the default order is no worse than lexicographic" *
+          PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile("t5_11b", interpolation_mode::recommended);
+    const auto batch = pipeplan::test::draw_batch("superni_llama.csv", 65536, 42);
+    const auto r = pb::split_dp(m, batch, t5_config());
+    check_result(r, batch.size());
+    pb::split_options lex;
+    lex.order = pb::ordering_method::lexicographic;
+    const auto l = pb::split_dp(m, batch, t5_config(), lex);
+    check_result(l, batch.size());
+    CHECK(r.objective_ms <= l.objective_ms);
+    for (const auto& rec : r.per_microbatch) CHECK(rec.shape.dec_seqlen_tokens > 0);
+}
+
+TEST_CASE("pipeplan accounting on real profiles equals the per-device sum by hand" * PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile("gpt_6.7b", interpolation_mode::recommended);
+    const pb::stage_cost_evaluator<profile_cost_model> ev(m, gpt_config(), pb::accounting_mode::pipeplan);
+    const pb::microbatch_shape s{4, 512, 0};
+    const auto c = ev.evaluate(s, recompute_mode::none).value();
+    layer_query q;
+    q.mbs = 4;
+    q.seqlen_tokens = 512;
+    q.tp = 2;
+    const auto enc = m.evaluate(q);
+    q.comp = component::postprocess;
+    const auto head = m.evaluate(q);
+    q.comp = component::embedding;
+    const auto emb = m.evaluate(q);
+    const double emb_ms = emb.forward_ms.value_or(0) + emb.backward_ms.value_or(0);
+    const double last = 8 * fb(enc) + fb(head);
+    const double first = 8 * fb(enc) + emb_ms;
+    CHECK(c.time_ms == doctest::Approx(std::max(first, last)));
+    CHECK(c.stored_mb >= 8 * enc.stored_mb.value() - 1e-9);
+    const double params = (8 * m.parameter_mb(component::encoder, 2, recompute_mode::none).value() +
+                           m.parameter_mb(component::embedding, 2, recompute_mode::none).value()) * 8;
+    CHECK(ev.model_state_mb(recompute_mode::none).value() == doctest::Approx(params));
+}
+
+TEST_CASE("dynapipe accounting on real profiles follows the published formulas" * PIPEPLAN_NEEDS_DATA()) {
+    SUBCASE("GPT") {
+        const auto& m = profile("gpt_6.7b", interpolation_mode::dynapipe);
+        const pb::stage_cost_evaluator<profile_cost_model> ev(m, gpt_config(), pb::accounting_mode::dynapipe);
+        layer_query q;
+        q.mbs = 3;
+        q.seqlen_tokens = 200;
+        q.tp = 2;
+        const auto enc = m.evaluate(q);
+        q.comp = component::postprocess;
+        const auto head = m.evaluate(q);
+        const auto c = ev.evaluate({3, 200, 0}, recompute_mode::none).value();
+        CHECK(c.time_ms == doctest::Approx(8 * fb(enc) + fb(head)));
+        CHECK(c.stored_mb == doctest::Approx(8 * enc.stored_mb.value()));
+        CHECK(c.peak_mb == doctest::Approx(enc.peak_mb.value() + 7 * enc.stored_mb.value()));
+        const double states = (m.parameter_mb(component::embedding, 2, recompute_mode::none).value() +
+                               8 * m.parameter_mb(component::encoder, 2, recompute_mode::none).value()) * 8;
+        CHECK(ev.model_state_mb(recompute_mode::none).value() == doctest::Approx(states));
+    }
+    SUBCASE("T5, C = 1 and C = 2") {
+        const auto& m = profile("t5_11b", interpolation_mode::dynapipe);
+        auto cfg = t5_config();
+        layer_query q;
+        q.mbs = 2;
+        q.seqlen_tokens = 304;
+        q.dec_seqlen_tokens = 40;
+        q.tp = 4;
+        const auto enc = m.evaluate(q);
+        q.comp = component::decoder;
+        const auto dec = m.evaluate(q);
+        q.comp = component::postprocess;
+        const auto head = m.evaluate(q);
+        const double enc_t = 6 * fb(enc), dec_t = 6 * fb(dec) + fb(head);
+        const pb::stage_cost_evaluator<profile_cost_model> ev1(m, cfg, pb::accounting_mode::dynapipe);
+        const auto c1 = ev1.evaluate({2, 304, 40}, recompute_mode::none).value();
+        CHECK(c1.time_ms == doctest::Approx(std::max(enc_t, dec_t)));
+        CHECK(c1.stored_mb == doctest::Approx(std::max(6 * enc.stored_mb.value(), 6 * dec.stored_mb.value())));
+        cfg.virtual_chunks = 2;
+        const pb::stage_cost_evaluator<profile_cost_model> ev2(m, cfg, pb::accounting_mode::dynapipe);
+        CHECK(ev2.evaluate({2, 304, 40}, recompute_mode::none).value().time_ms == doctest::Approx(enc_t + dec_t));
+        const double states = (m.parameter_mb(component::embedding, 4, recompute_mode::none).value() +
+                               6 * std::max(m.parameter_mb(component::encoder, 4, recompute_mode::none).value(),
+                                            m.parameter_mb(component::decoder, 4, recompute_mode::none).value())) * 8;
+        CHECK(ev1.model_state_mb(recompute_mode::none).value() == doctest::Approx(states));
+    }
+}
+
+TEST_CASE("real batches: DP split in dynapipe accounting and with data-parallel balancing" * PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile("gpt_6.7b", interpolation_mode::dynapipe);
+    const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 131072, 7);
+    auto cfg = gpt_config();
+    cfg.dp = 4;
+    pb::split_options opt;
+    opt.accounting = pb::accounting_mode::dynapipe;
+    auto r = pb::split_dp(m, batch, cfg, opt);
+    check_result(r, batch.size());
+    pb::balance_result(r);
+    REQUIRE(r.dp_groups.size() == 4);
+    std::vector<double> t;
+    for (const auto& rec : r.per_microbatch) t.push_back(rec.cost.time_ms);
+    CHECK(*std::max_element(r.dp_group_ms.begin(), r.dp_group_ms.end()) <= pb::balance_lpt(t, 4).max_ms());
+}
+
+TEST_CASE("a sample longer than the profiles, and the maximum length that truncates it" * PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile("gpt_6.7b", interpolation_mode::recommended);
+    const std::vector<pb::sample> b{{100, 10}, {9000, 100}};
+    try {
+        (void)pb::split_dp(m, b, gpt_config());
+        FAIL("expected split_error");
+    } catch (const pb::split_error& e) {
+        CHECK(e.kind() == pb::split_failure::sample_too_long);
+        CHECK(e.sample() == 1);
+        CHECK(e.required() == 9104);
+        CHECK(e.limit() <= 8192);
+    }
+    pb::split_options opt;
+    opt.lengths.max_seqlen_tokens = 4096;
+    const auto r = pb::split_dp(m, b, gpt_config(), opt);
+    CHECK(r.per_microbatch.front().shape.seqlen_tokens == 4096);
+}

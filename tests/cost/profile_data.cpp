@@ -1,0 +1,182 @@
+// Profile cost model on the real A100 profiles (../shared/data/cost_models): golden values from
+// the issue, exact values at every profiled point, ragged edges, range and below-grid policy.
+// Skipped when the shared data is absent.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "pipeplan/core/csv.hpp"
+#include "pipeplan/cost/profile.hpp"
+#include "support.hpp"
+
+using pipeplan::component;
+using pipeplan::estimate_status;
+using pipeplan::interpolation_mode;
+using pipeplan::layer_query;
+using pipeplan::profile_cost_model;
+using pipeplan::recompute_mode;
+
+namespace {
+
+std::filesystem::path profiles_dir() { return *pipeplan::test::shared_data_dir() / "cost_models"; }
+
+profile_cost_model load(const char* name, interpolation_mode mode) {
+    return profile_cost_model::load(profiles_dir(), name, mode);
+}
+
+layer_query q(int tp, component c, int mbs, int s, int d = 0, recompute_mode r = recompute_mode::none) {
+    layer_query x;
+    x.tp = tp;
+    x.comp = c;
+    x.mbs = mbs;
+    x.seqlen_tokens = s;
+    x.dec_seqlen_tokens = d;
+    x.recompute = r;
+    return x;
+}
+
+// Independent reference: the median of the CSV rows sharing one key, straight from the file.
+// key = tp, recompute, component, phase/kind, enc_seqlen, dec_seqlen, mbs
+using key = std::tuple<int, std::string, std::string, std::string, int, int, int>;
+std::map<key, double> medians(const std::filesystem::path& file, const char* kind_column, const char* value_column) {
+    const auto t = pipeplan::csv_table::read(file);
+    std::map<key, std::vector<double>> groups;
+    for (std::size_t r = 0; r < t.rows(); ++r)
+        groups[key{static_cast<int>(t.integer(r, t.column("tp"))), std::string(t.cell(r, t.column("recompute"))),
+                   std::string(t.cell(r, t.column("component"))), std::string(t.cell(r, t.column(kind_column))),
+                   static_cast<int>(t.integer(r, t.column("enc_seqlen"))),
+                   static_cast<int>(t.integer(r, t.column("dec_seqlen"))),
+                   static_cast<int>(t.integer(r, t.column("mbs")))}]
+            .push_back(t.number(r, t.column(value_column)));
+    std::map<key, double> out;
+    for (auto& [k, v] : groups) {
+        std::sort(v.begin(), v.end());
+        out[k] = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("profile data: golden values of the issue (--interpolation linear)" * PIPEPLAN_NEEDS_DATA()) {
+    const auto gpt = load("gpt_6.7b", interpolation_mode::linear);
+    CHECK(gpt.evaluate(q(2, component::encoder, 3, 600)).forward_ms.value() == doctest::Approx(2.7103).epsilon(1e-4));
+    CHECK(gpt.evaluate(q(2, component::encoder, 5, 1500)).backward_ms.value() == doctest::Approx(18.068).epsilon(1e-4));
+    const auto t5 = load("t5_11b", interpolation_mode::linear);
+    // Median of the repeated encoder measurements (one per decoder length in the profiler).
+    CHECK(t5.evaluate(q(4, component::encoder, 2, 512)).forward_ms.value() == doctest::Approx(1.93).epsilon(1e-9));
+    CHECK_FALSE(gpt.is_encoder_decoder());
+    CHECK(t5.is_encoder_decoder());
+    CHECK(gpt.tp_degrees() == std::vector<int>{1, 2, 4, 8});
+}
+
+TEST_CASE("profile data: every profiled point is returned exactly (all components, both models)" *
+          PIPEPLAN_NEEDS_DATA()) {
+    for (const char* name : {"gpt_6.7b", "t5_11b"}) {
+        CAPTURE(name);
+        const std::string prefix = (profiles_dir() / name).string();
+        const auto timing = medians(prefix + "_timing.csv", "phase", "time_ms");
+        const auto activation = medians(prefix + "_activation.csv", "kind", "memory_mb");
+        for (auto mode : {interpolation_mode::linear, interpolation_mode::recommended}) {
+            const auto m = load(name, mode);
+            std::size_t checked = 0, mismatches = 0;
+            auto check = [&](const std::map<key, double>& ref, bool is_time) {
+                for (const auto& [k, want] : ref) {
+                    const auto& [tp, rc, comp, kind, enc, dec, mbs] = k;
+                    const layer_query query = q(tp, pipeplan::parse_component(comp), mbs, enc, dec,
+                                                pipeplan::parse_recompute(rc));
+                    const auto c = m.evaluate(query);
+                    const auto& got = is_time ? (kind == "forward" ? c.forward_ms : c.backward_ms)
+                                              : (kind == "stored" ? c.stored_mb : c.peak_mb);
+                    ++checked;
+                    if (!got.ok() || got.value_or(0) != want) ++mismatches;
+                }
+            };
+            check(timing, true);
+            check(activation, false);
+            CHECK(checked == timing.size() + activation.size());
+            CHECK(checked > 1000);
+            CHECK(mismatches == 0);
+        }
+    }
+}
+
+TEST_CASE("profile data: components without a metric are unsupported; parameter memory" * PIPEPLAN_NEEDS_DATA()) {
+    const auto gpt = load("gpt_6.7b", interpolation_mode::recommended);
+    const auto head = gpt.evaluate(q(2, component::postprocess, 4, 512));
+    CHECK(head.forward_ms.ok());
+    CHECK(head.backward_ms.ok());
+    CHECK(head.stored_mb.status() == estimate_status::unsupported);
+    CHECK(head.peak_mb.status() == estimate_status::unsupported);
+    CHECK(gpt.evaluate(q(2, component::decoder, 4, 512, 64)).forward_ms.status() == estimate_status::unsupported);
+    CHECK(gpt.evaluate(q(2, component::embedding, 4, 512)).forward_ms.status() == estimate_status::unsupported);
+    CHECK(gpt.evaluate(q(3, component::encoder, 4, 512)).forward_ms.status() == estimate_status::unsupported);
+    CHECK(gpt.parameter_mb(component::encoder, 2, recompute_mode::none).value() == 201.4111);
+    CHECK(gpt.parameter_mb(component::embedding, 8, recompute_mode::selective).value() == 62.2913);
+    CHECK(gpt.parameter_mb(component::decoder, 2, recompute_mode::none).status() == estimate_status::unsupported);
+    const auto t5 = load("t5_11b", interpolation_mode::recommended);
+    CHECK(t5.parameter_mb(component::decoder, 4, recompute_mode::full).value() == 134.32);
+    CHECK(t5.parameter_mb(component::embedding, 1, recompute_mode::none).value() == 82.58);
+    // T5's LM head is keyed by the decoder length; the encoder length does not matter.
+    const auto a = t5.evaluate(q(4, component::postprocess, 2, 16, 128)).forward_ms;
+    const auto b = t5.evaluate(q(4, component::postprocess, 2, 4096, 128)).forward_ms;
+    REQUIRE(a.ok());
+    CHECK(a == b);
+}
+
+TEST_CASE("profile data: ragged edges, out of range, below the grid" * PIPEPLAN_NEEDS_DATA()) {
+    for (auto mode : pipeplan::all_interpolation_modes) {
+        CAPTURE(pipeplan::to_string(mode));
+        const auto gpt = load("gpt_6.7b", mode);
+        const auto t5 = load("t5_11b", mode);
+        // GPT tp 2: at s 8192 only mbs 1 and 2 were profiled (out of memory above).
+        CHECK(gpt.evaluate(q(2, component::encoder, 2, 8192)).forward_ms.ok());
+        CHECK(gpt.evaluate(q(2, component::encoder, 3, 8192)).forward_ms.status() ==
+              estimate_status::out_of_profiled_range);
+        CHECK(gpt.evaluate(q(2, component::encoder, 4096, 16)).forward_ms.status() ==
+              estimate_status::out_of_profiled_range);
+        CHECK(gpt.evaluate(q(2, component::encoder, 1, 8193)).forward_ms.status() ==
+              estimate_status::out_of_profiled_range);
+        CHECK(t5.evaluate(q(4, component::decoder, 1, 512, 9000)).forward_ms.status() ==
+              estimate_status::out_of_profiled_range);
+        // Every query over a dense sweep is either a finite positive number bounded by the
+        // profile's largest value, or a status: never NaN, never huge.
+        for (int tp : {1, 8})
+            for (auto c : {component::encoder, component::postprocess})
+                for (int mbs = 1; mbs <= 40; mbs += 3)
+                    for (int s = 100; s <= 8192; s += 450) {
+                        const auto cost = gpt.evaluate(q(tp, c, mbs, s));
+                        if (cost.forward_ms.ok()) {
+                            CHECK(std::isfinite(cost.forward_ms.value()));
+                            CHECK(cost.forward_ms.value() > 0);
+                            CHECK(cost.forward_ms.value() < 1e5);
+                        } else {
+                            CHECK(cost.forward_ms.status() == estimate_status::out_of_profiled_range);
+                        }
+                    }
+    }
+    // Below the smallest profiled length (16): linear and recommended never give <= 0.
+    for (auto mode : {interpolation_mode::linear, interpolation_mode::recommended}) {
+        const auto gpt = load("gpt_6.7b", mode);
+        const auto t5 = load("t5_11b", mode);
+        for (int tp : {1, 2, 4, 8})
+            for (auto r : pipeplan::all_recompute_modes)
+                for (int mbs = 1; mbs <= 8; ++mbs)
+                    for (int s = 1; s < 16; s += 2) {
+                        for (const auto& cost : {gpt.evaluate(q(tp, component::encoder, mbs, s, 0, r)),
+                                                 gpt.evaluate(q(tp, component::postprocess, mbs, s, 0, r)),
+                                                 t5.evaluate(q(tp, component::encoder, mbs, s, 0, r)),
+                                                 t5.evaluate(q(tp, component::decoder, mbs, s, s, r)),
+                                                 t5.evaluate(q(tp, component::postprocess, mbs, s, s, r))}) {
+                            CHECK(cost.forward_ms.value() > 0);
+                            CHECK(cost.backward_ms.value() > 0);
+                        }
+                    }
+    }
+}
