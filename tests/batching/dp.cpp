@@ -130,6 +130,9 @@ TEST_CASE("solve_partition equals brute force on random cost rows") {
             mx = std::max(mx, rc.row_costs(i)[m - 1]);
         }
         CHECK(close(a * mx + sum / dp, sol.objective_ms));
+        // An upper bound above the optimum keeps it exact; one below it is respected.
+        CHECK(close(pb::solve_partition(rc, a, dp, 0, bf * 1.0001 + 1e-9).objective_ms, bf));
+        CHECK(pb::solve_partition(rc, a, dp, 0, bf * 0.999 - 1e-9).objective_ms >= bf * (1 - 1e-12));
     }
 }
 
@@ -379,6 +382,32 @@ TEST_CASE("split_dp with packing: rows never exceed their target length and only
     table_cost_model gpt;
     opt.order = pb::ordering_method::dataset;  // packing needs the sorted order
     CHECK_THROWS_AS((void)pb::split_dp(gpt, b, cfg, opt), pipeplan::invalid_argument);
+}
+
+TEST_CASE("split_dp: the default encoder-decoder order search is never worse than lexicographic") {
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+        std::mt19937_64 rng(seed);
+        table_cost_model model;
+        model.seed = seed;
+        model.encoder_decoder = true;
+        model.time_noise = 0.1;
+        const auto batch = random_batch(rng, 100);
+        pb::pipeline_config cfg;
+        cfg.stages = 4;
+        cfg.device_memory_mb = 4000;
+        pb::split_options lex;
+        lex.order = pb::ordering_method::lexicographic;
+        const auto l = pb::split_dp(model, batch, cfg, lex);
+        pb::split_dp_stats st;
+        const auto a = pb::split_dp(model, batch, cfg, {}, &st);
+        CHECK(a.objective_ms <= l.objective_ms);
+        CHECK(st.orders >= 2);
+        check_partition(a, batch.size());
+        check_limits_and_objective(a);
+        pb::split_options none;
+        none.refine_passes = 0;
+        CHECK(pb::split_dp(model, batch, cfg, none).objective_ms >= a.objective_ms);
+    }
 }
 
 TEST_CASE("split_dp is deterministic") {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,19 @@ using pipeplan::test::run_cli;
 using pipeplan::test::temp_path;
 
 namespace {
+
+/// Removes the scenario files this suite wrote when the test program ends.
+struct temp_files {
+    std::vector<std::string> paths;
+    ~temp_files() {
+        std::error_code ec;
+        for (const auto& p : paths) std::filesystem::remove(p, ec);
+    }
+};
+temp_files& written() {
+    static temp_files t;
+    return t;
+}
 
 /// Writes the golden scenario of issue 4 (optionally edited) to a fresh temp file.
 std::string golden_file(const std::function<void(nlohmann::json&)>& edit = {}) {
@@ -37,6 +51,7 @@ std::string golden_file(const std::function<void(nlohmann::json&)>& edit = {}) {
     if (edit) edit(j);
     const std::string path = temp_path(".json");
     std::ofstream(path) << j.dump(2);
+    written().paths.push_back(path);
     return path;
 }
 
@@ -163,5 +178,5 @@ TEST_CASE("cli simulate: bad input names file, line and field; nothing is writte
 
     r = run_cli({"simulate", "--schedule", "1f1b"});
     CHECK(r.exit_code != 0);  // --scenario is required (CLI11 usage error)
-    for (const auto& p : {neg, missing, short_arr, broken}) std::filesystem::remove(p);
+    std::filesystem::remove(broken);
 }

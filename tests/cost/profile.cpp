@@ -305,6 +305,9 @@ TEST_CASE("profile_grid: leave-one-out prediction uses the neighbours on both si
     CHECK_FALSE(g.predict_left_out({0, 1, 0}, interpolation_scheme::linear).has_value());
     CHECK_FALSE(g.predict_left_out({1, 2, 0}, interpolation_scheme::linear).has_value());
     CHECK(g.profiled_points() == 9);
+    CHECK(g.at_index(2, 2, 0).value() == 90.0);
+    CHECK_FALSE(g.at_index(3, 0, 0).has_value());
+    CHECK_FALSE(g.predict_left_out({1, 1, 1}, interpolation_scheme::linear).has_value());
     CHECK(g.independent(2));
     CHECK_FALSE(g.independent(0));
     CHECK_THROWS_AS(pipeplan::profile_grid({std::vector<double>{2, 1}, std::vector<double>{0}, std::vector<double>{0}},

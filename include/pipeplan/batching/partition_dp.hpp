@@ -14,7 +14,8 @@
 // solve. The search keeps the unsettled gaps (c_a, r_b) between solved caps, with
 // F(c_a) ≥ F ≥ F(c_b) on them, and bisects them best-first; a gap is dropped when
 //   * F(c_a) = F(c_b) (no step inside: nothing in it beats the solve at c_a), or
-//   * a · c_a + F(c_b) / dp ≥ the best objective found (a lower bound on the gap).
+//   * a · c_a + F(c_b) / dp ≥ the best objective found (a lower bound on the gap),
+// and its caps c with a · c + F(c_b) / dp ≥ the best are cut off (solving at the cut first).
 // The smallest feasible cap c_lo (the min-max partition value) comes from a bottleneck DP.
 // Rows whose costs are non-decreasing in m (true for real profiles) stop scanning at the first
 // t > c. An optional relative tolerance prunes gaps whose bound is within tol of the best.
@@ -116,46 +117,62 @@ struct capped_solution {
     [[nodiscard]] bool feasible() const noexcept { return std::isfinite(sum); }
 };
 
-/// min Σ t over partitions whose ranges all have t ≤ cap; ties keep the first-found predecessor.
+/// min Σ t over partitions whose ranges all have t ≤ cap. The forward pass keeps only the
+/// prefix minima f (a branch-free, vectorisable inner loop); the partition is recovered
+/// backwards by finding, for each end j, the smallest start i with f[i] + t(i, j − i) == f[j]
+/// (the same floating-point sum, so the match is exact and deterministic).
 inline capped_solution solve_capped(const range_costs& rc, double cap, std::vector<double>& f,
-                                    std::vector<int>& parent) {
+                                    std::vector<int>& max_len_ending) {
     const std::size_t n = rc.size();
     constexpr double inf = std::numeric_limits<double>::infinity();
     f.assign(n + 1, inf);
-    parent.assign(n + 1, -1);
     f[0] = 0;
     for (std::size_t i = 0; i < n; ++i) {
         const double fi = f[i];
         if (fi == inf) continue;
         const auto row = rc.row_costs(i);
-        const bool mono = rc.monotone(i);
         double* out = f.data() + i + 1;
-        int* par = parent.data() + i + 1;
-        const std::size_t len = row.size();
-        for (std::size_t m = 0; m < len; ++m) {
-            const double t = row[m];
-            if (t > cap) {
-                if (mono) break;
-                continue;
-            }
-            const double v = fi + t;
-            if (v < out[m]) {
-                out[m] = v;
-                par[m] = static_cast<int>(i);
-            }
+        const double* t = row.data();
+        if (rc.monotone(i)) {
+            const std::size_t cut = static_cast<std::size_t>(std::upper_bound(row.begin(), row.end(), cap) - row.begin());
+            for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], fi + t[m]);
+        } else {
+            const std::size_t len = row.size();
+            for (std::size_t m = 0; m < len; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
         }
     }
     capped_solution s;
     if (f[n] == inf) return s;
     s.sum = f[n];
-    for (int j = static_cast<int>(n); j > 0; j = parent[static_cast<std::size_t>(j)]) s.bounds.push_back(j);
-    s.bounds.push_back(0);
-    std::reverse(s.bounds.begin(), s.bounds.end());
-    s.tmax = -inf;
-    for (std::size_t k = 0; k + 1 < s.bounds.size(); ++k) {
-        const auto i = static_cast<std::size_t>(s.bounds[k]);
-        s.tmax = std::max(s.tmax, rc.row_costs(i)[static_cast<std::size_t>(s.bounds[k + 1]) - i - 1]);
+    // Longest range ending at each j bounds the backward search.
+    max_len_ending.assign(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t len = rc.row_costs(i).size();
+        max_len_ending[i + len] = std::max(max_len_ending[i + len], static_cast<int>(len));
     }
+    for (std::size_t j = n; j-- > 0;) max_len_ending[j] = std::max(max_len_ending[j], max_len_ending[j + 1] - 1);
+    s.tmax = -inf;
+    std::size_t j = n;
+    s.bounds.push_back(static_cast<int>(n));
+    while (j > 0) {
+        const std::size_t lo = j - static_cast<std::size_t>(std::max(1, max_len_ending[j]));
+        std::size_t found = j;
+        for (std::size_t i = lo; i < j; ++i) {
+            const auto row = rc.row_costs(i);
+            const std::size_t m = j - i;
+            if (m > row.size() || f[i] == inf) continue;
+            const double t = row[m - 1];
+            if (t <= cap && f[i] + t == f[j]) {
+                found = i;
+                s.tmax = std::max(s.tmax, t);
+                break;
+            }
+        }
+        if (found == j) throw error("solve_partition: internal error: no predecessor found");
+        j = found;
+        s.bounds.push_back(static_cast<int>(j));
+    }
+    std::reverse(s.bounds.begin(), s.bounds.end());
     return s;
 }
 
@@ -200,7 +217,7 @@ inline double min_bottleneck(const range_costs& rc) {
         return best;
     }
     std::vector<double> f;
-    std::vector<int> parent;
+    std::vector<int> parent;  // scratch: longest range ending at each position
     const auto objective = [&](const detail::capped_solution& s) { return fill_coeff * s.tmax + s.sum / dp; };
     const auto take = [&](detail::capped_solution&& s) {
         const double g = objective(s);
@@ -239,7 +256,20 @@ inline double min_bottleneck(const range_costs& rc) {
             const double target = std::min(best.objective_ms, upper_bound);
             const double margin = relative_tolerance * std::abs(target);
             if (g.bound >= target - margin) break;  // best-first: every other gap too
-            const double hi = std::nextafter(g.b_r, -inf);
+            // Caps c with a · c + F(c_b) / dp ≥ target cannot improve. When that cuts the gap,
+            // solve at the cut: the gap's top then has an exact F (a tighter bound below it).
+            const double useful = (target - margin - g.b_sum / dp) / fill_coeff;
+            const double top_cap = std::nextafter(g.b_r, -inf);
+            if (useful < top_cap) {
+                if (!(useful > g.a_cap)) continue;
+                detail::capped_solution s = detail::solve_capped(rc, useful, f, parent);
+                ++solves;
+                const double s_sum = s.sum, s_r = s.tmax;
+                take(std::move(s));
+                push(g.a_cap, g.a_sum, s_r, s_sum);
+                continue;
+            }
+            const double hi = top_cap;
             if (!(hi > g.a_cap)) continue;
             double mid = g.a_cap + (hi - g.a_cap) / 2;
             if (!(mid > g.a_cap) || !(mid <= hi)) mid = hi;

@@ -115,7 +115,7 @@ public:
     [[nodiscard]] const std::vector<memory_rung>& ladder() const noexcept { return ladder_; }
     [[nodiscard]] const pipeline_config& config() const noexcept { return eval_.config(); }
 
-    /// The cost of a shape under a rung, or nullopt-like failure when unpriceable / not fitting.
+    /// True when the shape can be priced and fits under `rung`; its cost is then in `out`.
     [[nodiscard]] bool fits(const microbatch_shape& s, const memory_rung& rung, microbatch_cost& out) const {
         const auto e = eval_.evaluate(s, rung.recompute);
         if (!e.ok()) return false;
@@ -146,9 +146,25 @@ public:
             if (pe > 0 && (peak_id < 0 || pe > worst_peak)) worst_peak = pe, peak_id = static_cast<long long>(i);
             if (se > 0 && (stored_id < 0 || se > worst_stored)) worst_stored = se, stored_id = static_cast<long long>(i);
         }
+        if (peak_id < 0 && stored_id < 0) {
+            // Every sample fits the last rung's limits, so some sample cannot be priced under its
+            // recomputation mode (it was under another mode, with a smaller limit).
+            for (std::size_t i = 0; i < shapes_.size(); ++i) {
+                const microbatch_shape s{1, shapes_[i].seqlen_tokens, shapes_[i].dec_seqlen_tokens};
+                if (eval_.evaluate(s, rung.recompute).ok()) continue;
+                throw split_error(split_failure::unpriceable,
+                                  "no feasible split under any memory limit: sample " + std::to_string(i) + " (" +
+                                      detail::describe(s) + ") is beyond the cost model's range under " +
+                                      std::string(to_string(rung.recompute)) +
+                                      " recomputation and does not fit under the other modes",
+                                  0, 0, "", static_cast<long long>(i));
+            }
+        }
         const bool peak = peak_id >= 0;
         const long long id = peak ? peak_id : stored_id;
-        const auto& sh = shapes_[static_cast<std::size_t>(id < 0 ? 0 : id)];
+        if (id < 0)  // unreachable: the last rung would then be feasible
+            throw split_error(split_failure::peak_memory, "no feasible split under any memory limit");
+        const auto& sh = shapes_[static_cast<std::size_t>(id)];
         const microbatch_cost c =
             eval_.evaluate(microbatch_shape{1, sh.seqlen_tokens, sh.dec_seqlen_tokens}, rung.recompute).value();
         const double need = peak ? c.peak_mb : c.stored_mb;

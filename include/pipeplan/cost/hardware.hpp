@@ -16,7 +16,7 @@ namespace pipeplan {
 
 /// Peak capabilities of one accelerator.
 struct hardware_traits {
-    std::string_view name;               ///< preset name, e.g. "a100-40gb"
+    std::string_view name;               ///< e.g. "a100-40gb" (not owned: must outlive the traits)
     double peak_tensor_flops = 0;        ///< dense fp16/bf16 tensor-core FLOP/s
     double memory_bandwidth_bytes_per_s = 0;  ///< device memory (HBM) bandwidth
     double device_memory_mb = 0;         ///< device memory capacity (MB = 10^6 B)

@@ -179,8 +179,10 @@ public:
     [[nodiscard]] bool independent(std::size_t k) const noexcept { return independent_[k]; }
     /// Number of profiled (non-NaN) points.
     [[nodiscard]] std::size_t profiled_points() const noexcept { return profiled_; }
-    /// The profiled value at grid indices (i, j, l), or nullopt when not profiled.
+    /// The profiled value at grid indices (i, j, l), or nullopt when not profiled (or an index
+    /// is outside the grid).
     [[nodiscard]] std::optional<double> at_index(std::size_t i, std::size_t j, std::size_t l) const noexcept {
+        if (i >= size_[0] || j >= size_[1] || l >= size_[2]) return std::nullopt;
         const double v = values_[i * stride_[0] + j * stride_[1] + l * stride_[2]];
         if (std::isnan(v)) return std::nullopt;
         return v;
@@ -217,7 +219,10 @@ public:
                 return;
             }
         }
-        for (std::size_t i = 0; i < count; ++i) out[i] = grids[i]->combine(b, scheme, true);
+        const profile_grid& g0 = *grids[0];
+        stencil st;
+        g0.make_stencil(b, scheme, st);
+        for (std::size_t i = 0; i < count; ++i) out[i] = grids[i]->apply(st, b, scheme, true);
     }
 
     /// Leave-one-out prediction of the profiled point at grid indices `idx`: every dependent
@@ -286,8 +291,9 @@ private:
             else out = {0, 0, 0.0};
             return estimate_status::ok;
         }
+        // Cell index = number of interior axis points <= x (branch-free; axes are sorted).
         std::uint32_t i = 0;
-        while (i + 2 < n && a[i + 1] <= x) ++i;
+        for (std::uint32_t j = 1; j + 1 < n; ++j) i += a[j] <= x ? 1U : 0U;
         out = {i, i + 1, local(k, i, i + 1, x, scheme)};
         return estimate_status::ok;
     }
@@ -299,14 +305,18 @@ private:
         return scheme == interpolation_scheme::log_log && all_positive_ ? std::exp(v) : v;
     }
 
-    // Weighted sum over the cell's corners in the scheme's value space; `allow_simplex` enables
-    // the ragged-cell fallback described in the file comment.
-    [[nodiscard]] estimate<double> combine(const std::array<bracket, axes>& b,
-                                           interpolation_scheme scheme,
-                                           bool allow_simplex) const noexcept {
-        if (scheme == interpolation_scheme::quadratic_shape) return combine_shape(b, allow_simplex);
-        const std::vector<double>& v = space(scheme);
-        // Per axis: the corners with non-zero weight (1 or 2) and their weights / offsets.
+    // The interpolation of one query as a weighted sum of at most 8 grid values (corners with
+    // weight 0 are left out). It depends only on the axes, so grids with the same axes share it.
+    struct stencil {
+        // Only the first `count` entries are set (left uninitialised: this is the hot path).
+        std::array<std::size_t, 8> index;
+        std::array<double, 8> weight;
+        unsigned count = 0;
+        bool exact = false;  // a single grid point with weight 1
+        bool shape = false;  // quadratic_shape weights (raw values); else the scheme's own space
+    };
+
+    void multilinear_stencil(const std::array<bracket, axes>& b, stencil& st) const noexcept {
         std::array<std::array<double, 2>, axes> w{};
         std::array<std::array<std::size_t, 2>, axes> off{};
         std::array<unsigned, axes> n{};
@@ -322,24 +332,100 @@ private:
                 off[k] = {bk.lo * stride_[k], bk.hi * stride_[k]};
             }
         }
-        double sum = 0;
-        bool incomplete = false;
+        st.count = 0;
         for (unsigned i0 = 0; i0 < n[0]; ++i0)
             for (unsigned i1 = 0; i1 < n[1]; ++i1)
                 for (unsigned i2 = 0; i2 < n[2]; ++i2) {
-                    const double value = v[off[0][i0] + off[1][i1] + off[2][i2]];
-                    incomplete |= std::isnan(value);
-                    sum += w[0][i0] * w[1][i1] * w[2][i2] * value;
+                    st.index[st.count] = off[0][i0] + off[1][i1] + off[2][i2];
+                    st.weight[st.count++] = w[0][i0] * w[1][i1] * w[2][i2];
                 }
-        const bool exact = n[0] == 1 && n[1] == 1 && n[2] == 1;
-        const std::size_t exact_index = off[0][0] + off[1][0] + off[2][0];
+        st.exact = st.count == 1;
+        st.shape = false;
+    }
+
+    // quadratic_shape (see interpolation_scheme): f = A(x) + mbs * B(x) with, at each length
+    // corner, B = (f(m1) - f(m0)) / (m1 - m0) and A = f(m0) - m0 * B; A is interpolated with
+    // linear weights, B with weights through the origin. Expanded, that is a fixed weighted sum
+    // of the corner values. Brackets hold raw local coordinates.
+    void make_stencil(const std::array<bracket, axes>& b, interpolation_scheme scheme, stencil& st) const noexcept {
+        if (scheme != interpolation_scheme::quadratic_shape) return multilinear_stencil(b, st);
+        bool on_grid_point = true;
+        for (const bracket& bk : b) on_grid_point = on_grid_point && (bk.lo == bk.hi || bk.t == 0 || bk.t == 1);
+        // Grid points (returned exactly) and single-mbs grids: plain multilinear.
+        if (on_grid_point || b[0].lo == b[0].hi) return multilinear_stencil(b, st);
+        const double m0 = axis_value(0, b[0].lo), m1 = axis_value(0, b[0].hi);
+        const double m = m0 + b[0].t * (m1 - m0);
+        const double inv_dm = 1.0 / (m1 - m0);
+        // Per length axis: weights of the intercept (linear) and of the slope (through origin).
+        std::array<std::array<double, 2>, axes> w_a{}, w_b{};
+        for (std::size_t k = 1; k < axes; ++k) {
+            if (b[k].lo == b[k].hi) {
+                w_a[k] = w_b[k] = {1.0, 0.0};
+                continue;
+            }
+            const double s0 = axis_value(k, b[k].lo), s1 = axis_value(k, b[k].hi);
+            const double x = s0 + b[k].t * (s1 - s0);
+            w_a[k] = {1.0 - b[k].t, b[k].t};
+            // A decoder layer's per-sequence cost is b*d + c*d^2 + e*d*s: through the origin in
+            // the decoder length d but affine in the encoder length s, so when both lengths
+            // are axes the encoder axis is interpolated linearly.
+            if (k == 1 && !independent_[2]) w_b[k] = w_a[k];
+            else w_b[k] = {x * (s1 - x) / (s0 * (s1 - s0)), x * (x - s0) / (s1 * (s1 - s0))};
+        }
+        st.count = 0;
+        for (unsigned corner = 0; corner < 4; ++corner) {
+            const unsigned u1 = corner & 1U, u2 = (corner >> 1) & 1U;
+            if ((u1 && b[1].lo == b[1].hi) || (u2 && b[2].lo == b[2].hi)) continue;
+            const double wa = w_a[1][u1] * w_a[2][u2], wb = w_b[1][u1] * w_b[2][u2];
+            const double c = (wb * m - wa * m0) * inv_dm;  // weight of f(m1); f(m0) gets wa - c
+            const std::size_t index = (u1 ? b[1].hi : b[1].lo) * stride_[1] + (u2 ? b[2].hi : b[2].lo) * stride_[2];
+            if (wa - c != 0) {
+                st.index[st.count] = index + b[0].lo * stride_[0];
+                st.weight[st.count++] = wa - c;
+            }
+            if (c != 0) {
+                st.index[st.count] = index + b[0].hi * stride_[0];
+                st.weight[st.count++] = c;
+            }
+        }
+        st.exact = false;
+        st.shape = true;
+    }
+
+    // Applies a stencil to this grid; falls back (ragged cell, non-positive shape value) as the
+    // file comment describes. `allow_simplex` enables the ragged-cell fallback.
+    [[nodiscard]] estimate<double> apply(const stencil& st, const std::array<bracket, axes>& b,
+                                         interpolation_scheme scheme, bool allow_simplex) const noexcept {
+        const std::vector<double>& v = st.shape ? values_ : space(scheme);
+        double sum = 0;
+        bool incomplete = false;
+        for (unsigned i = 0; i < st.count; ++i) {
+            const double value = v[st.index[i]];
+            incomplete |= std::isnan(value);
+            sum += st.weight[i] * value;
+        }
         if (!incomplete) {
             // A query on a grid point returns the profiled number exactly (no exp(log(x)) ulps).
-            if (exact) return values_[exact_index];
+            if (st.exact) return values_[st.index[0]];
+            if (st.shape) return sum > 0 ? estimate<double>(sum) : combine(b, interpolation_scheme::linear, allow_simplex);
             return back(sum, scheme);
         }
+        if (st.shape) return combine(b, interpolation_scheme::linear, allow_simplex);
         if (!allow_simplex) return estimate<double>::out_of_range();
-        // Ragged cell: the simplex of the lowest corner and its axis neighbours.
+        return simplex(b, scheme);
+    }
+
+    [[nodiscard]] estimate<double> combine(const std::array<bracket, axes>& b, interpolation_scheme scheme,
+                                           bool allow_simplex) const noexcept {
+        stencil st;
+        make_stencil(b, scheme, st);
+        return apply(st, b, scheme, allow_simplex);
+    }
+
+    // Ragged cell: the simplex of the lowest corner and its axis neighbours.
+    [[nodiscard]] estimate<double> simplex(const std::array<bracket, axes>& b,
+                                           interpolation_scheme scheme) const noexcept {
+        const std::vector<double>& v = space(scheme);
         std::size_t base = 0;
         double t_sum = 0;
         for (std::size_t k = 0; k < axes; ++k) {
@@ -357,50 +443,6 @@ private:
             result += b[k].t * (fk - f0);
         }
         return back(result, scheme);
-    }
-
-    // The quadratic_shape scheme (see interpolation_scheme). Brackets hold raw local coordinates.
-    [[nodiscard]] estimate<double> combine_shape(const std::array<bracket, axes>& b,
-                                                 bool allow_simplex) const noexcept {
-        bool on_grid_point = true;
-        for (const bracket& bk : b) on_grid_point = on_grid_point && (bk.lo == bk.hi || bk.t == 0 || bk.t == 1);
-        // Grid points (returned exactly) and single-mbs grids: plain multilinear.
-        if (on_grid_point || b[0].lo == b[0].hi) return combine(b, interpolation_scheme::linear, allow_simplex);
-        const double m0 = axis_value(0, b[0].lo), m1 = axis_value(0, b[0].hi);
-        const double m = m0 + b[0].t * (m1 - m0);
-        // Per length axis: weights of the intercept (linear) and of the slope (through origin).
-        std::array<std::array<double, 2>, axes> w_a{}, w_b{};
-        for (std::size_t k = 1; k < axes; ++k) {
-            if (b[k].lo == b[k].hi) {
-                w_a[k] = w_b[k] = {1.0, 0.0};
-                continue;
-            }
-            const double s0 = axis_value(k, b[k].lo), s1 = axis_value(k, b[k].hi);
-            const double x = s0 + b[k].t * (s1 - s0);
-            w_a[k] = {1.0 - b[k].t, b[k].t};
-            // A decoder layer's per-sequence cost is b*d + c*d^2 + e*d*s: through the origin in
-            // the decoder length d but affine in the encoder length s, so when both lengths
-            // are axes the encoder axis is interpolated linearly.
-            if (k == 1 && !independent_[2]) w_b[k] = w_a[k];
-            else w_b[k] = {x * (s1 - x) / (s0 * (s1 - s0)), x * (x - s0) / (s1 * (s1 - s0))};
-        }
-        double sum = 0;
-        for (unsigned corner = 0; corner < 4; ++corner) {
-            const unsigned u1 = corner & 1U, u2 = (corner >> 1) & 1U;
-            if ((u1 && b[1].lo == b[1].hi) || (u2 && b[2].lo == b[2].hi)) continue;
-            const double wa = w_a[1][u1] * w_a[2][u2], wb = w_b[1][u1] * w_b[2][u2];
-            if (wa == 0 && wb == 0) continue;
-            const std::size_t index =
-                (u1 ? b[1].hi : b[1].lo) * stride_[1] + (u2 ? b[2].hi : b[2].lo) * stride_[2];
-            const double f0 = values_[index + b[0].lo * stride_[0]];
-            const double f1 = values_[index + b[0].hi * stride_[0]];
-            if (std::isnan(f0) || std::isnan(f1))
-                return combine(b, interpolation_scheme::linear, allow_simplex);
-            const double slope = (f1 - f0) / (m1 - m0);
-            sum += wa * (f0 - m0 * slope) + wb * m * slope;
-        }
-        if (!(sum > 0)) return combine(b, interpolation_scheme::linear, allow_simplex);
-        return sum;
     }
 
     std::vector<double> axis_;      // all axes' values, concatenated

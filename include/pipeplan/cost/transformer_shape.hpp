@@ -23,7 +23,7 @@ enum class norm_kind : std::uint8_t { layernorm = 0, rmsnorm = 1 };
 
 /// Hyper-parameters of a (decoder-only or encoder-decoder) transformer.
 struct transformer_shape {
-    std::string_view name;         ///< preset name, e.g. "gpt-6.7b"
+    std::string_view name;         ///< e.g. "gpt-6.7b" (not owned: must outlive the shape)
     int layers = 0;                ///< decoder-only: layers; encoder-decoder: encoder layers
     int decoder_layers = 0;        ///< encoder-decoder: decoder layers; 0 for decoder-only
     int hidden = 0;                ///< model width h

@@ -3,13 +3,17 @@
 //
 // The engine runs the same timing model as simulator.hpp (durations, dependencies, per-link
 // messages) but, instead of replaying a fixed order, lets every idle device pick its next op:
-//   1. a ready backward B (the smallest micro-batch first; backwards free memory and unblock
-//      the stages upstream);
-//   2. otherwise a ready forward F — of a micro-batch the device already admitted (a later
-//      chunk), or the admission of the next micro-batch in order if the memory limit and the
-//      in-flight limit allow it;
-//   3. otherwise (split backward only) a pending weight-gradient W, which fills the bubble;
-//   4. otherwise it waits for the next message or completion.
+//   - a ready backward B (the smallest micro-batch first; backwards free memory and unblock
+//     the stages upstream), or
+//   - a ready forward F — of a micro-batch the device already admitted (a later chunk), or
+//     the admission of the next micro-batch in order if the memory limit and the in-flight
+//     limit allow it;
+//     which of the two goes first when both are possible is the device's preference:
+//     backward-first, forward-first, or alternate (the kind it did not run last);
+//   - otherwise (split backward only) a pending weight-gradient W, which fills the bubble;
+//   - otherwise it waits for the next message or completion.
+// Events at equal times are taken completions first, then by device index; everything is
+// deterministic.
 // Admission reserves on the device everything the micro-batch will hold there: its stored
 // activations on each of the device's stages plus the largest transient (peak - stored) of any
 // admitted micro-batch. A device with nothing in flight can always admit, so the discovery
@@ -23,7 +27,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>

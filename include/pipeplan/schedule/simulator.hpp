@@ -78,6 +78,8 @@ struct op_index {
     std::size_t V = 0;
     std::vector<std::int32_t> fwd, rec, bwd, wgt;  // [v * M + j] -> op id (stage-major: a device's ops are contiguous)
     std::size_t M = 0;
+    [[nodiscard]] std::int32_t rec_of(std::size_t k) const noexcept { return rec.empty() ? none : rec[k]; }
+    [[nodiscard]] std::int32_t wgt_of(std::size_t k) const noexcept { return wgt.empty() ? none : wgt[k]; }
     std::vector<op> ops;                           // by id
     std::vector<std::uint32_t> device_of_stage;    // [v]
     std::vector<std::uint32_t> first_of_device;    // prefix offsets: device d owns ids [first[d], first[d+1])
@@ -100,9 +102,18 @@ struct op_index {
         for (const auto& o : s.orders) n += o.size();
         if (n > static_cast<std::size_t>(INT32_MAX)) throw invalid_argument("simulate: too many ops");
         fwd.assign(M * V, none);
-        rec.assign(M * V, none);
+        // R and W tables only when the schedule has such ops (saves memory on big runs).
+        bool any_r = false, any_w = false;
+        for (const auto& o : s.orders)
+            for (const op& x : o) {
+                any_r |= x.kind == op_kind::R;
+                any_w |= x.kind == op_kind::W;
+            }
+        if (any_r) rec.assign(M * V, none);
+        else rec.clear();
         bwd.assign(M * V, none);
-        wgt.assign(M * V, none);
+        if (any_w) wgt.assign(M * V, none);
+        else wgt.clear();
         ops.reserve(n);
         device_of_stage.resize(V);
         for (std::size_t v = 0; v < V; ++v) device_of_stage[v] = static_cast<std::uint32_t>(s.placement.device_of(v));
@@ -118,8 +129,8 @@ struct op_index {
                 };
                 if (o.mb >= M) bad("micro-batch out of range (the scenario has " + std::to_string(M) + ")");
                 if (o.stage >= V) bad("stage out of range (the scenario has " + std::to_string(V) + ")");
-                if (s.placement.device_of(o.stage) != d)
-                    bad("the placement runs that stage on device " + std::to_string(s.placement.device_of(o.stage)));
+                if (device_of_stage[o.stage] != d)
+                    bad("the placement runs that stage on device " + std::to_string(device_of_stage[o.stage]));
                 const std::size_t k = o.stage * M + o.mb;
                 std::int32_t* slot = nullptr;
                 switch (o.kind) {
@@ -147,8 +158,8 @@ struct op_index {
                 };
                 if (fwd[k] == none) missing('F');
                 if (bwd[k] == none) missing('B');
-                if (split && wgt[k] == none) missing('W');
-                if (rec[k] != none && ops[static_cast<std::size_t>(fwd[k])].kind != op_kind::f)
+                if (split && wgt_of(k) == none) missing('W');
+                if (rec_of(k) != none && ops[static_cast<std::size_t>(fwd[k])].kind != op_kind::f)
                     throw invalid_argument("simulate: schedule '" + s.name + "' recomputes (R) micro-batch " +
                                            std::to_string(j) + " on stage " + std::to_string(v) +
                                            " whose forward was not checkpointed (f)");
@@ -205,7 +216,7 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
                 pending[i] = o.stage > 0 ? 1 : 0;
                 n.dur = sc.forward_ms[k];
                 if (o.stage + 1 < V) n.cross = idx.fwd[key + idx.M];
-                n.local = idx.rec[key] != detail::op_index::none ? idx.rec[key] : idx.bwd[key];
+                n.local = idx.rec_of(key) != detail::op_index::none ? idx.rec_of(key) : idx.bwd[key];
                 break;
             case op_kind::R:
                 pending[i] = 1;
@@ -215,11 +226,11 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
             case op_kind::B:
                 pending[i] = static_cast<std::uint8_t>(1 + (o.stage + 1 < V ? 1 : 0));
                 n.dur = sc.backward_ms[k] * (1.0 - w);
-                if (idx.rec[key] == detail::op_index::none &&
+                if (idx.rec_of(key) == detail::op_index::none &&
                     idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::f)
                     n.dur += sc.forward_ms[k];  // inline recomputation
                 if (o.stage > 0) n.cross = idx.bwd[key - idx.M];
-                n.local = idx.wgt[key];
+                n.local = idx.wgt_of(key);
                 break;
             case op_kind::W:
                 pending[i] = 1;
