@@ -23,7 +23,7 @@
 //    combination of measured values, never larger than the largest of them. Otherwise the
 //    query lies beyond the profiled (memory) frontier: estimate::out_of_range().
 //
-// Queries do not allocate; axes are searched linearly (profiles have ~10 points per axis).
+// Queries do not allocate; axes are searched by a branch-free binary search.
 #pragma once
 
 #include <algorithm>
@@ -291,9 +291,13 @@ private:
             else out = {0, 0, 0.0};
             return estimate_status::ok;
         }
-        // Cell index = number of interior axis points <= x (branch-free; axes are sorted).
-        std::uint32_t i = 0;
-        for (std::uint32_t j = 1; j + 1 < n; ++j) i += a[j] <= x ? 1U : 0U;
+        // The cell: the largest i <= n-2 with a[i] <= x (branch-free binary search).
+        std::uint32_t i = 0, len = n - 1;
+        while (len > 1) {
+            const std::uint32_t half = len / 2;
+            i = a[i + half] <= x ? i + half : i;
+            len -= half;
+        }
         out = {i, i + 1, local(k, i, i + 1, x, scheme)};
         return estimate_status::ok;
     }
@@ -317,29 +321,29 @@ private:
     };
 
     void multilinear_stencil(const std::array<bracket, axes>& b, stencil& st) const noexcept {
-        std::array<std::array<double, 2>, axes> w{};
-        std::array<std::array<std::size_t, 2>, axes> off{};
-        std::array<unsigned, axes> n{};
+        // Built axis by axis: an axis with two corners of non-zero weight doubles the entries.
+        unsigned count = 1;
+        std::size_t base = 0;  // offset shared by all entries (axes with a single corner)
+        st.index[0] = 0;
+        st.weight[0] = 1.0;
         for (std::size_t k = 0; k < axes; ++k) {
             const bracket& bk = b[k];
-            if (bk.lo == bk.hi || bk.t == 0) {
-                n[k] = 1, w[k][0] = 1.0, off[k][0] = bk.lo * stride_[k];
-            } else if (bk.t == 1) {
-                n[k] = 1, w[k][0] = 1.0, off[k][0] = bk.hi * stride_[k];
-            } else {
-                n[k] = 2;
-                w[k] = {1.0 - bk.t, bk.t};
-                off[k] = {bk.lo * stride_[k], bk.hi * stride_[k]};
+            if (bk.lo == bk.hi || bk.t == 0 || bk.t == 1) {
+                base += (bk.lo != bk.hi && bk.t == 1 ? bk.hi : bk.lo) * stride_[k];
+                continue;
             }
+            const std::size_t off_lo = bk.lo * stride_[k], off_hi = bk.hi * stride_[k];
+            for (unsigned i = 0; i < count; ++i) {
+                st.index[count + i] = st.index[i] + off_hi;
+                st.weight[count + i] = st.weight[i] * bk.t;
+                st.index[i] += off_lo;
+                st.weight[i] *= 1.0 - bk.t;
+            }
+            count *= 2;
         }
-        st.count = 0;
-        for (unsigned i0 = 0; i0 < n[0]; ++i0)
-            for (unsigned i1 = 0; i1 < n[1]; ++i1)
-                for (unsigned i2 = 0; i2 < n[2]; ++i2) {
-                    st.index[st.count] = off[0][i0] + off[1][i1] + off[2][i2];
-                    st.weight[st.count++] = w[0][i0] * w[1][i1] * w[2][i2];
-                }
-        st.exact = st.count == 1;
+        for (unsigned i = 0; i < count; ++i) st.index[i] += base;
+        st.count = count;
+        st.exact = count == 1;
         st.shape = false;
     }
 
