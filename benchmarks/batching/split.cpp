@@ -6,35 +6,19 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "batching/real_batches.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/cost/profile.hpp"
-#include "support.hpp"
+#include "profile_models.hpp"
 
 namespace {
 
 namespace pb = pipeplan::batching;
 using pipeplan::interpolation_mode;
 using pipeplan::profile_cost_model;
-
-const profile_cost_model* model(const std::string& name, interpolation_mode mode) {
-    static std::map<std::pair<std::string, interpolation_mode>, std::optional<profile_cost_model>> cache;
-    const auto key = std::make_pair(name, mode);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-        std::optional<profile_cost_model> m;
-        if (const auto dir = pipeplan::test::shared_data_dir())
-            m = profile_cost_model::load(*dir / "cost_models", name, mode);
-        it = cache.emplace(key, std::move(m)).first;
-    }
-    return it->second ? &*it->second : nullptr;
-}
 
 struct scenario {
     const char* model_name;
@@ -48,7 +32,7 @@ void run(benchmark::State& state, const scenario& sc, long long tokens, pb::acco
          pb::ordering_method order = pb::ordering_method::automatic) {
     const auto mode = accounting == pb::accounting_mode::dynapipe ? interpolation_mode::dynapipe
                                                                   : interpolation_mode::recommended;
-    const profile_cost_model* m = model(sc.model_name, mode);
+    const profile_cost_model* m = pipeplan::test::find_profile_model(sc.model_name, mode);
     if (!m) {
         state.SkipWithError("../shared/data is absent: no profiles or lengths to benchmark on");
         return;
@@ -96,7 +80,7 @@ void BM_t5_ordering_study(benchmark::State& state) {
     const auto accounting = static_cast<pb::accounting_mode>(state.range(1));
     const auto mode = accounting == pb::accounting_mode::dynapipe ? interpolation_mode::dynapipe
                                                                   : interpolation_mode::recommended;
-    const profile_cost_model* m = model(t5.model_name, mode);
+    const profile_cost_model* m = pipeplan::test::find_profile_model(t5.model_name, mode);
     if (!m) {
         state.SkipWithError("../shared/data is absent: no profiles or lengths to benchmark on");
         return;

@@ -5,14 +5,12 @@
 
 #include <cmath>
 #include <cstddef>
-#include <map>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "pipeplan/cost/profile.hpp"
-#include "support.hpp"
+#include "profile_models.hpp"
 
 namespace {
 
@@ -20,20 +18,6 @@ using pipeplan::component;
 using pipeplan::interpolation_mode;
 using pipeplan::layer_query;
 using pipeplan::profile_cost_model;
-
-// Loaded once per (model, mode); nullopt without the shared data.
-const profile_cost_model* model(const std::string& name, interpolation_mode mode) {
-    static std::map<std::pair<std::string, interpolation_mode>, std::optional<profile_cost_model>> cache;
-    auto key = std::make_pair(name, mode);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-        std::optional<profile_cost_model> m;
-        if (const auto dir = pipeplan::test::shared_data_dir())
-            m = profile_cost_model::load(*dir / "cost_models", name, mode);
-        it = cache.emplace(key, std::move(m)).first;
-    }
-    return it->second ? &*it->second : nullptr;
-}
 
 // 4096 seeded random queries whose forward time is inside the profiled range: random tp,
 // recompute, component, mbs in [1, 2048], lengths log-uniform in [16, 8192].
@@ -61,7 +45,7 @@ std::vector<layer_query> queries(const profile_cost_model& m) {
 
 // One full evaluate(): forward, backward, stored and peak (four interpolations).
 void BM_profile_evaluate(benchmark::State& state, const std::string& name, interpolation_mode mode) {
-    const profile_cost_model* m = model(name, mode);
+    const profile_cost_model* m = pipeplan::test::find_profile_model(name, mode);
     if (!m) {
         state.SkipWithError("../shared/data/cost_models not found (set PIPEPLAN_DATA_DIR)");
         return;
@@ -77,7 +61,7 @@ void BM_profile_evaluate(benchmark::State& state, const std::string& name, inter
 
 // One metric (forward time): a single grid interpolation.
 void BM_profile_forward_only(benchmark::State& state, const std::string& name, interpolation_mode mode) {
-    const profile_cost_model* m = model(name, mode);
+    const profile_cost_model* m = pipeplan::test::find_profile_model(name, mode);
     if (!m) {
         state.SkipWithError("../shared/data/cost_models not found (set PIPEPLAN_DATA_DIR)");
         return;

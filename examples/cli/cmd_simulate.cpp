@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "pipeplan/core/file.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule.hpp"
 #include "pipeplan/schedule/scenario_json.hpp"
@@ -42,33 +43,6 @@ struct simulate_args {
     std::string trace_path, svg_path;
     bool json = false;
 };
-
-/// Writes `text` to `path` atomically: a temporary file beside it, then rename.
-void write_atomically(const std::string& path, const std::string& text) {
-    namespace fs = std::filesystem;
-    const fs::path target(path);
-    fs::path tmp = target;
-    tmp += ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw error("cannot write '" + path + "' (cannot create " + tmp.string() + ")");
-        out << text;
-        out.flush();
-        if (!out) {
-            out.close();
-            std::error_code ec;
-            fs::remove(tmp, ec);
-            throw error("cannot write '" + path + "' (write failed)");
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, target, ec);
-    if (ec) {
-        std::error_code ec2;
-        fs::remove(tmp, ec2);
-        throw error("cannot write '" + path + "': " + ec.message());
-    }
-}
 
 void run_simulate(const simulate_args& a) {
     const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
@@ -146,8 +120,8 @@ void run_simulate(const simulate_args& a) {
         j["inflight_limit"] = search.inflight_limit;
         j["search_evaluations"] = search.evaluations;
     }
-    if (!a.trace_path.empty()) write_atomically(a.trace_path, trace_text);
-    if (!a.svg_path.empty()) write_atomically(a.svg_path, svg_text);
+    if (!a.trace_path.empty()) write_file_atomically(a.trace_path, trace_text);
+    if (!a.svg_path.empty()) write_file_atomically(a.svg_path, svg_text);
 
     if (a.json) {
         std::printf("%s\n", j.dump(2).c_str());

@@ -11,6 +11,9 @@
 #include "model_spec.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/batching/json.hpp"
+#include "pipeplan/batching/to_scenario.hpp"
+#include "pipeplan/core/file.hpp"
+#include "pipeplan/schedule/scenario_json.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/profile_grid.hpp"
 
@@ -41,6 +44,8 @@ struct split_cli_options {
     int pack_length = 0;
     double memory_fraction = 0;
     int round_to = 8;
+    std::string scenario_out;
+    int hidden_size = 0;
     bool json = false;
 };
 
@@ -125,6 +130,12 @@ void run_split(const split_cli_options& o) {
             throw invalid_argument("unknown --method '" + o.method + "' (valid: dp, fixed, tokens, packing)");
         }
         if (o.dp > 0) batching::balance_result(r, o.dp);
+        if (!o.scenario_out.empty()) {
+            batching::scenario_options so;
+            so.hidden_size = o.hidden_size;
+            const nlohmann::json sj = batching::make_scenario_from_split(model, r, cfg, so);
+            write_file_atomically(o.scenario_out, sj.dump(2) + "\n");
+        }
         if (o.json) {
             const nlohmann::json j = r;
             std::puts(j.dump(2).c_str());
@@ -167,6 +178,12 @@ void register_split(CLI::App& app) {
     sub->add_option("--pack-length", o->pack_length, "Row length of --method packing (default: --max-seqlen or longest)");
     sub->add_option("--memory-fraction", o->memory_fraction, "Preferred stored limit as a fraction of available (default 1/S)");
     sub->add_option("--round-to", o->round_to, "Round sequence lengths up to a multiple of this")->capture_default_str();
+    sub->add_option("--scenario-out", o->scenario_out,
+                    "Also write the pipeline scenario of the split (JSON, for `pipeplan simulate --scenario`); "
+                    "needs --accounting pipeplan");
+    sub->add_option("--hidden-size", o->hidden_size,
+                    "Hidden size, for the activation message sizes in --scenario-out (0: messages are free)")
+        ->capture_default_str();
     sub->add_flag("--json", o->json, "Print the split result as one JSON object");
     sub->callback([o] { run_split(*o); });
 }

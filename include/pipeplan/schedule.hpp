@@ -7,6 +7,7 @@
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/gpipe.hpp"
 #include "pipeplan/schedule/interleaved.hpp"
+#include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/lower_bound.hpp"
 #include "pipeplan/schedule/merak.hpp"
 #include "pipeplan/schedule/one_f_one_b.hpp"

@@ -7,11 +7,13 @@
 #include <random>
 #include <vector>
 
+#include "batching/common.hpp"
 #include "batching/table_model.hpp"
 #include "pipeplan/batching.hpp"
 
 namespace pb = pipeplan::batching;
 using pipeplan::test::table_cost_model;
+using pipeplan::test::check_split_result;
 
 namespace {
 
@@ -22,31 +24,7 @@ std::vector<pb::sample> batch_of(std::uint64_t seed, int n, int max_in = 500) {
     return b;
 }
 
-pb::pipeline_config config() {
-    pb::pipeline_config c;
-    c.stages = 4;
-    c.layers_per_stage = 2;
-    c.device_memory_mb = 8000;
-    return c;
-}
-
-void check_common(const pb::split_result& r, std::size_t n) {
-    std::vector<int> all;
-    double sum = 0, mx = 0;
-    for (std::size_t k = 0; k < r.microbatches.size(); ++k) {
-        all.insert(all.end(), r.microbatches[k].begin(), r.microbatches[k].end());
-        const auto& m = r.per_microbatch[k];
-        CHECK(m.cost.stored_mb <= r.memory_limit_mb);
-        CHECK(m.cost.peak_mb <= r.available_mb);
-        sum += m.cost.time_ms;
-        mx = std::max(mx, m.cost.time_ms);
-    }
-    std::sort(all.begin(), all.end());
-    std::vector<int> want(n);
-    std::iota(want.begin(), want.end(), 0);
-    CHECK(all == want);
-    CHECK(r.objective_ms == doctest::Approx((r.stages - 1) * mx / r.virtual_chunks + sum / r.dp));
-}
+pb::pipeline_config config() { return pipeplan::test::make_config(4, 2, 8000); }
 
 }  // namespace
 
@@ -60,7 +38,7 @@ TEST_CASE("fixed mbs in dataset order: consecutive groups of mbs, padded to the 
     CHECK(r.microbatches[4] == std::vector<int>{20, 21, 22});
     const auto shapes = pb::padded_shapes(b, {}, false);
     for (std::size_t k = 0; k < 5; ++k) CHECK(r.per_microbatch[k].shape == pb::shape_of(r.microbatches[k], shapes));
-    check_common(r, b.size());
+    check_split_result(r, b.size());
     CHECK_THROWS_AS((void)pb::split_fixed_mbs(model, b, config(), 0), pipeplan::invalid_argument);
 }
 
@@ -72,7 +50,7 @@ TEST_CASE("fixed mbs sorted: groups follow the descending order and never pad mo
     const auto sorted = pb::split_fixed_mbs(model, b, config(), 4, pb::fixed_order::sorted);
     const auto dataset = pb::split_fixed_mbs(model, b, config(), 4, pb::fixed_order::dataset);
     CHECK(sorted.method == "fixed-sorted");
-    check_common(sorted, b.size());
+    check_split_result(sorted, b.size());
     long long pad_sorted = 0, pad_dataset = 0;
     for (const auto& m : sorted.per_microbatch) pad_sorted += static_cast<long long>(m.shape.mbs) * m.shape.seqlen_tokens;
     for (const auto& m : dataset.per_microbatch) pad_dataset += static_cast<long long>(m.shape.mbs) * m.shape.seqlen_tokens;
@@ -96,7 +74,7 @@ TEST_CASE("token budget: padded tokens per micro-batch stay within the budget") 
         for (long long budget : {256LL, 1000LL, 4096LL}) {
             const auto r = pb::split_token_budget(model, b, config(), budget);
             CHECK(r.method == "tokens");
-            check_common(r, b.size());
+            check_split_result(r, b.size());
             for (const auto& m : r.per_microbatch) {
                 const long long padded = static_cast<long long>(m.shape.mbs) * (m.shape.seqlen_tokens + m.shape.dec_seqlen_tokens);
                 if (m.shape.mbs > 1) CHECK(padded <= budget);
@@ -113,7 +91,7 @@ TEST_CASE("pack then fixed mbs: Megatron-style rows never exceed the pack length
     for (int sep : {0, 1}) {
         const auto r = pb::split_pack_fixed(model, b, config(), 2, 512, sep);
         CHECK(r.method == "packing");
-        check_common(r, b.size());
+        check_split_result(r, b.size());
         std::vector<int> concatenated;
         for (const auto& m : r.per_microbatch) {
             CHECK(m.shape.seqlen_tokens == 512);
@@ -158,7 +136,7 @@ TEST_CASE("baselines report the micro-batch that fits under no rung, and by how 
     }
     // A small fixed size fits, under recomputation if needed.
     const auto ok = pb::split_fixed_mbs(model, b, cfg, 1);
-    check_common(ok, b.size());
+    check_split_result(ok, b.size());
 }
 
 TEST_CASE("data-parallel balancing: a partition, ordered per rank, never worse than LPT") {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "batching/common.hpp"
 #include "batching/table_model.hpp"
 #include "pipeplan/batching.hpp"
 
@@ -12,13 +13,7 @@ namespace pb = pipeplan::batching;
 using pipeplan::test::table_cost_model;
 
 namespace {
-pb::pipeline_config config() {
-    pb::pipeline_config c;
-    c.stages = 2;
-    c.layers_per_stage = 2;
-    c.device_memory_mb = 8000;
-    return c;
-}
+pb::pipeline_config config() { return pipeplan::test::make_config(2, 2, 8000); }
 }  // namespace
 
 TEST_CASE("empty batch") {

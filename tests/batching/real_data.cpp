@@ -4,15 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <map>
-#include <numeric>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "batching/common.hpp"
 #include "batching/real_batches.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/cost/profile.hpp"
+#include "profile_models.hpp"
 #include "support.hpp"
 
 namespace pb = pipeplan::batching;
@@ -24,49 +23,12 @@ using pipeplan::recompute_mode;
 
 namespace {
 
-const profile_cost_model& profile(const std::string& name, interpolation_mode mode) {
-    static std::map<std::pair<std::string, interpolation_mode>, profile_cost_model> cache;
-    const auto key = std::make_pair(name, mode);
-    auto it = cache.find(key);
-    if (it == cache.end())
-        it = cache.emplace(key, profile_cost_model::load(*pipeplan::test::shared_data_dir() / "cost_models", name, mode)).first;
-    return it->second;
-}
+using pipeplan::test::profile_model;
 
-pb::pipeline_config gpt_config() {
-    pb::pipeline_config c;
-    c.stages = 4;
-    c.layers_per_stage = 8;
-    c.tp = 2;
-    c.device_memory_mb = 36000;
-    return c;
-}
-pb::pipeline_config t5_config() {
-    pb::pipeline_config c;
-    c.stages = 4;
-    c.layers_per_stage = 6;
-    c.tp = 4;
-    c.device_memory_mb = 36000;
-    return c;
-}
+pb::pipeline_config gpt_config() { return pipeplan::test::make_config(4, 8, 36000, 2); }
+pb::pipeline_config t5_config() { return pipeplan::test::make_config(4, 6, 36000, 4); }
 
-void check_result(const pb::split_result& r, std::size_t n) {
-    std::vector<int> all;
-    double sum = 0, mx = 0;
-    for (std::size_t k = 0; k < r.microbatches.size(); ++k) {
-        all.insert(all.end(), r.microbatches[k].begin(), r.microbatches[k].end());
-        const auto& m = r.per_microbatch[k];
-        CHECK(m.cost.stored_mb <= r.memory_limit_mb);
-        CHECK(m.cost.peak_mb <= r.available_mb);
-        sum += m.cost.time_ms;
-        mx = std::max(mx, m.cost.time_ms);
-    }
-    std::sort(all.begin(), all.end());
-    std::vector<int> want(n);
-    std::iota(want.begin(), want.end(), 0);
-    CHECK(all == want);
-    CHECK(r.objective_ms == doctest::Approx((r.stages - 1) * mx / r.virtual_chunks + sum / r.dp).epsilon(1e-12));
-}
+void check_result(const pb::split_result& r, std::size_t n) { pipeplan::test::check_split_result(r, n, 1e-12); }
 
 double fb(const pipeplan::layer_cost& c) { return c.forward_ms.value() + c.backward_ms.value(); }
 
@@ -74,7 +36,7 @@ double fb(const pipeplan::layer_cost& c) { return c.forward_ms.value() + c.backw
 
 TEST_CASE("real GPT-6.7B 65,536-token batch: properties, and the DP beats the baselines of its order" *
           PIPEPLAN_NEEDS_DATA()) {
-    const auto& m = profile("gpt_6.7b", interpolation_mode::recommended);
+    const auto& m = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 65536, 42);
     REQUIRE(batch.size() > 300);
     const auto r = pb::split_dp(m, batch, gpt_config());
@@ -109,7 +71,7 @@ TEST_CASE("real GPT-6.7B 65,536-token batch: properties, and the DP beats the ba
 
 TEST_CASE("real T5-11B 65,536-token batch: properties; the default order is no worse than lexicographic" *
           PIPEPLAN_NEEDS_DATA()) {
-    const auto& m = profile("t5_11b", interpolation_mode::recommended);
+    const auto& m = profile_model("t5_11b", interpolation_mode::recommended);
     const auto batch = pipeplan::test::draw_batch("superni_llama.csv", 65536, 42);
     const auto r = pb::split_dp(m, batch, t5_config());
     check_result(r, batch.size());
@@ -122,7 +84,7 @@ TEST_CASE("real T5-11B 65,536-token batch: properties; the default order is no w
 }
 
 TEST_CASE("pipeplan accounting on real profiles equals the per-device sum by hand" * PIPEPLAN_NEEDS_DATA()) {
-    const auto& m = profile("gpt_6.7b", interpolation_mode::recommended);
+    const auto& m = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const pb::stage_cost_evaluator<profile_cost_model> ev(m, gpt_config(), pb::accounting_mode::pipeplan);
     const pb::microbatch_shape s{4, 512, 0};
     const auto c = ev.evaluate(s, recompute_mode::none).value();
@@ -147,7 +109,7 @@ TEST_CASE("pipeplan accounting on real profiles equals the per-device sum by han
 
 TEST_CASE("dynapipe accounting on real profiles follows the published formulas" * PIPEPLAN_NEEDS_DATA()) {
     SUBCASE("GPT") {
-        const auto& m = profile("gpt_6.7b", interpolation_mode::dynapipe);
+        const auto& m = profile_model("gpt_6.7b", interpolation_mode::dynapipe);
         const pb::stage_cost_evaluator<profile_cost_model> ev(m, gpt_config(), pb::accounting_mode::dynapipe);
         layer_query q;
         q.mbs = 3;
@@ -165,7 +127,7 @@ TEST_CASE("dynapipe accounting on real profiles follows the published formulas" 
         CHECK(ev.model_state_mb(recompute_mode::none).value() == doctest::Approx(states));
     }
     SUBCASE("T5, C = 1 and C = 2") {
-        const auto& m = profile("t5_11b", interpolation_mode::dynapipe);
+        const auto& m = profile_model("t5_11b", interpolation_mode::dynapipe);
         auto cfg = t5_config();
         layer_query q;
         q.mbs = 2;
@@ -193,7 +155,7 @@ TEST_CASE("dynapipe accounting on real profiles follows the published formulas" 
 }
 
 TEST_CASE("real batches: DP split in dynapipe accounting and with data-parallel balancing" * PIPEPLAN_NEEDS_DATA()) {
-    const auto& m = profile("gpt_6.7b", interpolation_mode::dynapipe);
+    const auto& m = profile_model("gpt_6.7b", interpolation_mode::dynapipe);
     const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 131072, 7);
     auto cfg = gpt_config();
     cfg.dp = 4;
@@ -209,7 +171,7 @@ TEST_CASE("real batches: DP split in dynapipe accounting and with data-parallel 
 }
 
 TEST_CASE("a sample longer than the profiles, and the maximum length that truncates it" * PIPEPLAN_NEEDS_DATA()) {
-    const auto& m = profile("gpt_6.7b", interpolation_mode::recommended);
+    const auto& m = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const std::vector<pb::sample> b{{100, 10}, {9000, 100}};
     try {
         (void)pb::split_dp(m, b, gpt_config());

@@ -20,13 +20,14 @@ std::string quote(const std::string& s) {
     }
     return q + "'";
 }
-std::string slurp(const std::string& path) {
+}  // namespace
+
+std::string read_text_file(const std::string& path) {
     std::ifstream in(path);
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
 }
-}  // namespace
 
 std::string temp_path(const std::string& suffix) {
     static std::atomic<int> counter{0};
@@ -43,8 +44,8 @@ cli_result run_cli(const std::vector<std::string>& args) {
     const int status = std::system(cmd.c_str());
     cli_result r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out_path);
-    r.err = slurp(err_path);
+    r.out = read_text_file(out_path);
+    r.err = read_text_file(err_path);
     std::filesystem::remove(out_path);
     std::filesystem::remove(err_path);
     return r;

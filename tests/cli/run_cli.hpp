@@ -18,4 +18,7 @@ cli_result run_cli(const std::vector<std::string>& args);
 /// A fresh temporary file path (not created) with the given suffix.
 std::string temp_path(const std::string& suffix);
 
+/// The whole content of the file at `path` (empty when it cannot be read).
+std::string read_text_file(const std::string& path);
+
 }  // namespace pipeplan::test

@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -13,6 +12,7 @@
 
 #include "run_cli.hpp"
 
+using pipeplan::test::read_text_file;
 using pipeplan::test::run_cli;
 using pipeplan::test::temp_path;
 
@@ -53,13 +53,6 @@ std::string golden_file(const std::function<void(nlohmann::json&)>& edit = {}) {
     std::ofstream(path) << j.dump(2);
     written().paths.push_back(path);
     return path;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 }  // namespace
@@ -115,9 +108,9 @@ TEST_CASE("cli simulate: adaptive under a memory limit, order search, trace and 
     CHECK(j["makespan_ms"].get<double>() < 120.4);
     CHECK(j["within_memory_limit"] == true);
     for (const auto& p : j["peak_memory_mb"]) CHECK(p.get<double>() <= 48000 + 1e-6);
-    const auto t = nlohmann::json::parse(slurp(trace));
+    const auto t = nlohmann::json::parse(read_text_file(trace));
     CHECK(t["traceEvents"].size() > 64);
-    const std::string s = slurp(svg);
+    const std::string s = read_text_file(svg);
     CHECK(s.rfind("<svg", 0) == 0);
     CHECK(s.find("</svg>") != std::string::npos);
     const auto o = run_cli({"simulate", "--scenario", file, "--schedule", "adaptive", "--memory-limit-mb", "48000",

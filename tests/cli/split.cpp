@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -228,4 +229,31 @@ TEST_CASE("cli split: the real profiles, both accounting modes, GPT and T5" * PI
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("sample 1 is longer than the model supports") != std::string::npos);
     CHECK(r.err.find("over by") != std::string::npos);
+}
+
+TEST_CASE("cli split --scenario-out feeds cli simulate") {
+    const std::string batch = make_batch(80);
+    const std::string scenario = pipeplan::test::temp_path(".json");
+    auto args = base("analytic:gpt-6.7b", batch);
+    for (const char* s : {"--scenario-out", scenario.c_str(), "--hidden-size", "4096"}) args.push_back(s);
+    const auto j = split_json(args);
+    const auto sim = run_cli({"simulate", "--scenario", scenario, "--schedule", "1f1b", "--json"});
+    INFO("stderr: " << sim.err);
+    REQUIRE(sim.exit_code == 0);
+    const auto s = nlohmann::json::parse(sim.out);
+    CHECK(s["device_orders"].size() == 4);
+    // Every micro-batch of the split runs forward and backward once on every device.
+    CHECK(s["device_orders"][0].size() == 2 * j["microbatches"].size());
+    CHECK(s["makespan_ms"].get<double>() >= s["lower_bound_ms"].get<double>() * (1 - 1e-9));
+    // The simulated 1F1B time is at least the split's total work of the bottleneck device.
+    CHECK(s["makespan_ms"].get<double>() >= j["tmax_ms"].get<double>());
+    std::filesystem::remove(scenario);
+
+    // dynapipe accounting has no per-chunk layout: a clear error, and no file written.
+    auto bad = base("analytic:gpt-6.7b", batch);
+    for (const char* s2 : {"--accounting", "dynapipe", "--scenario-out", scenario.c_str()}) bad.push_back(s2);
+    const auto r = run_cli(bad);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("'dynapipe' accounting") != std::string::npos);
+    CHECK(!std::filesystem::exists(scenario));
 }

@@ -65,14 +65,7 @@ profile_cost_model make(const std::string& timing, const std::string& activation
 
 layer_query q(int mbs, int s, component c = component::encoder, int d = 0, int tp = 1,
               recompute_mode r = recompute_mode::none) {
-    layer_query x;
-    x.comp = c;
-    x.mbs = mbs;
-    x.seqlen_tokens = s;
-    x.dec_seqlen_tokens = d;
-    x.tp = tp;
-    x.recompute = r;
-    return x;
+    return {.comp = c, .mbs = mbs, .seqlen_tokens = s, .dec_seqlen_tokens = d, .tp = tp, .recompute = r};
 }
 
 // Runs `f` and returns the input_error it throws (fails the test if it throws nothing).

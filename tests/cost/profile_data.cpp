@@ -13,6 +13,7 @@
 
 #include "pipeplan/core/csv.hpp"
 #include "pipeplan/cost/profile.hpp"
+#include "profile_models.hpp"
 #include "support.hpp"
 
 using pipeplan::component;
@@ -21,24 +22,14 @@ using pipeplan::interpolation_mode;
 using pipeplan::layer_query;
 using pipeplan::profile_cost_model;
 using pipeplan::recompute_mode;
+using pipeplan::test::profile_model;
 
 namespace {
 
 std::filesystem::path profiles_dir() { return *pipeplan::test::shared_data_dir() / "cost_models"; }
 
-profile_cost_model load(const char* name, interpolation_mode mode) {
-    return profile_cost_model::load(profiles_dir(), name, mode);
-}
-
 layer_query q(int tp, component c, int mbs, int s, int d = 0, recompute_mode r = recompute_mode::none) {
-    layer_query x;
-    x.tp = tp;
-    x.comp = c;
-    x.mbs = mbs;
-    x.seqlen_tokens = s;
-    x.dec_seqlen_tokens = d;
-    x.recompute = r;
-    return x;
+    return {.comp = c, .mbs = mbs, .seqlen_tokens = s, .dec_seqlen_tokens = d, .tp = tp, .recompute = r};
 }
 
 // Independent reference: the median of the CSV rows sharing one key, straight from the file.
@@ -65,10 +56,10 @@ std::map<key, double> medians(const std::filesystem::path& file, const char* kin
 }  // namespace
 
 TEST_CASE("profile data: golden values of the issue (--interpolation linear)" * PIPEPLAN_NEEDS_DATA()) {
-    const auto gpt = load("gpt_6.7b", interpolation_mode::linear);
+    const auto& gpt = profile_model("gpt_6.7b", interpolation_mode::linear);
     CHECK(gpt.evaluate(q(2, component::encoder, 3, 600)).forward_ms.value() == doctest::Approx(2.7103).epsilon(1e-4));
     CHECK(gpt.evaluate(q(2, component::encoder, 5, 1500)).backward_ms.value() == doctest::Approx(18.068).epsilon(1e-4));
-    const auto t5 = load("t5_11b", interpolation_mode::linear);
+    const auto& t5 = profile_model("t5_11b", interpolation_mode::linear);
     // Median of the repeated encoder measurements (one per decoder length in the profiler).
     CHECK(t5.evaluate(q(4, component::encoder, 2, 512)).forward_ms.value() == doctest::Approx(1.93).epsilon(1e-9));
     CHECK_FALSE(gpt.is_encoder_decoder());
@@ -84,7 +75,7 @@ TEST_CASE("profile data: every profiled point is returned exactly (all component
         const auto timing = medians(prefix + "_timing.csv", "phase", "time_ms");
         const auto activation = medians(prefix + "_activation.csv", "kind", "memory_mb");
         for (auto mode : {interpolation_mode::linear, interpolation_mode::recommended}) {
-            const auto m = load(name, mode);
+            const auto& m = profile_model(name, mode);
             std::size_t checked = 0, mismatches = 0;
             auto check = [&](const std::map<key, double>& ref, bool is_time) {
                 for (const auto& [k, want] : ref) {
@@ -108,7 +99,7 @@ TEST_CASE("profile data: every profiled point is returned exactly (all component
 }
 
 TEST_CASE("profile data: components without a metric are unsupported; parameter memory" * PIPEPLAN_NEEDS_DATA()) {
-    const auto gpt = load("gpt_6.7b", interpolation_mode::recommended);
+    const auto& gpt = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const auto head = gpt.evaluate(q(2, component::postprocess, 4, 512));
     CHECK(head.forward_ms.ok());
     CHECK(head.backward_ms.ok());
@@ -120,7 +111,7 @@ TEST_CASE("profile data: components without a metric are unsupported; parameter 
     CHECK(gpt.parameter_mb(component::encoder, 2, recompute_mode::none).value() == 201.4111);
     CHECK(gpt.parameter_mb(component::embedding, 8, recompute_mode::selective).value() == 62.2913);
     CHECK(gpt.parameter_mb(component::decoder, 2, recompute_mode::none).status() == estimate_status::unsupported);
-    const auto t5 = load("t5_11b", interpolation_mode::recommended);
+    const auto& t5 = profile_model("t5_11b", interpolation_mode::recommended);
     CHECK(t5.parameter_mb(component::decoder, 4, recompute_mode::full).value() == 134.32);
     CHECK(t5.parameter_mb(component::embedding, 1, recompute_mode::none).value() == 82.58);
     // T5's LM head is keyed by the decoder length; the encoder length does not matter.
@@ -133,8 +124,8 @@ TEST_CASE("profile data: components without a metric are unsupported; parameter 
 TEST_CASE("profile data: ragged edges, out of range, below the grid" * PIPEPLAN_NEEDS_DATA()) {
     for (auto mode : pipeplan::all_interpolation_modes) {
         CAPTURE(pipeplan::to_string(mode));
-        const auto gpt = load("gpt_6.7b", mode);
-        const auto t5 = load("t5_11b", mode);
+        const auto& gpt = profile_model("gpt_6.7b", mode);
+        const auto& t5 = profile_model("t5_11b", mode);
         // GPT tp 2: at s 8192 only mbs 1 and 2 were profiled (out of memory above).
         CHECK(gpt.evaluate(q(2, component::encoder, 2, 8192)).forward_ms.ok());
         CHECK(gpt.evaluate(q(2, component::encoder, 3, 8192)).forward_ms.status() ==
@@ -163,8 +154,8 @@ TEST_CASE("profile data: ragged edges, out of range, below the grid" * PIPEPLAN_
     }
     // Below the smallest profiled length (16): linear and recommended never give <= 0.
     for (auto mode : {interpolation_mode::linear, interpolation_mode::recommended}) {
-        const auto gpt = load("gpt_6.7b", mode);
-        const auto t5 = load("t5_11b", mode);
+        const auto& gpt = profile_model("gpt_6.7b", mode);
+        const auto& t5 = profile_model("t5_11b", mode);
         for (int tp : {1, 2, 4, 8})
             for (auto r : pipeplan::all_recompute_modes)
                 for (int mbs = 1; mbs <= 8; ++mbs)

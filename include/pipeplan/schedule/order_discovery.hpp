@@ -27,12 +27,12 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/links.hpp"
 
 namespace pipeplan::schedule {
 
@@ -123,17 +123,10 @@ struct discovery_result {
             left[d * M + j] = static_cast<std::uint32_t>((split ? 3 : 2) * stages_count[d]);
     std::vector<char> admitted(D * M, 0);
 
-    std::vector<double> link_dense;
-    std::unordered_map<std::uint64_t, double> link_sparse;
-    const bool free_net = sc.network.is_free(), dense = D <= 256;
-    if (!free_net && dense) link_dense.assign(D * D, 0.0);
-    auto arrival = [&](double t, std::size_t a, std::size_t b, std::uint32_t mb) {
-        if (a == b || free_net) return t;
-        const double wire = sc.network.wire_ms(sc.activation(mb), a, b);
-        double* lf = dense ? &link_dense[a * D + b] : &link_sparse[(static_cast<std::uint64_t>(a) << 32) | b];
-        const double depart = std::max(t, *lf);
-        *lf = depart + wire;
-        return depart + wire + sc.network.latency(a, b);
+    link_channels links;
+    links.reset(D, sc.network);
+    auto arrival = [&](double t, std::size_t from, std::size_t to, std::uint32_t mb) {
+        return links.arrival(t, from, to, sc.activation(mb));
     };
 
     // Events: per device its running op's completion and its next wake-up (an idle device

@@ -27,12 +27,12 @@
 #include <cstdint>
 #include <queue>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/lower_bound.hpp"
 
 namespace pipeplan::schedule {
@@ -187,6 +187,7 @@ struct simulation_workspace {
     std::vector<std::uint8_t> pending;
     std::vector<double> held, dev_free;
     std::vector<std::uint32_t> pos, work;
+    link_channels links;
 };
 
 /// Simulates `sched` on `sc` into `r` (see the file comment for the model), reusing the
@@ -240,18 +241,8 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
     }
 
     // Links: per ordered device pair, the time the link is free again.
-    std::vector<double> link_dense;
-    std::unordered_map<std::uint64_t, double> link_sparse;
-    const bool dense = D <= 256;
-    if (!free_net && dense) link_dense.assign(D * D, 0.0);
-    auto arrival = [&](double t, std::size_t a, std::size_t b, std::uint32_t mb) {
-        if (a == b || free_net) return t;
-        const double wire = sc.network.wire_ms(sc.activation(mb), a, b);
-        double* lf = dense ? &link_dense[a * D + b] : &link_sparse[(static_cast<std::uint64_t>(a) << 32) | b];
-        const double depart = std::max(t, *lf);
-        *lf = depart + wire;
-        return depart + wire + sc.network.latency(a, b);
-    };
+    link_channels& links = ws.links;
+    links.reset(D, sc.network);
 
     std::vector<std::uint32_t>& pos = ws.pos;
     pos.assign(D, 0);
@@ -320,7 +311,7 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
                 const auto u = static_cast<std::size_t>(succ);
                 const std::size_t e = idx.device_of_stage[idx.ops[u].stage];
                 node& m = nodes[u];
-                m.ready = std::max(m.ready, arrival(t, d, e, idx.ops[i].mb));
+                m.ready = std::max(m.ready, links.arrival(t, d, e, sc.activation(idx.ops[i].mb)));
                 if (--pending[u] == 0 && e != d) try_start(e);
             }
             try_start(d);
