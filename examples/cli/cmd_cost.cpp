@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/cost/error_summary.hpp"
 #include "pipeplan/cost/profile.hpp"
 #include "pipeplan/cost/profile_grid.hpp"
 #include "pipeplan/cost/types.hpp"
@@ -109,13 +110,6 @@ struct error_options {
     std::vector<std::string> models;
 };
 
-double quantile(std::vector<double> v, double p) {
-    if (v.empty()) return std::nan("");
-    std::sort(v.begin(), v.end());
-    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
-    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
 void run_profile_error(const error_options& o) {
     if (o.profiles.empty()) throw invalid_argument("--profiles DIR is required");
     std::vector<std::string> models = o.models;
@@ -163,9 +157,10 @@ void run_profile_error(const error_options& o) {
                     }
         for (std::size_t quantity = 0; quantity < 2; ++quantity) {
             fmt::print("| {} | {} | {} |", name, quantity == 0 ? "time" : "memory", errors[quantity][0].size());
-            for (std::size_t s = 0; s < schemes.size(); ++s)
-                fmt::print(" {:.2f}% | {:.2f}% |", 100 * quantile(errors[quantity][s], 0.5),
-                           100 * quantile(errors[quantity][s], 0.9));
+            for (std::size_t s = 0; s < schemes.size(); ++s) {
+                const error_summary e = summarize_relative_errors(errors[quantity][s]);
+                fmt::print(" {:.2f}% | {:.2f}% |", 100 * e.median, 100 * e.p90);
+            }
             fmt::print("\n");
         }
     }

@@ -46,6 +46,7 @@
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/concept.hpp"
+#include "pipeplan/cost/error_summary.hpp"
 #include "pipeplan/cost/types.hpp"
 
 namespace pipeplan {
@@ -83,28 +84,6 @@ struct calibration_options {
     bool fit_memory = true;            ///< fit the memory factors per (component, recompute mode)
     int max_roofline_iterations = 12;  ///< rounds of re-taking the roofline decisions (>= 1)
 };
-
-/// Summary of relative errors |model - reference| / reference.
-struct error_summary {
-    std::size_t points = 0;
-    double median = 0;  ///< median relative error (0.05 = 5%)
-    double p90 = 0;     ///< 90th percentile (nearest rank)
-    double max = 0;
-};
-
-/// Median, p90 (nearest rank) and max of relative errors; all zero for an empty input.
-[[nodiscard]] inline error_summary summarize_relative_errors(std::vector<double> errors) {
-    error_summary s;
-    s.points = errors.size();
-    if (errors.empty()) return s;
-    std::sort(errors.begin(), errors.end());
-    const std::size_t n = errors.size();
-    s.median = n % 2 == 1 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
-    const auto rank = static_cast<std::size_t>(std::ceil(0.9 * static_cast<double>(n)));
-    s.p90 = errors[std::min(n, std::max<std::size_t>(rank, 1)) - 1];
-    s.max = errors.back();
-    return s;
-}
 
 /// One compared value.
 struct calibration_residual {
