@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipeplan/batching/batch_csv.hpp"
+#include "pipeplan/core/random.hpp"
 #include "support.hpp"
 
 namespace pipeplan::test {
@@ -35,14 +36,8 @@ inline std::vector<batching::sample> draw_batch(const std::string& file, long lo
     const auto& all = length_samples(file);
     std::vector<std::size_t> idx(all.size());
     for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::uint64_t state = seed;
-    const auto next = [&state] {
-        std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    };
-    for (std::size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[next() % i]);
+    splitmix64 rng(seed);
+    for (std::size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[rng() % i]);
     std::vector<batching::sample> out;
     long long total = 0;
     for (std::size_t i : idx) {

@@ -26,33 +26,13 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/random.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/simulator.hpp"
 
 namespace pipeplan::schedule {
 
-/// A small, portable, seeded PRNG (splitmix64): identical streams on every platform.
-class splitmix64 {
-public:
-    explicit splitmix64(std::uint64_t seed) noexcept : s_(seed) {}
-    std::uint64_t operator()() noexcept {
-        std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    /// Uniform in [0, n) (n > 0), by rejection: no modulo bias.
-    std::size_t below(std::size_t n) noexcept {
-        const std::uint64_t lim = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % n;
-        std::uint64_t x;
-        do x = (*this)();
-        while (x >= lim);
-        return static_cast<std::size_t>(x % n);
-    }
-
-private:
-    std::uint64_t s_;
-};
+using pipeplan::splitmix64;  // the seeded PRNG of the order search (core/random.hpp)
 
 struct order_search_options {
     double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
@@ -105,17 +85,17 @@ template <class Factory>
         ++best.evaluations;
         return evaluate_order(sc, factory(lim), order, opt.memory_limit_mb);
     };
+    auto keep_if_better = [&](const std::vector<std::uint32_t>& order, std::size_t lim, double ms, double peak) {
+        if (ms >= best.makespan_ms) return;
+        best.makespan_ms = ms;
+        best.peak_memory_mb = peak;
+        best.order = order;
+        best.inflight_limit = lim;
+        best.feasible = true;
+    };
     auto consider = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
         const auto [ms, peak] = eval(order, lim);
-        if (ms < best.makespan_ms) {
-            best.makespan_ms = ms;
-            best.peak_memory_mb = peak;
-            best.order = order;
-            best.inflight_limit = lim;
-            best.feasible = true;
-            return true;
-        }
-        return false;
+        keep_if_better(order, lim, ms, peak);
     };
     // 1. structured starts.
     std::vector<std::uint32_t> id(M);
@@ -161,15 +141,9 @@ template <class Factory>
             }
             const auto [ms, peak] = eval(cand, limit);
             if (ms <= cur_ms) {
-                cur = cand;
+                keep_if_better(cand, limit, ms, peak);
+                cur = std::move(cand);
                 cur_ms = ms;
-                if (ms < best.makespan_ms) {
-                    best.makespan_ms = ms;
-                    best.peak_memory_mb = peak;
-                    best.order = cand;
-                    best.inflight_limit = limit;
-                    best.feasible = true;
-                }
             }
         }
     }
