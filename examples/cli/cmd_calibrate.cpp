@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
+#include "model_spec.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/calibrate.hpp"
@@ -75,7 +77,6 @@ nlohmann::json summary_json(const error_summary& s) {
 nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
 
 void run_calibrate(const calibrate_options& o) {
-    if (o.tp_given && o.tp < 1) throw invalid_argument("--tp must be >= 1 (got " + std::to_string(o.tp) + ")");
     const analytic_cost_model initial = make_analytic_model(o.preset, o.hardware);  // names checked first
     const profile_cost_model reference = profile_cost_model::load(o.profiles, o.model, interpolation_mode::linear);
     if (reference.is_encoder_decoder() != initial.is_encoder_decoder())
@@ -83,12 +84,7 @@ void run_calibrate(const calibrate_options& o) {
                                "' disagree on the architecture (encoder-decoder vs decoder-only)");
     std::vector<int> tps = reference.tp_degrees();
     if (o.tp_given) {
-        if (std::find(tps.begin(), tps.end(), o.tp) == tps.end()) {
-            std::string have;
-            for (int t : tps) have += (have.empty() ? "" : ", ") + std::to_string(t);
-            throw invalid_argument("--tp " + std::to_string(o.tp) + " is not in profile '" + o.model +
-                                   "' (profiled: " + have + ")");
-        }
+        require_profiled_tp(reference, o.tp);
         tps = {o.tp};
     }
     std::vector<recompute_mode> modes(all_recompute_modes.begin(), all_recompute_modes.end());
@@ -187,7 +183,8 @@ void register_calibrate(CLI::App& app) {
         ->required();
     cmd->add_option("--hardware", opts->hardware, "Hardware preset (" + hardware_preset_names() + ")")
         ->capture_default_str();
-    CLI::Option* tp = cmd->add_option("--tp", opts->tp, "Fit on this tensor-parallel degree only (default: all profiled)");
+    CLI::Option* tp = cmd->add_option("--tp", opts->tp, "Fit on this tensor-parallel degree only (default: all profiled)")
+                          ->check(integer_in(1, max_tp));
     cmd->add_option("--recompute", opts->recompute,
                     "Fit on this recomputation mode only: none, selective, full (default: all)");
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of tables");

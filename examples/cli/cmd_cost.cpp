@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/error_summary.hpp"
@@ -46,7 +48,8 @@ std::string cell(const estimate<double>& e) {
     return e.ok() ? fmt::format("{:.4f}", e.value_or(0.0)) : std::string(to_string(e.status()));
 }
 
-void run_cost(const cost_options& o) {
+void run_cost(const cost_options& o, const std::set<std::string>& given) {
+    reject_unless(given, "--interpolation", !is_analytic_model(o.model), "to the analytic model");
     const interpolation_mode mode = parse_interpolation_mode(o.interpolation);
     layer_query q;
     q.comp = parse_component(o.component);
@@ -55,12 +58,10 @@ void run_cost(const cost_options& o) {
     q.mbs = o.mbs;
     q.seqlen_tokens = o.seqlen;
     q.dec_seqlen_tokens = o.dec_seqlen;
-    if (o.tp < 1) throw invalid_argument("--tp must be >= 1 (got " + std::to_string(o.tp) + ")");
-    if (o.mbs < 1) throw invalid_argument("--mbs must be >= 1 (got " + std::to_string(o.mbs) + ")");
-    if (o.seqlen < 1) throw invalid_argument("--seqlen must be >= 1 (got " + std::to_string(o.seqlen) + ")");
-    if (o.dec_seqlen < 0) throw invalid_argument("--dec-seqlen must be >= 0");
-
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
+        require_profiled_tp(model, o.tp);
+        reject_unless(given, "--dec-seqlen", model.is_encoder_decoder(),
+                      "to decoder-only model '" + o.model + "' (it has no decoder)");
         if (model.is_encoder_decoder() && (q.comp == component::decoder || q.comp == component::postprocess) &&
             q.dec_seqlen_tokens < 1)
             throw invalid_argument("model '" + o.model + "' is an encoder-decoder model: component '" +
@@ -182,18 +183,20 @@ void register_cost(CLI::App& app) {
     cost->add_option("--model", opts->model,
                      "Profiled model (file prefix in --profiles, e.g. gpt_6.7b, t5_11b) or analytic:<preset>")
         ->required();
-    cost->add_option("--tp", opts->tp, "Tensor-parallel degree")->capture_default_str();
+    cost->add_option("--tp", opts->tp, "Tensor-parallel degree")->capture_default_str()->check(integer_in(1, max_tp));
     cost->add_option("--recompute", opts->recompute, "Activation recomputation: none, selective, full")
         ->capture_default_str();
     cost->add_option("--component", opts->component, "encoder, decoder, postprocess or embedding")
         ->capture_default_str();
-    cost->add_option("--mbs", opts->mbs, "Micro-batch size (sequences)")->required();
+    cost->add_option("--mbs", opts->mbs, "Micro-batch size (sequences)")->required()->check(integer_in(1, max_mbs));
     cost->add_option("--seqlen", opts->seqlen,
                      "Sequence length in tokens (encoder length for encoder-decoder models)")
-        ->required();
+        ->required()
+        ->check(integer_in(1, max_seqlen_tokens));
     cost->add_option("--dec-seqlen", opts->dec_seqlen,
                      "Decoder length in tokens (encoder-decoder models: decoder and postprocess)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(integer_in(0, max_seqlen_tokens));
     cost->add_option("--interpolation", opts->interpolation,
                      "Profile interpolation: linear (plain multilinear), dynapipe (multilinear, "
                      "extrapolating below the grid) or default (quadratic-shape: lowest leave-one-out error)")
@@ -201,7 +204,7 @@ void register_cost(CLI::App& app) {
     cost->add_flag("--json", opts->json,
                    "Print one JSON object: forward_ms, backward_ms, stored_mb, peak_mb, parameter_mb "
                    "(null when not available) and status per metric");
-    cost->callback([opts] { run_cost(*opts); });
+    cost->callback([opts, cost] { run_cost(*opts, given_flags(*cost)); });
 
     auto eopts = std::make_shared<error_options>();
     CLI::App* err = app.add_subcommand(

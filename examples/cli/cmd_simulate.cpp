@@ -4,8 +4,9 @@
 //                     merak-early|merak-last|merak-critical [--chunks C] [--memory-limit-mb M]
 //                     [--search-order] [--seed N] [--trace out.json] [--svg out.svg] [--json]
 //
-// Output files are rendered in memory first and then written atomically (temporary file in
-// the same folder, then rename), so a failure never leaves a half-written file behind.
+// Output files are rendered in memory first and then written with write_output_file: regular
+// files atomically (temporary file beside the target, then rename), so a failure never leaves a
+// half-written file behind; devices and FIFOs are streamed to; `-` is standard output.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule.hpp"
@@ -44,10 +47,15 @@ struct simulate_args {
     bool json = false;
 };
 
-void run_simulate(const simulate_args& a) {
+void run_simulate(const simulate_args& a, const std::set<std::string>& given) {
     const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
-    if (a.chunks < 1) throw invalid_argument("--chunks must be >= 1");
-    if (!(a.memory_limit_mb > 0)) throw invalid_argument("--memory-limit-mb must be > 0");
+    reject_unless(given, "--chunks", name == ps::schedule_name::interleaved,
+                  "to --schedule " + a.schedule + " (only interleaved)");
+    reject_unless(given, "--seed", a.search, "without --search-order");
+    const bool trace_out = is_standard_output_path(a.trace_path), svg_out = is_standard_output_path(a.svg_path);
+    if (a.trace_path == "-" && a.svg_path == "-")
+        throw invalid_argument("--trace and --svg are both standard output ('-'): choose one");
+    const bool to_stdout = trace_out || svg_out;
     const ps::scenario base = ps::read_scenario_json(a.scenario_path);
     try {
         base.validate();
@@ -86,6 +94,7 @@ void run_simulate(const simulate_args& a) {
     }
     ps::pipeline_schedule sched = ps::make_generator(name, opt)(sc);
     ps::simulation_result res = ps::simulate(sc, sched);
+    ps::require_finite(res);  // a non-finite figure is an error, never printed
 
     // Report micro-batches by their index in the scenario file.
     if (a.search) {
@@ -120,22 +129,24 @@ void run_simulate(const simulate_args& a) {
         j["inflight_limit"] = search.inflight_limit;
         j["search_evaluations"] = search.evaluations;
     }
-    if (!a.trace_path.empty()) write_file_atomically(a.trace_path, trace_text);
-    if (!a.svg_path.empty()) write_file_atomically(a.svg_path, svg_text);
+    if (!a.trace_path.empty()) write_output_file(a.trace_path, trace_text);
+    if (!a.svg_path.empty()) write_output_file(a.svg_path, svg_text);
 
+    // With --trace - or --svg - (standard output) the summary goes to standard error.
+    std::FILE* out = to_stdout ? stderr : stdout;
     if (a.json) {
-        std::printf("%s\n", j.dump(2).c_str());
+        std::fprintf(out, "%s\n", j.dump(2).c_str());
         return;
     }
-    std::printf("schedule %s on %zu devices (%zu micro-batches)\n", sched.name.c_str(), sched.placement.devices(),
+    std::fprintf(out, "schedule %s on %zu devices (%zu micro-batches)\n", sched.name.c_str(), sched.placement.devices(),
                 base.microbatches);
-    std::printf("makespan %.3f ms, lower bound %.3f ms (x%.3f)\n", res.makespan_ms, res.lower_bound_ms,
+    std::fprintf(out, "makespan %.3f ms, lower bound %.3f ms (x%.3f)\n", res.makespan_ms, res.lower_bound_ms,
                 res.makespan_over_lower_bound);
     for (std::size_t d = 0; d < res.peak_memory_mb.size(); ++d)
-        std::printf("device %zu: peak memory %.1f MB, bubble %.1f %%\n", d, res.peak_memory_mb[d],
+        std::fprintf(out, "device %zu: peak memory %.1f MB, bubble %.1f %%\n", d, res.peak_memory_mb[d],
                     100.0 * res.bubble_fraction[d]);
     if (limited)
-        std::printf("memory limit %.1f MB: %s\n", a.memory_limit_mb,
+        std::fprintf(out, "memory limit %.1f MB: %s\n", a.memory_limit_mb,
                     peak <= a.memory_limit_mb + 1e-6 ? "met" : "EXCEEDED");
 }
 
@@ -148,15 +159,21 @@ void register_simulate(CLI::App& app) {
     sub->add_option("--schedule", args->schedule,
                     "gpipe|1f1b|interleaved|adaptive|zb-h1|merak-early|merak-last|merak-critical")
         ->required();
-    sub->add_option("--chunks", args->chunks, "Model chunks per device for interleaved (default 2)");
+    sub->add_option("--chunks", args->chunks, "Model chunks per device for interleaved (default 2)")
+        ->check(integer_in<std::size_t>(1, max_chunks));
     sub->add_option("--memory-limit-mb", args->memory_limit_mb,
-                    "Per-device memory limit (MB): adaptive and zb-h1 plan under it, --search-order keeps to it");
+                    "Per-device memory limit (MB): adaptive and zb-h1 plan under it, --search-order keeps to it")
+        ->check(number_in(0, max_memory_mb, true));
     sub->add_flag("--search-order", args->search, "Search the micro-batch order (and adaptive's in-flight limit)");
-    sub->add_option("--seed", args->seed, "Seed of --search-order (default 1)");
-    sub->add_option("--trace", args->trace_path, "Write a Chrome/Perfetto trace (JSON) here");
-    sub->add_option("--svg", args->svg_path, "Write an SVG Gantt chart with the memory curve here");
+    sub->add_option("--seed", args->seed, "Seed of --search-order (default 1)")
+        ->check(integer_in<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+    sub->add_option("--trace", args->trace_path,
+                    "Write a Chrome/Perfetto trace (JSON) here (- = standard output; the summary then goes to "
+                    "standard error)");
+    sub->add_option("--svg", args->svg_path,
+                    "Write an SVG Gantt chart with the memory curve here (- = standard output, as --trace)");
     sub->add_flag("--json", args->json, "Print the result as JSON");
-    sub->callback([args] { run_simulate(*args); });
+    sub->callback([args, sub] { run_simulate(*args, given_flags(*sub)); });
 }
 
 }  // namespace pipeplan::cli

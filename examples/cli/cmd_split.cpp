@@ -1,6 +1,7 @@
 // `pipeplan split`: splits one global batch (a CSV of samples) into micro-batches with the exact
 // DP or a baseline, prints a summary or (--json) the split result object (docs/formats.md).
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/batching/json.hpp"
@@ -49,35 +51,110 @@ struct split_cli_options {
     bool json = false;
 };
 
-void print_summary(const batching::split_result& r, const split_cli_options& o) {
-    fmt::print("split of {} samples into {} micro-batches ({}, {} accounting)\n",
+void print_summary(std::FILE* out, const batching::split_result& r) {
+    fmt::print(out, "split of {} samples into {} micro-batches ({}, {} accounting)\n",
                [&] {
                    std::size_t n = 0;
                    for (const auto& m : r.microbatches) n += m.size();
                    return n;
                }(),
                r.microbatches.size(), r.method, to_string(r.accounting));
-    fmt::print("  objective {:.3f} ms = ({} - 1) x t_max {:.3f} ms / {} + sum {:.3f} ms / {}\n", r.objective_ms,
+    fmt::print(out, "  objective {:.3f} ms = ({} - 1) x t_max {:.3f} ms / {} + sum {:.3f} ms / {}\n", r.objective_ms,
                r.stages, r.tmax_ms, r.virtual_chunks, r.sum_ms, r.dp);
-    fmt::print("  recompute {}, {} stored limit {:.1f} MB, available {:.1f} MB (model states {:.1f} MB)\n",
+    fmt::print(out, "  recompute {}, {} stored limit {:.1f} MB, available {:.1f} MB (model states {:.1f} MB)\n",
                to_string(r.recompute), to_string(r.limit), r.memory_limit_mb, r.available_mb, r.model_state_mb);
-    fmt::print("  {:>4} {:>5} {:>7} {:>7} {:>10} {:>10} {:>10}\n", "#", "mbs", "seqlen", "dec", "time_ms",
+    fmt::print(out, "  {:>4} {:>5} {:>7} {:>7} {:>10} {:>10} {:>10}\n", "#", "mbs", "seqlen", "dec", "time_ms",
                "stored_mb", "peak_mb");
     for (std::size_t k = 0; k < r.per_microbatch.size(); ++k) {
         const auto& m = r.per_microbatch[k];
-        fmt::print("  {:>4} {:>5} {:>7} {:>7} {:>10.3f} {:>10.1f} {:>10.1f}{}\n", k, m.shape.mbs,
+        fmt::print(out, "  {:>4} {:>5} {:>7} {:>7} {:>10.3f} {:>10.1f} {:>10.1f}{}\n", k, m.shape.mbs,
                    m.shape.seqlen_tokens, m.shape.dec_seqlen_tokens, m.cost.time_ms, m.cost.stored_mb,
                    m.cost.peak_mb, m.rows.empty() ? "" : "  (packed)");
     }
     if (!r.dp_groups.empty())
         for (std::size_t g = 0; g < r.dp_groups.size(); ++g)
-            fmt::print("  dp rank {}: {} micro-batches, {:.3f} ms\n", g, r.dp_groups[g].size(), r.dp_group_ms[g]);
-    (void)o;
+            fmt::print(out, "  dp rank {}: {} micro-batches, {:.3f} ms\n", g, r.dp_groups[g].size(), r.dp_group_ms[g]);
 }
 
-void run_split(const split_cli_options& o) {
-    if (o.tp < 1) throw invalid_argument("--tp must be >= 1 (got " + std::to_string(o.tp) + ")");
-    if (o.dp < 0) throw invalid_argument("--dp must be >= 1 (got " + std::to_string(o.dp) + ")");
+/// Runs `f`; an error about one sample (its 0-based id) is re-thrown naming the batch file and the
+/// sample's line there.
+template <class F>
+void naming_sample_lines(const csv_table& batch, F&& f) {
+    const auto rethrow = [&](long long id, const error& e) {
+        if (id >= 0 && static_cast<std::size_t>(id) < batch.rows())
+            throw input_error(batch.source(), batch.line_of(static_cast<std::size_t>(id)), "", e.what());
+    };
+    try {
+        f();
+    } catch (const batching::split_error& e) {
+        rethrow(e.sample(), e);
+        throw;
+    } catch (const batching::sample_error& e) {
+        rethrow(e.sample(), e);
+        throw;
+    }
+}
+
+/// Flags that only make sense with some other flag are errors without it, never ignored.
+void reject_inapplicable(const split_cli_options& o, const std::set<std::string>& given) {
+    const std::string method = "to --method " + o.method;
+    reject_unless(given, "--mbs", o.method == "fixed" || o.method == "packing", method + " (only fixed, packing)");
+    reject_unless(given, "--fixed-order", o.method == "fixed", method + " (only fixed)");
+    reject_unless(given, "--tokens-per-mb", o.method == "tokens", method + " (only tokens)");
+    reject_unless(given, "--order", o.method == "dp", method + " (only dp)");
+    reject_unless(given, "--pack", o.method == "dp", method + " (only dp; --method packing packs always)");
+    reject_unless(given, "--pack-length", o.method == "packing", method + " (only packing)");
+    reject_unless(given, "--separator-tokens", o.method == "packing" || o.pack,
+                  "without packing (--method packing, or --pack with --method dp)");
+    reject_unless(given, "--zero-stage", given.count("--dp") > 0, "without --dp (ZeRO shards model states over dp ranks)");
+    reject_unless(given, "--hidden-size", !o.scenario_out.empty(), "without --scenario-out");
+    reject_unless(given, "--interpolation", !is_analytic_model(o.model), "to the analytic model");
+}
+
+template <class Model>
+void split_with(const Model& model, const std::vector<batching::sample>& batch, const batching::pipeline_config& cfg,
+                const batching::split_options& opt, const split_cli_options& o) {
+    const auto need = [&](bool given, const char* flag) {
+        if (!given) throw invalid_argument("--method " + o.method + " needs " + flag);
+    };
+    batching::split_result r;
+    if (o.method == "dp") {
+        r = batching::split_dp(model, batch, cfg, opt);
+    } else if (o.method == "fixed") {
+        need(o.mbs > 0, "--mbs N (>= 1)");
+        batching::fixed_order fo = batching::fixed_order::dataset;
+        if (o.fixed_order == "sorted") fo = batching::fixed_order::sorted;
+        else if (o.fixed_order != "dataset")
+            throw invalid_argument("unknown --fixed-order '" + o.fixed_order + "' (valid: dataset, sorted)");
+        r = batching::split_fixed_mbs(model, batch, cfg, o.mbs, fo, opt);
+    } else if (o.method == "tokens") {
+        need(o.tokens_per_mb > 0, "--tokens-per-mb N (>= 1)");
+        r = batching::split_token_budget(model, batch, cfg, o.tokens_per_mb, opt);
+    } else if (o.method == "packing") {
+        need(o.mbs > 0, "--mbs N (>= 1)");
+        r = batching::split_pack_fixed(model, batch, cfg, o.mbs, o.pack_length, o.separator_tokens, opt);
+    } else {
+        throw invalid_argument("unknown --method '" + o.method + "' (valid: dp, fixed, tokens, packing)");
+    }
+    if (o.dp > 0) batching::balance_result(r, o.dp);
+    if (!o.scenario_out.empty()) {
+        batching::scenario_options so;
+        so.hidden_size = o.hidden_size;
+        const nlohmann::json sj = batching::make_scenario_from_split(model, r, cfg, so);
+        write_output_file(o.scenario_out, sj.dump(2) + "\n");
+    }
+    // With --scenario-out - (standard output) the summary goes to standard error.
+    std::FILE* out = !o.scenario_out.empty() && is_standard_output_path(o.scenario_out) ? stderr : stdout;
+    if (o.json) {
+        const nlohmann::json j = r;
+        fmt::print(out, "{}\n", j.dump(2));
+    } else {
+        print_summary(out, r);
+    }
+}
+
+void run_split(const split_cli_options& o, const std::set<std::string>& given) {
+    reject_inapplicable(o, given);
     const auto accounting = batching::parse_accounting_mode(o.accounting);
     interpolation_mode mode = interpolation_mode::recommended;
     if (o.interpolation == "default")
@@ -85,7 +162,8 @@ void run_split(const split_cli_options& o) {
                                                                  : interpolation_mode::recommended;
     else
         mode = parse_interpolation_mode(o.interpolation);
-    const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
+    const csv_table batch_table = csv_table::read(o.batch);
+    const std::vector<batching::sample> batch = batching::batch_from_table(batch_table);
 
     batching::pipeline_config cfg;
     cfg.stages = o.stages;
@@ -106,42 +184,9 @@ void run_split(const split_cli_options& o) {
     opt.packing.separator_tokens = o.separator_tokens;
     opt.preferred_fraction = o.memory_fraction;
 
-    const auto need = [&](bool given, const char* flag) {
-        if (!given) throw invalid_argument("--method " + o.method + " needs " + flag);
-    };
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
-        batching::split_result r;
-        if (o.method == "dp") {
-            r = batching::split_dp(model, batch, cfg, opt);
-        } else if (o.method == "fixed") {
-            need(o.mbs > 0, "--mbs N (>= 1)");
-            batching::fixed_order fo = batching::fixed_order::dataset;
-            if (o.fixed_order == "sorted") fo = batching::fixed_order::sorted;
-            else if (o.fixed_order != "dataset")
-                throw invalid_argument("unknown --fixed-order '" + o.fixed_order + "' (valid: dataset, sorted)");
-            r = batching::split_fixed_mbs(model, batch, cfg, o.mbs, fo, opt);
-        } else if (o.method == "tokens") {
-            need(o.tokens_per_mb > 0, "--tokens-per-mb N (>= 1)");
-            r = batching::split_token_budget(model, batch, cfg, o.tokens_per_mb, opt);
-        } else if (o.method == "packing") {
-            need(o.mbs > 0, "--mbs N (>= 1)");
-            r = batching::split_pack_fixed(model, batch, cfg, o.mbs, o.pack_length, o.separator_tokens, opt);
-        } else {
-            throw invalid_argument("unknown --method '" + o.method + "' (valid: dp, fixed, tokens, packing)");
-        }
-        if (o.dp > 0) batching::balance_result(r, o.dp);
-        if (!o.scenario_out.empty()) {
-            batching::scenario_options so;
-            so.hidden_size = o.hidden_size;
-            const nlohmann::json sj = batching::make_scenario_from_split(model, r, cfg, so);
-            write_file_atomically(o.scenario_out, sj.dump(2) + "\n");
-        }
-        if (o.json) {
-            const nlohmann::json j = r;
-            std::puts(j.dump(2).c_str());
-        } else {
-            print_summary(r, o);
-        }
+        require_profiled_tp(model, o.tp);
+        naming_sample_lines(batch_table, [&] { split_with(model, batch, cfg, opt, o); });
     });
 }
 
@@ -153,39 +198,54 @@ void register_split(CLI::App& app) {
         "split", "Split one global batch into micro-batches (exact DP or a baseline); see docs/batching.md");
     sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
     sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
-    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str();
-    sub->add_option("--stages", o->stages, "Pipeline stages S")->required();
-    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")->required();
-    sub->add_option("--chunks", o->chunks, "Virtual chunks per device C (interleaving)")->capture_default_str();
-    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB)")->required();
+    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str()->check(integer_in(1, max_tp));
+    sub->add_option("--stages", o->stages, "Pipeline stages S")->required()->check(integer_in(1, max_stages));
+    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")
+        ->required()
+        ->check(integer_in(1, max_layers));
+    sub->add_option("--chunks", o->chunks, "Virtual chunks per device C (interleaving)")
+        ->capture_default_str()
+        ->check(integer_in(1, max_chunks));
+    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB)")->required()->check(number_in(0, max_memory_mb, true));
     sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
     sub->add_option("--method", o->method, "dp | fixed | tokens | packing")->capture_default_str();
-    sub->add_option("--mbs", o->mbs, "Micro-batch size of --method fixed / packing (rows)");
+    sub->add_option("--mbs", o->mbs, "Micro-batch size of --method fixed / packing (rows)")->check(integer_in(1, max_mbs));
     sub->add_option("--fixed-order", o->fixed_order, "Order of --method fixed: dataset | sorted")->capture_default_str();
-    sub->add_option("--tokens-per-mb", o->tokens_per_mb, "Padded-token budget of --method tokens");
+    sub->add_option("--tokens-per-mb", o->tokens_per_mb, "Padded-token budget of --method tokens")
+        ->check(integer_in(1LL, 1LL << 40));
     sub->add_option("--accounting", o->accounting, "pipeplan | dynapipe")->capture_default_str();
-    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length");
-    sub->add_option("--dp", o->dp, "Data-parallel degree: divides the work term, balances micro-batches over ranks");
-    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (model-state sharding over --dp)")
-        ->capture_default_str();
+    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length")
+        ->check(integer_in(1, 1 << 30));
+    sub->add_option("--dp", o->dp, "Data-parallel degree: divides the work term, balances micro-batches over ranks")
+        ->check(integer_in(1, max_dp));
+    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (model-state sharding over --dp; needs --dp)")
+        ->capture_default_str()
+        ->check(integer_in(0, 3));
     sub->add_option("--interpolation", o->interpolation,
                     "linear | dynapipe | default (dynapipe's with --accounting dynapipe, else the recommended)")
         ->capture_default_str();
     sub->add_option("--order", o->order, "DP order: auto | sorted | lexicographic | tour | dataset")
         ->capture_default_str();
     sub->add_flag("--pack", o->pack, "DP: pack short samples into rows where it lowers a micro-batch's cost");
-    sub->add_option("--separator-tokens", o->separator_tokens, "Tokens between packed samples")->capture_default_str();
-    sub->add_option("--pack-length", o->pack_length, "Row length of --method packing (default: --max-seqlen or longest)");
-    sub->add_option("--memory-fraction", o->memory_fraction, "Preferred stored limit as a fraction of available (default 1/S)");
-    sub->add_option("--round-to", o->round_to, "Round sequence lengths up to a multiple of this")->capture_default_str();
+    sub->add_option("--separator-tokens", o->separator_tokens, "Tokens between packed samples")
+        ->capture_default_str()
+        ->check(integer_in(0, 1 << 20));
+    sub->add_option("--pack-length", o->pack_length, "Row length of --method packing (default: --max-seqlen or longest)")
+        ->check(integer_in(1, 1 << 30));
+    sub->add_option("--memory-fraction", o->memory_fraction, "Preferred stored limit as a fraction of available (default 1/S)")
+        ->check(number_in(0, 1, true));
+    sub->add_option("--round-to", o->round_to, "Round sequence lengths up to a multiple of this")
+        ->capture_default_str()
+        ->check(integer_in(1, 1 << 20));
     sub->add_option("--scenario-out", o->scenario_out,
                     "Also write the pipeline scenario of the split (JSON, for `pipeplan simulate --scenario`); "
-                    "needs --accounting pipeplan");
+                    "needs --accounting pipeplan; - = standard output (the summary then goes to standard error)");
     sub->add_option("--hidden-size", o->hidden_size,
                     "Hidden size, for the activation message sizes in --scenario-out (0: messages are free)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(integer_in(0, 1 << 20));
     sub->add_flag("--json", o->json, "Print the split result as one JSON object");
-    sub->callback([o] { run_split(*o); });
+    sub->callback([o, sub] { run_split(*o, given_flags(*sub)); });
 }
 
 }  // namespace pipeplan::cli

@@ -1,5 +1,7 @@
 // pipeplan — plans pipeline-parallel training of variable-length inputs.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include <CLI/CLI.hpp>
@@ -21,13 +23,20 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) pipeplan::cli::run_default();
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        // --help exits 0; every usage error (CLI11's own codes 100-115) exits 1.
+        return app.exit(e) == 0 ? 0 : 1;
     } catch (const pipeplan::error& e) {
         std::fprintf(stderr, "pipeplan: error: %s\n", e.what());
         return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "pipeplan: internal error: %s\n", e.what());
         return 2;
+    }
+    // A summary lost to a full device or a closed pipe is an error, not a success.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "pipeplan: error: cannot write standard output: %s\n",
+                     errno != 0 ? std::strerror(errno) : "write error");
+        return 1;
     }
     return 0;
 }

@@ -3,10 +3,13 @@
 // analytic preset (`analytic:<preset>`, e.g. `analytic:gpt-6.7b`).
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/analytic.hpp"
@@ -20,6 +23,20 @@ inline constexpr std::string_view analytic_prefix = "analytic:";
 /// True when `model_name` selects the analytic model (`analytic:<preset>`).
 [[nodiscard]] inline bool is_analytic_model(std::string_view model_name) noexcept {
     return model_name.starts_with(analytic_prefix);
+}
+
+/// Throws invalid_argument when `model` is a profile without measurements for tensor-parallel
+/// degree `tp`, naming the profiled degrees (the analytic model prices every degree).
+template <class Model>
+void require_profiled_tp(const Model& model, int tp) {
+    if constexpr (std::is_same_v<Model, profile_cost_model>) {
+        const std::vector<int>& tps = model.tp_degrees();
+        if (std::find(tps.begin(), tps.end(), tp) != tps.end()) return;
+        std::string have;
+        for (const int t : tps) have += (have.empty() ? "" : ", ") + std::to_string(t);
+        throw invalid_argument("--tp " + std::to_string(tp) + " is not in profile '" + model.name() +
+                               "' (profiled: " + have + ")");
+    }
 }
 
 /// Builds the cost model `model_name` names and calls `f(const auto& model)` with it, returning

@@ -36,19 +36,29 @@ std::string temp_path(const std::string& suffix) {
         .string();
 }
 
-cli_result run_cli(const std::vector<std::string>& args) {
-    const std::string out_path = temp_path(".out"), err_path = temp_path(".err");
+namespace {
+cli_result run(const std::vector<std::string>& args, const std::string* stdout_path) {
+    const std::string out_path = stdout_path ? *stdout_path : temp_path(".out"), err_path = temp_path(".err");
     std::string cmd = quote(PIPEPLAN_CLI_PATH);
     for (const auto& a : args) cmd += " " + quote(a);
     cmd += " >" + quote(out_path) + " 2>" + quote(err_path) + " </dev/null";
     const int status = std::system(cmd.c_str());
     cli_result r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_text_file(out_path);
+    if (!stdout_path) {
+        r.out = read_text_file(out_path);
+        std::filesystem::remove(out_path);
+    }
     r.err = read_text_file(err_path);
-    std::filesystem::remove(out_path);
     std::filesystem::remove(err_path);
     return r;
+}
+}  // namespace
+
+cli_result run_cli(const std::vector<std::string>& args) { return run(args, nullptr); }
+
+cli_result run_cli_with_stdout(const std::vector<std::string>& args, const std::string& stdout_path) {
+    return run(args, &stdout_path);
 }
 
 }  // namespace pipeplan::test

@@ -15,6 +15,9 @@ struct cli_result {
 /// Runs `pipeplan <args...>` (arguments are shell-quoted) and captures both streams.
 cli_result run_cli(const std::vector<std::string>& args);
 
+/// As run_cli, with standard output sent to `stdout_path` (e.g. /dev/full); `out` stays empty.
+cli_result run_cli_with_stdout(const std::vector<std::string>& args, const std::string& stdout_path);
+
 /// A fresh temporary file path (not created) with the given suffix.
 std::string temp_path(const std::string& suffix);
 

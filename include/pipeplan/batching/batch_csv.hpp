@@ -2,11 +2,13 @@
 //
 // Format (docs/formats.md): a header with at least the columns `input_tokens` and
 // `target_tokens` (other columns are ignored, in any order); every data row is one sample, in
-// order; sample ids are the 0-based data-row numbers. Token counts are integers in [0, 2^30].
+// order; sample ids are the 0-based data-row numbers. Token counts are integers in [0, 2^30], and
+// so is their sum, which must be >= 1 (an empty sample is an error).
 // Errors name the file, line and column (pipeplan::input_error).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -27,6 +29,10 @@ namespace pipeplan::batching {
         sample s;
         s.input_tokens = static_cast<int>(t.integer(r, in_col, 0, max_supported_tokens));
         s.target_tokens = static_cast<int>(t.integer(r, tgt_col, 0, max_supported_tokens));
+        const std::int64_t length = std::int64_t{s.input_tokens} + s.target_tokens;
+        if (length == 0) t.fail(r, in_col, "empty sample: input_tokens + target_tokens is 0");
+        if (length > max_supported_tokens)
+            t.fail(r, tgt_col, "input_tokens + target_tokens = " + std::to_string(length) + " exceeds 2^30 tokens");
         out.push_back(s);
     }
     return out;

@@ -127,12 +127,15 @@ inline dp_assignment finish(std::vector<std::vector<int>> groups, std::span<cons
     return detail::finish(std::move(pool[heap.top().id].items), times);
 }
 
-/// The better of KK and LPT, improved by moves and swaps off the most loaded rank while that
+/// The better of KK (when n · dp ≤ 2^22, its memory) and LPT, improved by moves and swaps off the most loaded rank while that
 /// lowers the largest load (at most `max_rounds` improvements). Never worse than LPT.
 [[nodiscard]] inline dp_assignment balance_data_parallel(std::span<const double> times, int dp, int max_rounds = 10000) {
     dp_assignment best = balance_lpt(times, dp);
-    dp_assignment kk = balance_karmarkar_karp(times, dp);
-    if (kk.max_ms() < best.max_ms()) best = std::move(kk);
+    // k-way KK holds up to n k-tuples: only where that stays small (n * dp <= 2^22 entries).
+    if (static_cast<double>(times.size()) * dp <= static_cast<double>(1 << 22)) {
+        dp_assignment kk = balance_karmarkar_karp(times, dp);
+        if (kk.max_ms() < best.max_ms()) best = std::move(kk);
+    }
     const auto k = best.groups.size();
     const auto t = [&](int i) { return times[static_cast<std::size_t>(i)]; };
     for (int round = 0; round < max_rounds && k > 1; ++round) {

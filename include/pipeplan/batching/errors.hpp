@@ -35,6 +35,18 @@ enum class split_failure : std::uint8_t {
     return "?";
 }
 
+/// A sample outside the domain of the model or the length rules (an empty sequence, an
+/// encoder-decoder sample without input tokens, a length above 2^30). `sample()` is its 0-based
+/// id, so that a reader can name the sample's line in its file.
+class sample_error : public invalid_argument {
+public:
+    sample_error(long long sample, const std::string& message) : invalid_argument(message), sample_(sample) {}
+    [[nodiscard]] long long sample() const noexcept { return sample_; }
+
+private:
+    long long sample_;
+};
+
 /// No split exists (or none of the requested kind); nothing is returned.
 class split_error : public error {
 public:

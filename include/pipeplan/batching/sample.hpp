@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/batching/errors.hpp"
 #include "pipeplan/core/error.hpp"
 
 namespace pipeplan::batching {
@@ -79,9 +80,9 @@ namespace detail {
 }
 }  // namespace detail
 
-/// The padded shape of every sample (same order). Throws invalid_argument for a negative token
-/// count, an empty sequence, or a length above max_supported_tokens; the message names the
-/// 0-based sample id.
+/// The padded shape of every sample (same order). Throws sample_error (an invalid_argument) for a
+/// negative token count, an empty sequence, or a length above max_supported_tokens; the message
+/// and sample_error::sample() name the 0-based sample id.
 [[nodiscard]] inline std::vector<sample_shape> padded_shapes(std::span<const sample> batch,
                                                              const length_rules& rules,
                                                              bool encoder_decoder) {
@@ -91,7 +92,7 @@ namespace detail {
     for (std::size_t i = 0; i < batch.size(); ++i) {
         const sample& s = batch[i];
         const auto bad = [&](const std::string& why) {
-            return invalid_argument("sample " + std::to_string(i) + ": " + why);
+            return sample_error(static_cast<long long>(i), "sample " + std::to_string(i) + ": " + why);
         };
         if (s.input_tokens < 0 || s.target_tokens < 0)
             throw bad("token counts must be >= 0 (input_tokens " + std::to_string(s.input_tokens) +

@@ -355,11 +355,17 @@ private:
                 return eval_.evaluate(microbatch_shape{1, len, dec}, r).ok();
             };
             const int step = std::max(1, options_.lengths.round_to_tokens);
-            bool dec_axis = false;
-            int fixed_dec = s.dec_seqlen_tokens;
-            if (!priced(step, fixed_dec)) {  // the encoder length is not the problem
-                dec_axis = true;
-            }
+            const bool enc_dec = eval_.encoder_decoder();
+            if (!priced(step, enc_dec ? step : 0))
+                throw split_error(split_failure::sample_too_long,
+                                  "lengths are rounded up to multiples of " + std::to_string(step) +
+                                      " tokens (the length rounding), but the cost model cannot price even one "
+                                      "sequence of " + std::to_string(step) +
+                                      " tokens at mbs 1: use a smaller rounding",
+                                  step, 0, "tokens", static_cast<long long>(id));
+            const int fixed_dec = s.dec_seqlen_tokens;
+            // Which length is too long: the decoder's only when the encoder's shortest is priced.
+            const bool dec_axis = enc_dec && !priced(step, fixed_dec);
             const int have = dec_axis ? s.dec_seqlen_tokens : s.seqlen_tokens;
             long long lo = 0, hi = have / step;  // lo: largest multiple known priced (0 = none)
             while (hi - lo > 1) {

@@ -1,8 +1,8 @@
 // pipeplan/core/csv.hpp — a small, strict CSV reader that remembers where every cell came from.
 //
 // Used for every CSV pipeplan reads (profiles, batches). RFC 4180 quoting is supported
-// (`"a, b"`, `""` for a quote inside a quoted field); a trailing CR is dropped; blank lines are
-// skipped. Every conversion error throws pipeplan::input_error naming file, line and column.
+// (`"a, b"`, `""` for a quote inside a quoted field); a trailing CR is dropped; blank lines (also
+// lines of only spaces and tabs) are skipped; a leading UTF-8 byte order mark is ignored. Every conversion error throws pipeplan::input_error naming file, line and column.
 #pragma once
 
 #include <charconv>
@@ -10,15 +10,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/file.hpp"
 
 namespace pipeplan {
 
@@ -26,11 +26,7 @@ class csv_table {
 public:
     /// Reads and parses a whole file. Throws input_error if it cannot be opened or is malformed.
     static csv_table read(const std::filesystem::path& path) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) throw input_error(path.string(), 0, "", "cannot open file");
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        return parse(ss.str(), path.string());
+        return parse(read_text_file(path), path.string());
     }
 
     /// Parses text; `source` names it in error messages (a path, or e.g. "<stdin>").
@@ -38,6 +34,7 @@ public:
         csv_table t;
         t.source_ = std::move(source);
         std::size_t pos = 0, line = 0;
+        if (text.starts_with("\xEF\xBB\xBF")) pos = 3;  // a UTF-8 byte order mark is not data
         bool have_header = false;
         while (pos < text.size()) {
             ++line;
@@ -84,8 +81,8 @@ public:
             }
             if (!quoted && !field.empty() && field.back() == '\r') field.pop_back();
             fields.push_back(std::move(field));
-            if (fields.size() == 1 && fields[0].empty() && !quoted) continue;  // blank line
             for (auto& f : fields) trim(f);
+            if (fields.size() == 1 && fields[0].empty() && !quoted) continue;  // blank (or only spaces)
             if (!have_header) {
                 t.header_ = std::move(fields);
                 t.header_line_ = start_line;
@@ -93,7 +90,7 @@ public:
                 for (std::size_t i = 0; i < t.header_.size(); ++i)
                     for (std::size_t j = 0; j < i; ++j)
                         if (t.header_[i] == t.header_[j])
-                            throw input_error(t.source_, start_line, t.header_[i],
+                            throw input_error(t.source_, start_line, printable(t.header_[i]),
                                               "duplicate column name in header");
                 continue;
             }
@@ -102,7 +99,14 @@ public:
                                   "expected " + std::to_string(t.header_.size()) +
                                       " fields (as in the header), found " +
                                       std::to_string(fields.size()));
-            for (auto& f : fields) t.cells_.push_back(std::move(f));
+            const std::size_t row_begin = t.chars_.size();
+            t.row_begins_.push_back(row_begin);
+            for (const auto& f : fields) {
+                t.chars_ += f;
+                if (t.chars_.size() - row_begin > std::numeric_limits<std::uint32_t>::max())
+                    throw input_error(t.source_, start_line, "", "line longer than 4 GiB");
+                t.cell_ends_.push_back(static_cast<std::uint32_t>(t.chars_.size() - row_begin));
+            }
             t.lines_.push_back(start_line);
         }
         if (!have_header) throw input_error(t.source_, 0, "", "file is empty (no header line)");
@@ -129,13 +133,16 @@ public:
             std::string have;
             for (const auto& h : header_) have += (have.empty() ? "" : ",") + h;
             throw input_error(source_, header_line_, std::string(name),
-                              "missing required column (header is: " + have + ")");
+                              "missing required column (header is: " + printable(have, 200) + ")");
         }
         return c;
     }
 
     [[nodiscard]] std::string_view cell(std::size_t row, std::size_t col) const {
-        return cells_.at(row * header_.size() + col);
+        if (row >= lines_.size() || col >= header_.size()) throw std::out_of_range("csv_table::cell");
+        const std::size_t i = row * header_.size() + col;
+        const std::size_t begin = col == 0 ? 0 : cell_ends_[i - 1];
+        return std::string_view(chars_).substr(row_begins_[row] + begin, cell_ends_[i] - begin);
     }
 
     /// A finite number; throws input_error naming file, line and column otherwise.
@@ -144,13 +151,13 @@ public:
         double v = 0;
         const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
         if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || !std::isfinite(v))
-            fail(row, col, "expected a number, found '" + std::string(s) + "'");
+            fail(row, col, "expected a number, found '" + printable(s) + "'");
         return v;
     }
     /// A finite number >= 0.
     [[nodiscard]] double non_negative(std::size_t row, std::size_t col) const {
         const double v = number(row, col);
-        if (v < 0) fail(row, col, "expected a non-negative number, found '" + std::string(cell(row, col)) + "'");
+        if (v < 0) fail(row, col, "expected a non-negative number, found '" + printable(cell(row, col)) + "'");
         return v;
     }
     /// An integer in [lo, hi].
@@ -161,9 +168,9 @@ public:
         std::int64_t v = 0;
         const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
         if (s.empty() || ec != std::errc{} || p != s.data() + s.size())
-            fail(row, col, "expected an integer, found '" + std::string(s) + "'");
+            fail(row, col, "expected an integer, found '" + printable(s) + "'");
         if (v < lo || v > hi)
-            fail(row, col, "value " + std::string(s) + " is outside [" + std::to_string(lo) + ", " +
+            fail(row, col, "value " + printable(s) + " is outside [" + std::to_string(lo) + ", " +
                                std::to_string(hi) + "]");
         return v;
     }
@@ -189,7 +196,12 @@ private:
     std::string source_;
     std::vector<std::string> header_;
     std::size_t header_line_ = 1;
-    std::vector<std::string> cells_;
+    // The cells of every data row, row-major, concatenated (4 bytes of overhead per cell and 8
+    // per row, so a table costs little more than its file): cell (r, c) ends cell_ends_[r * columns
+    // + c] bytes after row_begins_[r] in chars_ and starts where cell (r, c - 1) ends.
+    std::string chars_;
+    std::vector<std::size_t> row_begins_;
+    std::vector<std::uint32_t> cell_ends_;
     std::vector<std::size_t> lines_;
 };
 

@@ -7,14 +7,64 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace pipeplan {
 
-/// Base of every exception pipeplan throws.
+/// `text` as it may appear inside a message: control characters (NUL included) are written
+/// `\xNN`, and text longer than `max_bytes` is cut there and marked "... (N bytes)", so a binary
+/// file or a 50 MB line never floods (or silently cuts) an error message.
+[[nodiscard]] inline std::string printable(std::string_view text, std::size_t max_bytes = 80) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    const std::size_t n = text.size() > max_bytes ? max_bytes : text.size();
+    out.reserve(n + 24);
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c == 0x7f) {
+            out.append("\\x").push_back(hex[c >> 4]);
+            out.push_back(hex[c & 15]);
+        } else {
+            out.push_back(static_cast<char>(c));
+        }
+    }
+    if (n < text.size()) out.append("... (").append(std::to_string(text.size())).append(" bytes)");
+    return out;
+}
+
+/// Base of every exception pipeplan throws. The message is kept printable: control characters
+/// other than newline and tab are escaped and it is cut at 4096 bytes (see printable()).
 class error : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit error(const std::string& message) : std::runtime_error(clean(message)) {}
+    explicit error(const char* message) : error(std::string(message)) {}
+
+private:
+    static std::string clean(const std::string& message) {
+        bool plain = message.size() <= max_message_bytes;
+        for (const char ch : message) {
+            const auto c = static_cast<unsigned char>(ch);
+            if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) plain = false;
+        }
+        if (plain) return message;
+        std::string out;
+        std::size_t begin = 0;
+        // Keep newlines and tabs (multi-line messages), escape the rest piece by piece.
+        for (std::size_t i = 0; i <= message.size() && out.size() < max_message_bytes; ++i) {
+            if (i == message.size() || message[i] == '\n' || message[i] == '\t') {
+                out += printable(std::string_view(message).substr(begin, i - begin), max_message_bytes);
+                if (i < message.size()) out.push_back(message[i]);
+                begin = i + 1;
+            }
+        }
+        if (out.size() > max_message_bytes) {
+            out.resize(max_message_bytes);
+            out.append("... (message cut)");
+        }
+        return out;
+    }
+    static constexpr std::size_t max_message_bytes = 4096;
 };
 
 /// A caller passed a value outside the documented domain (an unknown name, a negative size...).

@@ -68,6 +68,8 @@ public:
             throw invalid_argument("profile directory '" + dir.string() + "' does not exist");
         const std::string name(model_name);
         const fs::path timing = dir / (name + "_timing.csv");
+        if (!name.empty() && fs::exists(timing, ec) && !fs::is_regular_file(timing, ec))
+            throw input_error(timing.string(), 0, "", "is not a regular file (a profile is three CSV files)");
         if (name.empty() || !fs::is_regular_file(timing, ec)) {
             const auto models = available_models(dir);
             std::string list;
@@ -79,7 +81,11 @@ public:
         const csv_table timing_table = csv_table::read(timing);
         const csv_table activation_table = csv_table::read(dir / (name + "_activation.csv"));
         const csv_table state_table = csv_table::read(dir / (name + "_model_state.csv"));
-        return from_csv(timing_table, activation_table, state_table, mode, name);
+        profile_cost_model m = from_csv(timing_table, activation_table, state_table, mode, name);
+        for (const csv_table* t : {&timing_table, &activation_table, &state_table})
+            if (t->rows() == 0) throw input_error(t->source(), 0, "", "no data rows (the file has only a header)");
+        m.check_embedding_rows(state_table.source());
+        return m;
     }
 
     /// The model names (file prefixes of `<name>_timing.csv`) in `dir`, sorted.
@@ -239,6 +245,7 @@ private:
         double value;
         const csv_table* table;  // for error messages
         std::size_t row;
+        std::size_t slot;  // grid slot, set once the tp degrees are known
     };
     struct state_entry {
         int tp;
@@ -249,10 +256,24 @@ private:
 
     profile_cost_model() = default;
 
+    // A profile on disk must price the embedding wherever it prices layers' parameters:
+    // otherwise model states would silently count 0 MB for it.
+    void check_embedding_rows(const std::string& state_source) const {
+        for (const int tp : tps_)
+            for (const recompute_mode r : all_recompute_modes) {
+                const bool layers = parameter_mb(component::encoder, tp, r).ok() ||
+                                    parameter_mb(component::decoder, tp, r).ok();
+                if (layers && !parameter_mb(component::embedding, tp, r).ok())
+                    throw input_error(state_source, 0, "component",
+                                      "no 'embedding' row for tp " + std::to_string(tp) + ", recompute " +
+                                          std::string(to_string(r)) +
+                                          " (the layers of that configuration have one; model states need both)");
+            }
+    }
+
     [[nodiscard]] int tp_slot(int tp) const noexcept {
-        for (std::size_t i = 0; i < tps_.size(); ++i)
-            if (tps_[i] == tp) return static_cast<int>(i);
-        return -1;
+        const auto it = std::lower_bound(tps_.begin(), tps_.end(), tp);  // tps_ is sorted
+        return it != tps_.end() && *it == tp ? static_cast<int>(it - tps_.begin()) : -1;
     }
 
     [[nodiscard]] estimate<double> lookup(std::size_t slot, const layer_query& q,
@@ -341,18 +362,19 @@ private:
 
     void build_grids(std::vector<entry>& entries) {
         // Group entries by slot, then by coordinates (stable: keeps file order within a key).
-        std::stable_sort(entries.begin(), entries.end(), [this](const entry& a, const entry& b) {
-            const std::size_t sa = slot_of(a), sb = slot_of(b);
-            if (sa != sb) return sa < sb;
+        // The slot is computed once per entry: O(n log n) in all, whatever the number of tps.
+        for (auto& e : entries) e.slot = slot_of(e);
+        std::stable_sort(entries.begin(), entries.end(), [](const entry& a, const entry& b) {
+            if (a.slot != b.slot) return a.slot < b.slot;
             if (a.mbs != b.mbs) return a.mbs < b.mbs;
             if (a.enc != b.enc) return a.enc < b.enc;
             return a.dec < b.dec;
         });
         std::vector<double> repeats;
         for (std::size_t begin = 0; begin < entries.size();) {
-            const std::size_t slot = slot_of(entries[begin]);
+            const std::size_t slot = entries[begin].slot;
             std::size_t end = begin;
-            while (end < entries.size() && slot_of(entries[end]) == slot) ++end;
+            while (end < entries.size() && entries[end].slot == slot) ++end;
             std::array<std::vector<double>, profile_grid::axes> axis_values;
             for (std::size_t i = begin; i < end; ++i) {
                 axis_values[0].push_back(entries[i].mbs);
@@ -378,6 +400,16 @@ private:
                     }
                 }
             }
+            // A dense grid far larger than its measurements (scattered lengths) would cost memory
+            // out of all proportion to the file: refuse it.
+            const double cells = static_cast<double>(axis_values[0].size()) * static_cast<double>(axis_values[1].size()) *
+                                 static_cast<double>(axis_values[2].size());
+            if (cells > std::max(65536.0, 64.0 * static_cast<double>(end - begin)))
+                entries[begin].table->fail(entries[begin].row, entries[begin].table->column("mbs"),
+                                           "the " + std::to_string(end - begin) +
+                                               " measurements of this tp/recompute/component span a grid of " +
+                                               std::to_string(static_cast<long long>(cells)) +
+                                               " (mbs x enc_seqlen x dec_seqlen) points: too sparse to interpolate");
             auto index_of = [&](std::size_t k, double v) {
                 return static_cast<std::size_t>(std::lower_bound(axis_values[k].begin(), axis_values[k].end(), v) -
                                                 axis_values[k].begin());

@@ -42,6 +42,11 @@ inline double nice_step(double span, double target) {
     const double raw = span / target, p = std::pow(10.0, std::floor(std::log10(raw))), m = raw / p;
     return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
 }
+/// The number of whole steps in [0, span] (plus a little slack), at most 1000.
+inline int tick_count(double span, double step) {
+    if (!(step > 0.0) || !std::isfinite(span / step)) return 0;
+    return static_cast<int>(std::min(1000.0, std::floor(span / step + 1e-9)));
+}
 inline double hue_of(std::uint32_t mb) { return std::fmod(static_cast<double>(mb) * 137.508, 360.0); }
 inline std::string xml_escape(std::string_view in) {
     std::string o;
@@ -66,6 +71,7 @@ inline const char* device_colour(std::size_t d) {
 /// Writes the chart of `r` (needs the timeline; the memory panel needs the memory curve).
 inline void write_svg(std::ostream& out, const simulation_result& r, const pipeline_schedule& s,
                       const svg_options& o = {}) {
+    require_finite(r);  // nothing non-finite is drawn (and the tick loops below stay bounded)
     using detail::fmt;
     const std::size_t D = r.timeline.size();
     const double left = 92.0, right = 24.0, top = 46.0, gap = 4.0;
@@ -94,12 +100,14 @@ inline void write_svg(std::ostream& out, const simulation_result& r, const pipel
     // Time grid and axis.
     const double step = detail::nice_step(span, 10.0);
     out << "<g stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
-    for (double t = 0.0; t <= span + 1e-9; t += step)
-        out << "<line x1=\"" << fmt(x(t)) << "\" y1=\"" << fmt(top - 4) << "\" x2=\"" << fmt(x(t)) << "\" y2=\""
+    // Ticks are counted, not accumulated: a float sum could stall and never reach the end.
+    const int ticks = detail::tick_count(span, step);
+    for (int i = 0; i <= ticks; ++i)
+        out << "<line x1=\"" << fmt(x(i * step)) << "\" y1=\"" << fmt(top - 4) << "\" x2=\"" << fmt(x(i * step)) << "\" y2=\""
             << fmt(mem_top + mem_h) << "\"/>\n";
     out << "</g>\n<g text-anchor=\"middle\" fill=\"#333\">\n";
-    for (double t = 0.0; t <= span + 1e-9; t += step)
-        out << "<text x=\"" << fmt(x(t)) << "\" y=\"" << fmt(axis_y + 14) << "\">" << fmt(t, step < 1.0 ? 2 : 0)
+    for (int i = 0; i <= ticks; ++i)
+        out << "<text x=\"" << fmt(x(i * step)) << "\" y=\"" << fmt(axis_y + 14) << "\">" << fmt(i * step, step < 1.0 ? 2 : 0)
             << "</text>\n";
     out << "<text x=\"" << fmt(left + plot_w / 2) << "\" y=\"" << fmt(axis_y + 30) << "\">time (ms)</text>\n</g>\n";
 
@@ -147,15 +155,18 @@ inline void write_svg(std::ostream& out, const simulation_result& r, const pipel
     if (std::isfinite(o.memory_limit_mb)) mem_max = std::max(mem_max, o.memory_limit_mb);
     if (mem_max <= 0.0) mem_max = 1.0;
     const double mstep = detail::nice_step(mem_max, 4.0);
-    const double mtop = std::ceil(mem_max / mstep) * mstep;
+    double mtop = std::ceil(mem_max / mstep) * mstep;
+    if (!std::isfinite(mtop)) mtop = mem_max;
     auto my = [&](double m) { return mem_top + mem_h - m / mtop * mem_h; };
     out << "<text x=\"" << fmt(left) << "\" y=\"" << fmt(mem_top - 8) << "\" font-weight=\"bold\">memory per device (MB)</text>\n";
     out << "<rect x=\"" << fmt(left) << "\" y=\"" << fmt(mem_top) << "\" width=\"" << fmt(plot_w) << "\" height=\""
         << fmt(mem_h) << "\" fill=\"none\" stroke=\"#999\"/>\n";
-    for (double m = 0.0; m <= mtop + 1e-9; m += mstep)
+    for (int i = 0, n = detail::tick_count(mtop, mstep); i <= n; ++i) {
+        const double m = i * mstep;
         out << "<text x=\"" << fmt(left - 6) << "\" y=\"" << fmt(my(m) + 4) << "\" text-anchor=\"end\" fill=\"#333\">"
             << fmt(m, 0) << "</text><line x1=\"" << fmt(left) << "\" y1=\"" << fmt(my(m)) << "\" x2=\"" << fmt(left + plot_w)
             << "\" y2=\"" << fmt(my(m)) << "\" stroke=\"#eee\"/>\n";
+    }
     if (std::isfinite(o.memory_limit_mb))
         out << "<line x1=\"" << fmt(left) << "\" y1=\"" << fmt(my(o.memory_limit_mb)) << "\" x2=\"" << fmt(left + plot_w)
             << "\" y2=\"" << fmt(my(o.memory_limit_mb)) << "\" stroke=\"#c00\" stroke-dasharray=\"6,4\"/><text x=\""

@@ -7,12 +7,15 @@
 // Written without a JSON library.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <string>
 #include <string_view>
 
+#include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/simulator.hpp"
 
@@ -58,8 +61,38 @@ inline const char* category(op_kind k) {
 }
 }  // namespace detail
 
+/// Throws pipeplan::error when any figure of `r` is not finite (times that sum past the range of
+/// a double): such a result is never printed, traced or drawn.
+inline void require_finite(const simulation_result& r) {
+    const auto bad = [](double x) { return !std::isfinite(x); };
+    const auto fail = [](const std::string& what) {
+        throw error("the simulation produced a non-finite " + what +
+                    ": the scenario's times or memory sum beyond the range of a double");
+    };
+    if (bad(r.makespan_ms)) fail("makespan");
+    if (bad(r.lower_bound_ms) || bad(r.makespan_over_lower_bound)) fail("lower bound");
+    for (const auto* v : {&r.busy_ms, &r.bubble_fraction, &r.peak_memory_mb, &r.final_memory_mb})
+        for (const double x : *v)
+            if (bad(x)) fail("per-device figure (busy time, bubble or memory)");
+    for (const auto& dev : r.timeline)
+        for (const op_timing& t : dev)
+            if (bad(t.start_ms) || bad(t.end_ms)) fail("op start or end time");
+    for (const auto& dev : r.memory_mb)
+        for (const memory_point& p : dev)
+            if (bad(p.time_ms) || bad(p.memory_mb)) fail("point of the memory curve");
+}
+
 /// Writes the trace of `r` (which must hold the timeline; the memory curve is optional).
+/// Throws pipeplan::error (before writing anything) when a figure is not finite.
 inline void write_chrome_trace(std::ostream& out, const simulation_result& r, const pipeline_schedule& s) {
+    require_finite(r);
+    // The trace counts microseconds: every time must stay finite after scaling.
+    double latest_ms = r.makespan_ms;
+    for (const auto& dev : r.memory_mb)
+        for (const memory_point& p : dev) latest_ms = std::max(latest_ms, p.time_ms);
+    if (!std::isfinite(latest_ms * 1000.0))
+        throw error("the simulation's times (up to " + std::to_string(latest_ms) +
+                    " ms) are too large for a trace in microseconds");
     using detail::num;
     out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
     out << R"({"name":"process_name","ph":"M","pid":0,"args":{"name":"pipeline )" << detail::escape(s.name) << "\"}}";
