@@ -238,6 +238,16 @@ TEST_CASE("cli hardening 2: lost standard output and unwritable outputs are erro
     CHECK(!fs::exists(d / "no"));
 }
 
+// ---- finding 3: deeply nested JSON is rejected at once ------------------------------------
+
+TEST_CASE("cli hardening 3: a scenario nested a million deep is an immediate error") {
+    temp_dir d;
+    const std::string path = d / "deep.json";
+    write(path, "{\"stages\":\n" + std::string(1000000, '[') + std::string(1000000, ']') + "}");
+    const auto r = run_cli(simulate(path));
+    check_error(r, {"deep.json:2", "nested deeper than 64"});
+}
+
 // ---- finding 4: flags are range-checked, errors name their input, usage errors exit 1 ---------
 
 TEST_CASE("cli hardening 4: out-of-range flags are usage errors (exit 1) naming the flag") {
@@ -259,6 +269,10 @@ TEST_CASE("cli hardening 4: out-of-range flags are usage errors (exit 1) naming 
     check_error(run_cli({"cost", "--model", "analytic:gpt-6.7b", "--mbs", "1", "--seqlen", "8", "--bogus"}),
                 {"--bogus"});
     check_error(run_cli({"simulate"}), {"--scenario"});  // a missing required flag
+    // A JSON number beyond a double names the file and its line.
+    const std::string big = d / "big.json";
+    write(big, "{\"stages\": 2,\n \"microbatches\": [{\"forward_ms\": [1e400, 1]}]}");
+    check_error(run_cli(simulate(big)), {"big.json:2", "number overflow"});
     CHECK(run_cli({"simulate", "--help"}).exit_code == 0);
 }
 

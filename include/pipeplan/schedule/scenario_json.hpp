@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/file.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/scenario.hpp"
 #include "pipeplan/schedule/simulator.hpp"
@@ -233,11 +234,60 @@ scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
     });
 }
 
+namespace detail {
+
+/// The deepest nesting a scenario file may have (a scenario needs 3 levels). Checked by one
+/// linear scan before parsing, so that a deeply nested file is rejected at once (and every
+/// later step, the line finder included, stays linear).
+inline constexpr std::size_t max_json_depth = 64;
+
+/// Throws input_error naming the line where `text` nests deeper than max_json_depth.
+inline void check_json_depth(std::string_view text, const std::string& source) {
+    std::size_t depth = 0, line = 1;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (c == '\n') ++line;
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_json_depth)
+                throw input_error(source, line, "",
+                                  "JSON nested deeper than " + std::to_string(max_json_depth) +
+                                      " levels (a scenario has 3)");
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+}
+
+/// The line of the first occurrence of `token` in `text` (1 when absent).
+inline std::size_t line_of_token(std::string_view text, std::string_view token) {
+    const std::size_t at = token.empty() ? std::string_view::npos : text.find(token);
+    std::size_t line = 1;
+    for (std::size_t k = 0; at != std::string_view::npos && k < at; ++k) line += text[k] == '\n';
+    return line;
+}
+
+}  // namespace detail
+
 /// Parses scenario JSON text; `source` names it in errors.
 [[nodiscard]] inline scenario parse_scenario_json(std::string_view text, const std::string& source) {
+    detail::check_json_depth(text, source);
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text.begin(), text.end());
+    } catch (const nlohmann::json::out_of_range& e) {
+        // A number outside the range of a double ("number overflow parsing '1e400'").
+        std::string what = e.what();
+        const auto q = what.find('\'');
+        const auto q2 = q == std::string::npos ? q : what.find('\'', q + 1);
+        const std::string token = q2 == std::string::npos ? std::string() : what.substr(q + 1, q2 - q - 1);
+        if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+        throw input_error(source, detail::line_of_token(text, token), "", "invalid JSON: " + what);
     } catch (const nlohmann::json::parse_error& e) {
         // e.byte is 1-based offset of the error: count the lines before it.
         std::size_t line = 1;
@@ -246,17 +296,15 @@ scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
         std::string what = e.what();
         if (const auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
         throw input_error(source, line, "", "invalid JSON: " + what);
+    } catch (const nlohmann::json::exception& e) {
+        throw input_error(source, 0, "", std::string("invalid JSON: ") + e.what());
     }
     return scenario_from_json(j, source, text);
 }
 
 /// Reads a scenario file. Throws input_error naming the file, line and field path.
 [[nodiscard]] inline scenario read_scenario_json(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw input_error(path.string(), 0, "", "cannot open file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parse_scenario_json(ss.str(), path.string());
+    return parse_scenario_json(read_text_file(path), path.string());
 }
 
 /// ADL customization point: json -> scenario (errors name the source "<json>").
