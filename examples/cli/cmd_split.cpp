@@ -13,7 +13,7 @@
 #include "model_spec.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/batching/json.hpp"
-#include "pipeplan/batching/to_scenario.hpp"
+#include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/schedule/scenario_json.hpp"
 #include "pipeplan/core/error.hpp"
@@ -138,9 +138,9 @@ void split_with(const Model& model, const std::vector<batching::sample>& batch, 
     }
     if (o.dp > 0) batching::balance_result(r, o.dp);
     if (!o.scenario_out.empty()) {
-        batching::scenario_options so;
+        bridge::scenario_options so;
         so.hidden_size = o.hidden_size;
-        const nlohmann::json sj = batching::make_scenario_from_split(model, r, cfg, so);
+        const nlohmann::json sj = bridge::make_scenario_from_split(model, r, cfg, so);
         write_output_file(o.scenario_out, sj.dump(2) + "\n");
     }
     // With --scenario-out - (standard output) the summary goes to standard error.

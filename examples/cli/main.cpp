@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         // --help exits 0; every usage error (CLI11's own codes 100-115) exits 1.
         return app.exit(e) == 0 ? 0 : 1;
+    } catch (const pipeplan::limit_exceeded& e) {
+        std::fprintf(stderr, "pipeplan: error: %s\n", e.what());
+        return 3;
     } catch (const pipeplan::error& e) {
         std::fprintf(stderr, "pipeplan: error: %s\n", e.what());
         return 1;

@@ -408,9 +408,18 @@ TEST_CASE("cli hardening 7: flags that do not apply, and values that would be ch
     check_error(run_cli(split(b, {"--dp", "0"})), {"--dp"});
     check_error(run_cli(simulate(scenario(d), {"--search-order", "--seed", "-1"})), {"--seed"});
     check_error(run_cli(simulate(scenario(d), {"--seed", "3"})), {"--seed does not apply", "--search-order"});
-    check_error(run_cli(simulate(scenario(d), {"--chunks", "2"})), {"--chunks does not apply"});
+    check_error(run_cli(simulate(scenario(d), {"--chunks", "2"})), {"--chunks 2 does not apply", "1f1b"});
     small_profile(d);
     const auto r = run_cli({"cost", "--profiles", d.path.string(), "--model", "m", "--mbs", "1", "--seqlen", "20",
                             "--dec-seqlen", "8"});
     check_error(r, {"--dec-seqlen does not apply", "decoder-only"});
+}
+
+TEST_CASE("cli hardening 7: the zb-h1 memory error names zb-h1") {
+    temp_dir d;
+    const auto r = run_cli({"simulate", "--scenario", scenario(d), "--schedule", "zb-h1", "--memory-limit-mb", "2"});
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 3);  // a plan over a resource limit (pipeplan::limit_exceeded)
+    CHECK(contains(r.err, "zb-h1 schedule: micro-batch 0 alone needs"));
+    CHECK(!contains(r.err, "adaptive"));
 }

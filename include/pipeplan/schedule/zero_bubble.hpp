@@ -32,6 +32,7 @@ struct zb_h1 {
         s.placement = stage_placement::linear(sc.stages);
         s.w_share = w_share;
         discovery_policy pol;
+        pol.schedule = s.name;
         pol.memory_limit_mb = memory_limit_mb;
         pol.w_share = w_share;
         pol.inflight_limit.resize(sc.stages);
