@@ -58,6 +58,7 @@ private:
 struct antichain_state {
     std::vector<layer_vertex> antichain;  ///< augmented antichain (PipeDream's `antichain`)
     double compute_s = 0;                 ///< forward + backward of every layer up to here (s)
+    double forward_s = 0;                 ///< forward of every layer up to here (s)
     double activation_bytes = 0;          ///< activation bytes of every layer up to here
     double parameter_bytes = 0;           ///< parameter bytes of every layer up to here
     double output_activation_bytes = 0;   ///< activations leaving the antichain (sent at a cut)
@@ -207,9 +208,15 @@ struct kept_graph {
 
 }  // namespace detail
 
+/// The default cap on antichain states: graphs with many wide parallel branches (Inception's
+/// modules) have a number of antichains that grows as the product of the branch lengths.
+inline constexpr std::size_t default_max_antichain_states = 20000;
+
 /// Builds the antichain DAG of `g` and its states in topological order. Throws invalid_argument
-/// for an empty graph (after inputs are set aside).
-[[nodiscard]] inline antichain_dag build_antichain_dag(const layer_graph& g) {
+/// for an empty graph (after inputs are set aside), pipeplan::error when there are more than
+/// `max_states` antichains.
+[[nodiscard]] inline antichain_dag build_antichain_dag(const layer_graph& g,
+                                                       std::size_t max_states = default_max_antichain_states) {
     antichain_dag dag;
     const auto k = detail::keep_layers(g, dag);
     layer_vertex first = k.n;
@@ -245,6 +252,9 @@ struct kept_graph {
         expanded[id] = 1;
         for (auto& next : detail::next_antichains(k, a)) {
             const std::size_t nid = intern(next);
+            if (antichains.size() > max_states)
+                throw error("layer graph: more than " + std::to_string(max_states) +
+                            " antichain states (parallel branches multiply them); the optimizer would not finish");
             succ[id].push_back(nid);
             queue.push_back(std::move(next));
         }
@@ -275,6 +285,7 @@ struct kept_graph {
         }
         past.for_each([&](std::size_t v) {
             st.compute_s += g[v].compute_ms() / 1000.0;
+            st.forward_s += g[v].forward_ms / 1000.0;
             st.activation_bytes += g[v].activation_bytes();
             st.parameter_bytes += g[v].parameter_bytes;
         });

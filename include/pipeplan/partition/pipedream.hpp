@@ -120,32 +120,26 @@ private:
 };
 
 /// Range sums of PipeDream's compute_times / activation_sizes / parameter_sizes: row 0 is the
-/// prefix up to j, row i >= 1 the range (i-1, j]; NaN for j < i.
+/// prefix up to j, row i >= 1 the range (i-1, j]; NaN for j < i. Compute times come from the
+/// states until a lower level replaces them with its best times (then they are a table).
 struct range_sums {
     const antichain_dag* dag = nullptr;
-    std::vector<double> compute;  ///< (n+1) x n; replaced by the lower level's best times
+    std::vector<double> replaced;  ///< (n+1) x n once a lower level ran; empty before
     std::size_t n = 0;
-    [[nodiscard]] double& time(std::size_t i, std::size_t j) { return compute[i * n + j]; }
+    [[nodiscard]] double time(std::size_t i, std::size_t j) const {
+        if (!replaced.empty()) return replaced[i * n + j];
+        return j < i ? std::numeric_limits<double>::quiet_NaN() : sum(&antichain_state::compute_s, i, j);
+    }
     [[nodiscard]] double sum(double antichain_state::*field, std::size_t i, std::size_t j) const {
         const auto& s = dag->states;
         return i == 0 ? s[j].*field : s[j].*field - s[i - 1].*field;
     }
 };
 
-[[nodiscard]] inline range_sums make_range_sums(const antichain_dag& dag) {
-    range_sums r;
-    r.dag = &dag;
-    r.n = dag.states.size();
-    r.compute.assign((r.n + 1) * r.n, std::numeric_limits<double>::quiet_NaN());
-    for (std::size_t i = 0; i <= r.n; ++i)
-        for (std::size_t j = i; j < r.n; ++j) r.compute[i * r.n + j] = r.sum(&antichain_state::compute_s, i, j);
-    return r;
-}
-
 [[nodiscard]] inline double ceil_ratio(int a, int b) { return std::ceil(static_cast<double>(a) / b); }
 
 /// Fills row i's one-stage cells (PipeDream's first loop).
-inline void fill_single_stages(dp_table& A, range_sums& sums, std::size_t i, const pipedream_options& opt, int W,
+inline void fill_single_stages(dp_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W,
                                double bw, int within) {
     const std::size_t n = sums.n;
     const int max_m = opt.straight_pipeline ? 1 : W;
@@ -164,7 +158,7 @@ inline void fill_single_stages(dp_table& A, range_sums& sums, std::size_t i, con
 }
 
 /// Fills row i's multi-stage cells (PipeDream's second loop).
-inline void fill_pipelines(dp_table& A, range_sums& sums, std::size_t i, const pipedream_options& opt, int W, double bw) {
+inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W, double bw) {
     const antichain_dag& dag = *sums.dag;
     const std::size_t n = sums.n;
     const double c = opt.activation_compression;
@@ -230,13 +224,27 @@ inline void fill_pipelines(dp_table& A, range_sums& sums, std::size_t i, const p
 
 }  // namespace detail
 
+/// The most memory the lower levels' DP tables may take (bytes).
+inline constexpr double max_table_bytes = 4e9;
+
 /// Runs PipeDream's hierarchical optimizer on the antichain DAG `dag`. Throws invalid_argument
 /// for bad options and pipeplan::error when no partition satisfies them (e.g. a memory limit
 /// nothing fits, or a straight pipeline with more workers than states).
 [[nodiscard]] inline pipedream_result optimize_pipedream(const antichain_dag& dag, const pipedream_options& opt) {
     opt.validate();
     const std::size_t n = dag.states.size();
-    auto sums = detail::make_range_sums(dag);
+    detail::range_sums sums{&dag, {}, n};
+    if (opt.levels.size() > 1) {
+        // Lower levels fill (n+1) x n x W cells: refuse what would not fit in memory.
+        const double cells = static_cast<double>(n + 1) * static_cast<double>(n);
+        double bytes = cells * sizeof(double);
+        for (std::size_t l = 0; l + 1 < opt.levels.size(); ++l) bytes += cells * opt.levels[l].workers * sizeof(detail::dp_cell);
+        if (bytes > max_table_bytes)
+            throw error("pipedream optimizer: " + std::to_string(n) + " antichain states need " +
+                        std::to_string(static_cast<long long>(bytes / 1e6)) +
+                        " MB of tables for the lower levels (limit " + std::to_string(static_cast<long long>(max_table_bytes / 1e6)) +
+                        " MB); use one level or a smaller graph");
+    }
     std::vector<detail::dp_table> tables;
     int within = 1;
     for (std::size_t l = 0; l < opt.levels.size(); ++l) {
@@ -248,8 +256,12 @@ inline void fill_pipelines(dp_table& A, range_sums& sums, std::size_t i, const p
         auto& A = tables.back();
         for (std::size_t i = 0; i < rows; ++i) detail::fill_single_stages(A, sums, i, opt, W, bw, within);
         for (std::size_t i = 0; i < rows; ++i) detail::fill_pipelines(A, sums, i, opt, W, bw);
-        for (std::size_t i = 0; i < rows; ++i)
-            for (std::size_t j = 0; j < n; ++j) sums.time(i, j) = A.at(i, j, W - 1).time;
+        if (!top) {
+            std::vector<double> next((n + 1) * n);
+            for (std::size_t i = 0; i <= n; ++i)
+                for (std::size_t j = 0; j < n; ++j) next[i * n + j] = A.at(i, j, W - 1).time;
+            sums.replaced = std::move(next);
+        }
         within = W;
     }
     pipedream_result res;
@@ -275,6 +287,8 @@ inline void fill_pipelines(dp_table& A, range_sums& sums, std::size_t i, const p
             out.time_per_minibatch_s = std::max(out.time_per_minibatch_s, cell.time);
             for (auto& s : detail::trace_stages(tables[l], dag, start, end, out.workers,
                                                 out.bandwidth_bytes_per_s, opt.activation_compression)) {
+                if (l > 0)  // a unit of this level runs the range as the level below's pipeline
+                    s.compute_s = tables[l - 1].at(s.start, s.end - 1, opt.levels[l - 1].workers - 1).time / s.replicas;
                 next.push_back({s.start, s.end});
                 out.bottleneck_stage_s = std::max(out.bottleneck_stage_s, s.time_s());
                 out.stages.push_back(s);
