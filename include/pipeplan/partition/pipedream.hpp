@@ -157,35 +157,40 @@ inline void fill_single_stages(dp_table& A, const range_sums& sums, std::size_t 
     }
 }
 
-/// Fills row i's multi-stage cells (PipeDream's second loop).
-inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W, double bw) {
+/// Fills row i's multi-stage cells (PipeDream's second loop). Loops run j, k, m, r instead of
+/// PipeDream's m, j, k, r so that the range sums of (k, j] are computed once; every cell still
+/// sees its candidates in PipeDream's order (k, then r; the first strictly better one wins) and
+/// the same arithmetic, so ties break the same way.
+inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W,
+                           double bw) {
     const antichain_dag& dag = *sums.dag;
     const std::size_t n = sums.n;
     const double c = opt.activation_compression;
-    for (int m = 1; m < W; ++m)
-        for (std::size_t j = i + 1; j < n; ++j) {
-            dp_cell best = A.at(i, j, m);
-            for (std::size_t k : dag.states[j].ancestors) {
-                if (i > 0 && dag.ancestors_of_state[i - 1].contains(k)) continue;
+    for (std::size_t j = i + 1; j < n; ++j) {
+        const double out_2o = 2.0 * dag.states[j].output_activation_bytes;
+        for (std::size_t k : dag.states[j].ancestors) {
+            if (i > 0 && dag.ancestors_of_state[i - 1].contains(k)) continue;
+            const double compute = sums.time(k + 1, j);
+            if (std::isnan(compute)) continue;
+            const double par = sums.sum(&antichain_state::parameter_bytes, k + 1, j);
+            const double stash = sums.sum(&antichain_state::activation_bytes, k + 1, j) + par;
+            const double in_2o = 2.0 * dag.states[k].output_activation_bytes;
+            for (int m = 1; m < W; ++m) {
+                dp_cell& best = A.at(i, j, m);
                 const int max_r = opt.straight_pipeline ? 1 : m;
                 for (int r = 1; r <= max_r; ++r) {
-                    const double in_t = 2.0 * dag.states[k].output_activation_bytes / (bw * r) / c;
-                    const double out_t = j + 1 < n ? 2.0 * dag.states[j].output_activation_bytes / (bw * r) / c : 0.0;
-                    double last = sums.time(k + 1, j);
-                    if (std::isnan(last)) continue;
-                    const double par = sums.sum(&antichain_state::parameter_bytes, k + 1, j);
-                    const double act = sums.sum(&antichain_state::activation_bytes, k + 1, j);
-                    if (opt.memory_limit_bytes && (act + par) * ceil_ratio(W - (m + 1), r) > *opt.memory_limit_bytes)
-                        continue;
-                    last = (last + 4.0 * (r - 1) * par / (bw * r)) / r;
+                    if (opt.memory_limit_bytes && stash * ceil_ratio(W - (m + 1), r) > *opt.memory_limit_bytes) continue;
                     const dp_cell& rest = A.at(i, k, m - r);
                     if (!rest.ok()) continue;
+                    const double last = (compute + 4.0 * (r - 1) * par / (bw * r)) / r;
+                    const double in_t = in_2o / (bw * r) / c;
+                    const double out_t = j + 1 < n ? out_2o / (bw * r) / c : 0.0;
                     const double t = std::max({rest.time, last, in_t, out_t});
                     if (!best.ok() || best.time > t) best = dp_cell{t, k, m - r, r};
                 }
             }
-            A.at(i, j, m) = best;
         }
+    }
 }
 
 /// Walks the choices of A[start][end-1][W-1] back into stages [start, end) (PipeDream's
