@@ -166,6 +166,8 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
     const antichain_dag& dag = *sums.dag;
     const std::size_t n = sums.n;
     const double c = opt.activation_compression;
+    const int max_r_all = opt.straight_pipeline ? 1 : W - 1;
+    std::vector<double> stage_t(static_cast<std::size_t>(max_r_all) + 1);  // last stage on r workers
     for (std::size_t j = i + 1; j < n; ++j) {
         const double out_2o = 2.0 * dag.states[j].output_activation_bytes;
         for (std::size_t k : dag.states[j].ancestors) {
@@ -175,6 +177,12 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
             const double par = sums.sum(&antichain_state::parameter_bytes, k + 1, j);
             const double stash = sums.sum(&antichain_state::activation_bytes, k + 1, j) + par;
             const double in_2o = 2.0 * dag.states[k].output_activation_bytes;
+            for (int r = 1; r <= max_r_all; ++r) {
+                const double last = (compute + 4.0 * (r - 1) * par / (bw * r)) / r;
+                const double in_t = in_2o / (bw * r) / c;
+                const double out_t = j + 1 < n ? out_2o / (bw * r) / c : 0.0;
+                stage_t[static_cast<std::size_t>(r)] = std::max({last, in_t, out_t});
+            }
             for (int m = 1; m < W; ++m) {
                 dp_cell& best = A.at(i, j, m);
                 const int max_r = opt.straight_pipeline ? 1 : m;
@@ -182,10 +190,7 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
                     if (opt.memory_limit_bytes && stash * ceil_ratio(W - (m + 1), r) > *opt.memory_limit_bytes) continue;
                     const dp_cell& rest = A.at(i, k, m - r);
                     if (!rest.ok()) continue;
-                    const double last = (compute + 4.0 * (r - 1) * par / (bw * r)) / r;
-                    const double in_t = in_2o / (bw * r) / c;
-                    const double out_t = j + 1 < n ? out_2o / (bw * r) / c : 0.0;
-                    const double t = std::max({rest.time, last, in_t, out_t});
+                    const double t = std::max(rest.time, stage_t[static_cast<std::size_t>(r)]);
                     if (!best.ok() || best.time > t) best = dp_cell{t, k, m - r, r};
                 }
             }
