@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 #include "pipeplan/cost/concept.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
 #include "pipeplan/cost/types.hpp"
@@ -117,20 +118,14 @@ template <cost_model Model>
 /// How to balance the stages.
 enum class shard_method : std::uint8_t { parameters = 0, layers = 1, time = 2 };
 
-[[nodiscard]] constexpr std::string_view to_string(shard_method m) noexcept {
-    switch (m) {
-        case shard_method::parameters: return "parameters";
-        case shard_method::layers: return "layers";
-        case shard_method::time: return "time";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(shard_method) noexcept {
+    return name_table<shard_method, 3>{
+        "sharding method",
+        {{{shard_method::parameters, "parameters"}, {shard_method::layers, "layers"}, {shard_method::time, "time"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(shard_method m) noexcept { return name_of(m); }
 /// Parses "parameters", "layers" or "time"; throws invalid_argument listing them otherwise.
-[[nodiscard]] inline shard_method parse_shard_method(std::string_view s) {
-    for (auto m : {shard_method::parameters, shard_method::layers, shard_method::time})
-        if (to_string(m) == s) return m;
-    throw invalid_argument("unknown sharding method '" + std::string(s) + "' (valid: parameters, layers, time)");
-}
+[[nodiscard]] inline shard_method parse_shard_method(std::string_view s) { return parse_name<shard_method>(s); }
 
 /// A sharding: layers per stage and what each stage costs.
 struct shard_result {
