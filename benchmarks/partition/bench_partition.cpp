@@ -77,6 +77,19 @@ pp::pipedream_options workers(int w) {
     return o;
 }
 
+/// Times the whole optimizer (antichain DAG + DP) on `g`.
+void time_optimizer(benchmark::State& st, const pp::layer_graph& g, const pp::pipedream_options& opt) {
+    std::size_t states = 0;
+    for (auto _ : st) {
+        const auto dag = pp::build_antichain_dag(g);
+        auto r = pp::optimize_pipedream(dag, opt);
+        states = r.states;
+        benchmark::DoNotOptimize(r.time_per_minibatch_s);
+    }
+    st.counters["layers"] = static_cast<double>(boost::num_vertices(g));
+    st.counters["states"] = static_cast<double>(states);
+}
+
 void BM_PipeDream(benchmark::State& st, const char* model) {
     const auto dir = pipeplan::test::shared_data_dir();
     if (!dir) {
@@ -91,15 +104,7 @@ void BM_PipeDream(benchmark::State& st, const char* model) {
         st.SkipWithError(e.what());
         return;
     }
-    std::size_t states = 0;
-    for (auto _ : st) {
-        const auto dag = pp::build_antichain_dag(g);
-        auto r = pp::optimize_pipedream(dag, opt);
-        states = r.states;
-        benchmark::DoNotOptimize(r.time_per_minibatch_s);
-    }
-    st.counters["layers"] = static_cast<double>(boost::num_vertices(g));
-    st.counters["states"] = static_cast<double>(states);
+    time_optimizer(st, g, opt);
 }
 BENCHMARK_CAPTURE(BM_PipeDream, vgg16, "vgg16")->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PipeDream, resnet50, "resnet50")->Arg(16)->Unit(benchmark::kMillisecond);
@@ -109,15 +114,7 @@ BENCHMARK_CAPTURE(BM_PipeDream, densenet121, "densenet121")->Arg(16)->Unit(bench
 void BM_PipeDreamResNet(benchmark::State& st) {
     const auto g = synthetic_resnet(static_cast<int>(st.range(0)), 101);
     const auto opt = workers(static_cast<int>(st.range(1)));
-    std::size_t states = 0;
-    for (auto _ : st) {
-        const auto dag = pp::build_antichain_dag(g);
-        auto r = pp::optimize_pipedream(dag, opt);
-        states = r.states;
-        benchmark::DoNotOptimize(r.time_per_minibatch_s);
-    }
-    st.counters["layers"] = static_cast<double>(boost::num_vertices(g));
-    st.counters["states"] = static_cast<double>(states);
+    time_optimizer(st, g, opt);
 }
 BENCHMARK(BM_PipeDreamResNet)
     ->ArgsProduct({{4, 8, 16, 33}, {4, 8, 16, 32}})

@@ -7,8 +7,7 @@
 #include <vector>
 
 #include "pipeplan/cost/analytic.hpp"
-#include "pipeplan/partition/pipedream.hpp"
-#include "pipeplan/partition/transformer.hpp"
+#include "pipeplan/partition.hpp"  // the umbrella: compiled here
 
 using namespace pipeplan;
 using namespace pipeplan::partition;
