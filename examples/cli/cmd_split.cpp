@@ -79,12 +79,7 @@ void run_split(const split_cli_options& o) {
     if (o.tp < 1) throw invalid_argument("--tp must be >= 1 (got " + std::to_string(o.tp) + ")");
     if (o.dp < 0) throw invalid_argument("--dp must be >= 1 (got " + std::to_string(o.dp) + ")");
     const auto accounting = batching::parse_accounting_mode(o.accounting);
-    interpolation_mode mode = interpolation_mode::recommended;
-    if (o.interpolation == "default")
-        mode = accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe
-                                                                 : interpolation_mode::recommended;
-    else
-        mode = parse_interpolation_mode(o.interpolation);
+    const interpolation_mode mode = batching::profile_mode_for(accounting, parse_interpolation_mode(o.interpolation));
     const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
 
     batching::pipeline_config cfg;
@@ -169,7 +164,8 @@ void register_split(CLI::App& app) {
     sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (model-state sharding over --dp)")
         ->capture_default_str();
     sub->add_option("--interpolation", o->interpolation,
-                    "linear | dynapipe | default (dynapipe's with --accounting dynapipe, else the recommended)")
+                    "linear | dynapipe | default (the recommended); --accounting dynapipe always reads the "
+                    "profiles as DynaPipe does (dynapipe: maximum of repeats, extrapolation below the grid)")
         ->capture_default_str();
     sub->add_option("--order", o->order, "DP order: auto | sorted | lexicographic | tour | dataset")
         ->capture_default_str();

@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""Side by side with DynaPipe's published planner on real batches (issue 8; docs/batching.md).
+
+Draws global batches from $PIPEPLAN_DATA_DIR/lengths exactly as the tests' draw_batch does
+(seeded splitmix64 Fisher-Yates, samples taken while input + target tokens fit the budget),
+then for each batch runs, through the reference harness ../shared/reference/dynapipe:
+  * DynaPipe's default planner (dyna_split.py: elkai/LKH TSP order + its DP), its realised
+    objective priced by its own per-micro-batch cost (dyna_eval.py);
+  * pipeplan's split (dynapipe and pipeplan accounting) with --order auto, lexicographic, tour,
+    and on DynaPipe's TSP order (the batch rewritten in that order, --order dataset);
+    dynapipe-accounting splits are priced again with dyna_eval.py.
+Prints one JSON line per batch and a markdown table at the end.
+
+  DYNAREF_WORK=/work/dynaref-work PIPEPLAN=build/examples/cli/pipeplan \\
+    /usr/bin/python3 benchmarks/batching/dynapipe_side_by_side.py --model t5_11b --tokens 65536 --seeds 1-10
+
+Run from the project root after ../shared/reference/dynapipe/build.sh. Nothing is written
+inside the repository (scratch files go to $DYNAREF_WORK/side_by_side).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+MASK = (1 << 64) - 1
+REF = os.environ.get("DYNAREF_DIR", os.path.join("..", "shared", "reference", "dynapipe"))
+DATA = os.environ.get("PIPEPLAN_DATA_DIR", os.path.join("..", "shared", "data"))
+PIPEPLAN = os.environ.get("PIPEPLAN", "build/examples/cli/pipeplan")
+SETTINGS = {
+    "t5_11b": ["--tp", "4", "--layers-per-stage", "6"],
+    "gpt_6.7b": ["--tp", "2", "--layers-per-stage", "8"],
+}
+COMMON = ["--stages", "4", "--memory-mb", "36000", "--max-seqlen", "4096"]
+
+
+class SplitMix64:
+    def __init__(self, seed):
+        self.s = seed & MASK
+
+    def __call__(self):
+        self.s = (self.s + 0x9E3779B97F4A7C15) & MASK
+        z = self.s
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+        return z ^ (z >> 31)
+
+
+def read_lengths(path):
+    rows = []
+    with open(path, newline="") as f:
+        header = f.readline().strip().split(",")
+        i_in, i_tg = header.index("input_tokens"), header.index("target_tokens")
+        for line in f:
+            c = line.rstrip("\r\n").split(",")
+            rows.append((int(c[i_in]), int(c[i_tg])))
+    return rows
+
+
+def draw_batch(samples, budget, seed):
+    """tests/batching/real_batches.hpp draw_batch."""
+    idx = list(range(len(samples)))
+    rng = SplitMix64(seed)
+    for i in range(len(idx), 1, -1):
+        j = rng() % i
+        idx[i - 1], idx[j] = idx[j], idx[i - 1]
+    out, total = [], 0
+    for i in idx:
+        total += samples[i][0] + samples[i][1]
+        if total > budget:
+            break
+        out.append(samples[i])
+    return out
+
+
+def write_batch(path, batch):
+    with open(path, "w") as f:
+        f.write("input_tokens,target_tokens\n")
+        for a, b in batch:
+            f.write(f"{a},{b}\n")
+
+
+def run_json(cmd):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def pipeplan_split(model, batch_csv, accounting, order, out_json):
+    cmd = [PIPEPLAN, "split", "--profiles", os.path.join(DATA, "cost_models"), "--model", model,
+           *SETTINGS[model], *COMMON, "--batch", batch_csv, "--accounting", accounting,
+           "--interpolation", "linear", "--order", order, "--json"]
+    j = run_json(cmd)
+    with open(out_json, "w") as f:
+        json.dump(j, f)
+    return j
+
+
+def dyna_eval(model, batch_csv, split_json):
+    py = "/usr/bin/python3"
+    return run_json([py, os.path.join(REF, "dyna_eval.py"), "--model", model, *SETTINGS[model], *COMMON,
+                     "--batch", batch_csv, "--split", split_json, "--brief"])
+
+
+def seeds_of(spec):
+    out = []
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="t5_11b", choices=sorted(SETTINGS))
+    ap.add_argument("--tokens", type=int, default=65536)
+    ap.add_argument("--seeds", default="1-10")
+    ap.add_argument("--orders", default="auto,lexicographic,tour")
+    a = ap.parse_args()
+    lengths = read_lengths(os.path.join(DATA, "lengths", "superni_llama.csv" if a.model == "t5_11b"
+                                        else "superni_gpt.csv"))
+    work = os.path.join(os.environ.get("DYNAREF_WORK", "dynaref-work"), "side_by_side")
+    os.makedirs(work, exist_ok=True)
+    orders = a.orders.split(",")
+    results = []
+    for seed in seeds_of(a.seeds):
+        batch = draw_batch(lengths, a.tokens, seed)
+        tag = f"{a.model}_{a.tokens}_{seed}"
+        bcsv = os.path.join(work, tag + ".csv")
+        write_batch(bcsv, batch)
+        py = "/usr/bin/python3"
+        dyn = run_json([py, os.path.join(REF, "dyna_split.py"), "--model", a.model, *SETTINGS[a.model], *COMMON,
+                        "--batch", bcsv])
+        dyn_json = os.path.join(work, tag + "_dyn.json")
+        with open(dyn_json, "w") as f:
+            json.dump(dyn, f)
+        dyn_obj = dyna_eval(a.model, bcsv, dyn_json)["dynapipe_objective_ms"]
+        # DynaPipe's TSP order: its micro-batches are contiguous ranges of it.
+        tsp = [i for mb in dyn["microbatches"] for i in mb]
+        tcsv = os.path.join(work, tag + "_tsp.csv")
+        write_batch(tcsv, [batch[i] for i in tsp])
+        row = {"model": a.model, "tokens": a.tokens, "seed": seed, "samples": len(batch),
+               "dynapipe_planner_ms": dyn_obj, "dynapipe_split_wall_s": dyn.get("split_wall_s")}
+        for acc in ("dynapipe", "pipeplan"):
+            for order in orders + ["tsp"]:
+                out = os.path.join(work, f"{tag}_{acc}_{order}.json")
+                if order == "tsp":
+                    j = pipeplan_split(a.model, tcsv, acc, "dataset", out)
+                else:
+                    j = pipeplan_split(a.model, bcsv, acc, order, out)
+                row[f"{acc}_{order}_ms"] = j["objective_ms"]
+                if acc == "dynapipe" and order != "tsp":
+                    row[f"{acc}_{order}_by_dynapipe_ms"] = dyna_eval(a.model, bcsv, out)["dynapipe_objective_ms"]
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    print()
+    print("| seed | samples | DynaPipe planner | " + " | ".join(orders + ["DP on TSP order"]) +
+          " | pipeplan acc.: " + " | ".join(orders + ["DP on TSP order"]) + " |")
+    print("|" + "---|" * (3 + 2 * (len(orders) + 1)))
+    for r in results:
+        cells = [str(r["seed"]), str(r["samples"]), f"{r['dynapipe_planner_ms']:.1f}"]
+        cells += [f"{r[f'dynapipe_{o}_by_dynapipe_ms']:.1f}" for o in orders] + [f"{r['dynapipe_tsp_ms']:.1f}"]
+        cells += [f"{r[f'pipeplan_{o}_ms']:.1f}" for o in orders + ['tsp']]
+        print("| " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
