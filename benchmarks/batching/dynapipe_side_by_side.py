@@ -135,13 +135,15 @@ def main():
         dyn_json = os.path.join(work, tag + "_dyn.json")
         with open(dyn_json, "w") as f:
             json.dump(dyn, f)
-        dyn_obj = dyna_eval(a.model, bcsv, dyn_json)["dynapipe_objective_ms"]
+        dyn_eval = dyna_eval(a.model, bcsv, dyn_json)
+        dyn_obj = dyn_eval["dynapipe_objective_ms"]
         # DynaPipe's TSP order: its micro-batches are contiguous ranges of it.
         tsp = [i for mb in dyn["microbatches"] for i in mb]
         tcsv = os.path.join(work, tag + "_tsp.csv")
         write_batch(tcsv, [batch[i] for i in tsp])
         row = {"model": a.model, "tokens": a.tokens, "seed": seed, "samples": len(batch),
-               "dynapipe_planner_ms": dyn_obj, "dynapipe_split_wall_s": dyn.get("split_wall_s")}
+               "dynapipe_planner_ms": dyn_obj, "dynapipe_split_wall_s": dyn.get("split_wall_s"),
+               "dynapipe_limit": f"{dyn.get('recompute')}/{dyn_eval.get('dynapipe_memory_limit')}"}
         for acc in ("dynapipe", "pipeplan"):
             for order in orders + ["tsp"]:
                 out = os.path.join(work, f"{tag}_{acc}_{order}.json")
@@ -151,7 +153,11 @@ def main():
                     j = pipeplan_split(a.model, bcsv, acc, order, out)
                 row[f"{acc}_{order}_ms"] = j["objective_ms"]
                 if acc == "dynapipe" and order != "tsp":
-                    row[f"{acc}_{order}_by_dynapipe_ms"] = dyna_eval(a.model, bcsv, out)["dynapipe_objective_ms"]
+                    ev = dyna_eval(a.model, bcsv, out)
+                    row[f"{acc}_{order}_by_dynapipe_ms"] = ev["dynapipe_objective_ms"]
+                    # DynaPipe's cost of pipeplan's micro-batches vs pipeplan's: relative difference
+                    row[f"{acc}_{order}_max_abs_rel"] = max(ev["max_abs_rel"].values())
+                    row[f"{acc}_{order}_limit"] = f"{j['recompute']}/{ev.get('dynapipe_memory_limit')}"
         print(json.dumps(row), flush=True)
         results.append(row)
     print()
