@@ -3,12 +3,13 @@
 
 Draws global batches from $PIPEPLAN_DATA_DIR/lengths exactly as the tests' draw_batch does
 (seeded splitmix64 Fisher-Yates, samples taken while input + target tokens fit the budget),
-then for each batch runs, through the reference harness ../shared/reference/dynapipe:
-  * DynaPipe's default planner (dyna_split.py: elkai/LKH TSP order + its DP), its realised
-    objective priced by its own per-micro-batch cost (dyna_eval.py);
+then for each batch runs, through the reference harness ../shared/reference/dynapipe (its
+modules imported in this process, the cost model built once):
+  * DynaPipe's default planner (dyna_split.run_split: elkai/LKH TSP order + its DP), its
+    realised objective priced by its own per-micro-batch cost (dyna_eval.mb_cost);
   * pipeplan's split (dynapipe and pipeplan accounting) with --order auto, lexicographic, tour,
     and on DynaPipe's TSP order (the batch rewritten in that order, --order dataset);
-    dynapipe-accounting splits are priced again with dyna_eval.py.
+    dynapipe-accounting splits are priced again with DynaPipe's cost function.
 Prints one JSON line per batch and a markdown table at the end.
 
   DYNAREF_WORK=/work/dynaref-work PIPEPLAN=build/examples/cli/pipeplan \\
@@ -97,10 +98,62 @@ def pipeplan_split(model, batch_csv, accounting, order, out_json):
     return j
 
 
-def dyna_eval(model, batch_csv, split_json):
-    py = "/usr/bin/python3"
-    return run_json([py, os.path.join(REF, "dyna_eval.py"), "--model", model, *SETTINGS[model], *COMMON,
-                     "--batch", batch_csv, "--split", split_json, "--brief"])
+class Dynapipe:
+    """DynaPipe's planner and cost function in this process (the harness's dyna_split.run_split
+    and dyna_eval.mb_cost over one cost model, built once): same numbers as dyna_split.py and
+    dyna_eval.py, without rebuilding the cost model for every call."""
+
+    def __init__(self, model):
+        sys.path.insert(0, os.path.abspath(REF))
+        import dynaref
+        from dynacm import build_cost_model
+
+        dynaref.setup()
+        self.model = model
+        self.cm = build_cost_model(model)
+        self.args = argparse.Namespace(model=model, tp=int(SETTINGS[model][1]), layers_per_stage=int(SETTINGS[model][3]),
+                                       stages=int(COMMON[1]), memory_mb=float(COMMON[3]), max_seqlen=int(COMMON[5]),
+                                       dp=1, disable_tsp=False)
+
+    def lengths(self, batch_csv):
+        import dynaref
+
+        return dynaref.read_batch(batch_csv, self.model, self.args.max_seqlen)
+
+    def split(self, batch_csv):
+        """DynaPipe's default planner (TSP order + its DP): dyna_split.py's JSON."""
+        import dyna_split
+
+        enc, dec = self.lengths(batch_csv)
+        res, wall = dyna_split.run_split(self.cm, self.args, enc, dec)
+        if not res.get("feasible"):
+            raise RuntimeError(f"DynaPipe finds no feasible split of {batch_csv}")
+        res["split_wall_s"] = [wall]
+        return res
+
+    def price(self, batch_csv, split):
+        """dyna_eval.py on a split JSON: DynaPipe's objective of its micro-batches, the largest
+        relative difference to the JSON's own per-micro-batch values, DynaPipe's memory limit."""
+        import dyna_eval
+
+        enc, dec = self.lengths(batch_csv)
+        a = self.args
+        raw = self.cm.get_raw_cost_model(a.tp, split.get("recompute") or "none")
+        ref = split.get("per_microbatch") or [{}] * len(split["microbatches"])
+        times, worst, stored, peak = [], 0.0, 0.0, 0.0
+        for ids, m in zip(split["microbatches"], ref):
+            n, e, d = dyna_eval.mb_shape(enc, dec, ids)
+            t, st, pk = dyna_eval.mb_cost(raw, a.layers_per_stage, n, e, d)
+            times.append(t)
+            stored, peak = max(stored, st), max(peak, pk)
+            for v, key in ((t, "time_ms"), (st, "stored_mb"), (pk, "peak_mb")):
+                if key in m and m[key]:
+                    worst = max(worst, abs(v - m[key]) / abs(m[key]))
+        obj = dyna_eval.objective(times, a.stages, a.dp)[0]
+        avail, _ = dyna_eval.available_memory(self.cm, a.model, a.tp, a.layers_per_stage, a.memory_mb, a.dp)
+        limit = ("preferred" if peak <= avail and stored <= avail / a.stages else
+                 "available" if peak <= avail and stored <= avail else "exceeded")
+        return {"dynapipe_objective_ms": obj, "max_abs_rel": worst, "dynapipe_memory_limit": limit}
 
 
 def seeds_of(spec):
@@ -111,31 +164,54 @@ def seeds_of(spec):
     return out
 
 
+def print_table(results, orders):
+    """Markdown: per batch, objectives (ms) in DynaPipe's accounting (pipeplan's splits priced by
+    DynaPipe's own cost function) and in pipeplan's; `TSP` = pipeplan's exact DP on DynaPipe's
+    TSP order; Δ = default vs DynaPipe's planner (dynapipe acc.) or vs the DP on the TSP order."""
+    names = {"auto": "default", "lexicographic": "lexicographic", "tour": "tour"}
+    cols = [names.get(o, o) for o in orders] + ["TSP"]
+    print("| tokens | seed | samples | DynaPipe planner | " + " | ".join(cols) + " | Δ default | "
+          + " | ".join("pp " + c for c in cols) + " | Δ default |")
+    print("|" + "---|" * (6 + 2 * len(cols)))
+    for r in results:
+        d = r["dynapipe_planner_ms"]
+        cells = [str(r["tokens"]), str(r["seed"]), str(r["samples"]), f"{d:.1f}"]
+        cells += [f"{r[f'dynapipe_{o}_by_dynapipe_ms']:.1f}" for o in orders] + [f"{r['dynapipe_tsp_ms']:.1f}"]
+        cells.append(f"{100 * (r['dynapipe_auto_by_dynapipe_ms'] / d - 1):+.2f} %")
+        cells += [f"{r[f'pipeplan_{o}_ms']:.1f}" for o in orders + ["tsp"]]
+        cells.append(f"{100 * (r['pipeplan_auto_ms'] / r['pipeplan_tsp_ms'] - 1):+.2f} %")
+        print("| " + " | ".join(cells) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="t5_11b", choices=sorted(SETTINGS))
     ap.add_argument("--tokens", type=int, default=65536)
     ap.add_argument("--seeds", default="1-10")
     ap.add_argument("--orders", default="auto,lexicographic,tour")
+    ap.add_argument("--table-from", nargs="+", metavar="LOG",
+                    help="only print the table from the JSON lines of earlier runs")
     a = ap.parse_args()
+    if a.table_from:
+        rows = [json.loads(line) for f in a.table_from for line in open(f) if line.startswith("{")]
+        print_table(rows, a.orders.split(","))
+        return 0
     lengths = read_lengths(os.path.join(DATA, "lengths", "superni_llama.csv" if a.model == "t5_11b"
                                         else "superni_gpt.csv"))
     work = os.path.join(os.environ.get("DYNAREF_WORK", "dynaref-work"), "side_by_side")
     os.makedirs(work, exist_ok=True)
     orders = a.orders.split(",")
+    dyna = Dynapipe(a.model)
     results = []
     for seed in seeds_of(a.seeds):
         batch = draw_batch(lengths, a.tokens, seed)
         tag = f"{a.model}_{a.tokens}_{seed}"
         bcsv = os.path.join(work, tag + ".csv")
         write_batch(bcsv, batch)
-        py = "/usr/bin/python3"
-        dyn = run_json([py, os.path.join(REF, "dyna_split.py"), "--model", a.model, *SETTINGS[a.model], *COMMON,
-                        "--batch", bcsv])
-        dyn_json = os.path.join(work, tag + "_dyn.json")
-        with open(dyn_json, "w") as f:
+        dyn = dyna.split(bcsv)
+        with open(os.path.join(work, tag + "_dyn.json"), "w") as f:
             json.dump(dyn, f)
-        dyn_eval = dyna_eval(a.model, bcsv, dyn_json)
+        dyn_eval = dyna.price(bcsv, dyn)
         dyn_obj = dyn_eval["dynapipe_objective_ms"]
         # DynaPipe's TSP order: its micro-batches are contiguous ranges of it.
         tsp = [i for mb in dyn["microbatches"] for i in mb]
@@ -153,22 +229,15 @@ def main():
                     j = pipeplan_split(a.model, bcsv, acc, order, out)
                 row[f"{acc}_{order}_ms"] = j["objective_ms"]
                 if acc == "dynapipe" and order != "tsp":
-                    ev = dyna_eval(a.model, bcsv, out)
+                    ev = dyna.price(bcsv, j)
                     row[f"{acc}_{order}_by_dynapipe_ms"] = ev["dynapipe_objective_ms"]
                     # DynaPipe's cost of pipeplan's micro-batches vs pipeplan's: relative difference
-                    row[f"{acc}_{order}_max_abs_rel"] = max(ev["max_abs_rel"].values())
+                    row[f"{acc}_{order}_max_abs_rel"] = ev["max_abs_rel"]
                     row[f"{acc}_{order}_limit"] = f"{j['recompute']}/{ev.get('dynapipe_memory_limit')}"
         print(json.dumps(row), flush=True)
         results.append(row)
     print()
-    print("| seed | samples | DynaPipe planner | " + " | ".join(orders + ["DP on TSP order"]) +
-          " | pipeplan acc.: " + " | ".join(orders + ["DP on TSP order"]) + " |")
-    print("|" + "---|" * (3 + 2 * (len(orders) + 1)))
-    for r in results:
-        cells = [str(r["seed"]), str(r["samples"]), f"{r['dynapipe_planner_ms']:.1f}"]
-        cells += [f"{r[f'dynapipe_{o}_by_dynapipe_ms']:.1f}" for o in orders] + [f"{r['dynapipe_tsp_ms']:.1f}"]
-        cells += [f"{r[f'pipeplan_{o}_ms']:.1f}" for o in orders + ['tsp']]
-        print("| " + " | ".join(cells) + " |")
+    print_table(results, orders)
     return 0
 
 
