@@ -30,8 +30,7 @@ constexpr scenario t5{"t5_11b", "superni_llama.csv", 4, 4, 6};
 
 void run(benchmark::State& state, const scenario& sc, long long tokens, pb::accounting_mode accounting,
          pb::ordering_method order = pb::ordering_method::automatic) {
-    const auto mode = accounting == pb::accounting_mode::dynapipe ? interpolation_mode::dynapipe
-                                                                  : interpolation_mode::recommended;
+    const auto mode = pb::profile_mode_for(accounting, interpolation_mode::recommended);
     const profile_cost_model* m = pipeplan::test::find_profile_model(sc.model_name, mode);
     if (!m) {
         state.SkipWithError("../shared/data is absent: no profiles or lengths to benchmark on");
@@ -78,8 +77,7 @@ void BM_split_t5_tour(benchmark::State& s) {
 // batches the default improves.
 void BM_t5_ordering_study(benchmark::State& state) {
     const auto accounting = static_cast<pb::accounting_mode>(state.range(1));
-    const auto mode = accounting == pb::accounting_mode::dynapipe ? interpolation_mode::dynapipe
-                                                                  : interpolation_mode::recommended;
+    const auto mode = pb::profile_mode_for(accounting, interpolation_mode::recommended);
     const profile_cost_model* m = pipeplan::test::find_profile_model(t5.model_name, mode);
     if (!m) {
         state.SkipWithError("../shared/data is absent: no profiles or lengths to benchmark on");

@@ -198,8 +198,9 @@ void register_cost(CLI::App& app) {
         ->capture_default_str()
         ->check(integer_in(0, max_seqlen_tokens));
     cost->add_option("--interpolation", opts->interpolation,
-                     "Profile interpolation: linear (plain multilinear), dynapipe (multilinear, "
-                     "extrapolating below the grid) or default (quadratic-shape: lowest leave-one-out error)")
+                     "Profile interpolation: linear (plain multilinear), dynapipe (DynaPipe's: maximum of repeated "
+                     "measurements, multilinear, extrapolating below the grid, never-measured cells out of "
+                     "range) or default (quadratic-shape: lowest leave-one-out error)")
         ->capture_default_str();
     cost->add_flag("--json", opts->json,
                    "Print one JSON object: forward_ms, backward_ms, stored_mb, peak_mb, parameter_mb "

@@ -158,12 +158,7 @@ void split_with(const Model& model, const std::vector<batching::sample>& batch, 
 void run_split(const split_cli_options& o, const std::set<std::string>& given) {
     reject_inapplicable(o, given);
     const auto accounting = batching::parse_accounting_mode(o.accounting);
-    interpolation_mode mode = interpolation_mode::recommended;
-    if (o.interpolation == "default")
-        mode = accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe
-                                                                 : interpolation_mode::recommended;
-    else
-        mode = parse_interpolation_mode(o.interpolation);
+    const interpolation_mode mode = batching::profile_mode_for(accounting, parse_interpolation_mode(o.interpolation));
     const csv_table batch_table = csv_table::read(o.batch);
     const std::vector<batching::sample> batch = batching::batch_from_table(batch_table);
 
@@ -241,7 +236,8 @@ void register_split(CLI::App& app) {
         ->capture_default_str()
         ->check(integer_in(0, 3));
     sub->add_option("--interpolation", o->interpolation,
-                    "linear | dynapipe | default (dynapipe's with --accounting dynapipe, else the recommended)")
+                    "linear | dynapipe | default (the recommended); --accounting dynapipe always reads the "
+                    "profiles as DynaPipe does (dynapipe: maximum of repeats, extrapolation below the grid)")
         ->capture_default_str();
     sub->add_option("--order", o->order, "DP order: auto | sorted | lexicographic | tour | dataset")
         ->capture_default_str();

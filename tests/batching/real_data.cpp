@@ -144,9 +144,17 @@ TEST_CASE("dynapipe accounting on real profiles follows the published formulas" 
         const auto c1 = ev1.evaluate({2, 304, 40}, recompute_mode::none).value();
         CHECK(c1.time_ms == doctest::Approx(std::max(enc_t, dec_t)));
         CHECK(c1.stored_mb == doctest::Approx(std::max(6 * enc.stored_mb.value(), 6 * dec.stored_mb.value())));
+        // DynaPipe's peak: the larger layer peak on top of L - 1 of the larger stored layers.
+        const double stored1 = std::max(enc.stored_mb.value(), dec.stored_mb.value());
+        CHECK(c1.peak_mb == doctest::Approx(std::max(enc.peak_mb.value(), dec.peak_mb.value()) + 5 * stored1));
         cfg.virtual_chunks = 2;
         const pb::stage_cost_evaluator<profile_cost_model> ev2(m, cfg, pb::accounting_mode::dynapipe);
-        CHECK(ev2.evaluate({2, 304, 40}, recompute_mode::none).value().time_ms == doctest::Approx(enc_t + dec_t));
+        const auto c2 = ev2.evaluate({2, 304, 40}, recompute_mode::none).value();
+        CHECK(c2.time_ms == doctest::Approx(enc_t + dec_t));
+        // C > 1: a device holds encoder and decoder chunks, (encoder + decoder) x C / 2 per layer.
+        const double stored2 = enc.stored_mb.value() + dec.stored_mb.value();
+        CHECK(c2.stored_mb == doctest::Approx(6 * stored2));
+        CHECK(c2.peak_mb == doctest::Approx(std::max(enc.peak_mb.value(), dec.peak_mb.value()) + 5 * stored2));
         const double states = (m.parameter_mb(component::embedding, 4, recompute_mode::none).value() +
                                6 * std::max(m.parameter_mb(component::encoder, 4, recompute_mode::none).value(),
                                             m.parameter_mb(component::decoder, 4, recompute_mode::none).value())) * 8;

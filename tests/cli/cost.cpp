@@ -41,11 +41,12 @@ TEST_CASE("cli cost: golden values of the issue (--interpolation linear)" * PIPE
     j = cost_json({"--profiles", profiles(), "--model", "t5_11b", "--tp", "4", "--component", "encoder", "--mbs",
                    "2", "--seqlen", "512", "--interpolation", "linear"});
     CHECK(j["forward_ms"].get<double>() == doctest::Approx(1.93));
-    // The default and dynapipe modes agree with linear at a profiled point.
+    // The default mode agrees with linear at a profiled point: the median of its 9 repeated
+    // measurements (1.78 ... 2.16); dynapipe takes their maximum, as DynaPipe's reader does.
     for (const char* mode : {"default", "dynapipe"}) {
         j = cost_json({"--profiles", profiles(), "--model", "t5_11b", "--tp", "4", "--component", "encoder",
                        "--mbs", "2", "--seqlen", "512", "--interpolation", mode});
-        CHECK(j["forward_ms"].get<double>() == doctest::Approx(1.93));
+        CHECK(j["forward_ms"].get<double>() == doctest::Approx(std::string(mode) == "dynapipe" ? 2.16 : 1.93));
         CHECK(j["interpolation"] == mode);
     }
 }

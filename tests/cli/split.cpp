@@ -225,6 +225,19 @@ TEST_CASE("cli split: the real profiles, both accounting modes, GPT and T5" * PI
         args.insert(args.end(), extra.begin(), extra.end());
         check_contract(split_json(args), 120, false);
     }
+    // --accounting dynapipe reads the profiles as DynaPipe does whatever --interpolation says
+    // (the reference harness passes `linear`): T5's repeated rows give the same, maximum, costs.
+    {
+        auto t5 = base("t5_11b", gpt_batch);
+        t5.insert(t5.end(), {"--accounting", "dynapipe"});
+        auto lin = t5, dyn = t5;
+        lin.insert(lin.end(), {"--interpolation", "linear"});
+        dyn.insert(dyn.end(), {"--interpolation", "dynapipe"});
+        const auto jl = split_json(lin), jd = split_json(dyn), jp = split_json(base("t5_11b", gpt_batch));
+        CHECK(jl["per_microbatch"] == jd["per_microbatch"]);
+        CHECK(jl["objective_ms"] == jd["objective_ms"]);
+        CHECK(jl["objective_ms"] != jp["objective_ms"]);
+    }
     // A sample longer than the profiles: the error says by how many tokens.
     const auto r = run_cli(base("gpt_6.7b", write_batch("input_tokens,target_tokens\n100,2\n9000,100\n")));
     CHECK(r.exit_code == 1);

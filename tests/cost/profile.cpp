@@ -166,6 +166,15 @@ TEST_CASE("profile: repeated measurements are aggregated by their median") {
     CHECK(m.evaluate(q(1, 32)).forward_ms.value() == 2.5);
     CHECK(m.evaluate(q(1, 24)).forward_ms.value() == doctest::Approx(2.25));
     CHECK(m.parameter_mb(component::encoder, 1, recompute_mode::none).value() == 110.0);
+    CHECK(m.aggregation() == pipeplan::repeat_aggregation::median);
+    // DynaPipe's mode takes the maximum of the repeats, as DynaPipe's profile reader does.
+    const auto d = m.with_mode(interpolation_mode::dynapipe);
+    CHECK(d.aggregation() == pipeplan::repeat_aggregation::maximum);
+    CHECK(d.evaluate(q(1, 16)).forward_ms.value() == 10.0);
+    CHECK(d.evaluate(q(1, 32)).forward_ms.value() == 10.0);
+    CHECK(d.evaluate(q(1, 20)).forward_ms.value() == doctest::Approx(10.0));
+    // ... and back: with_mode switches between the aggregations built at load.
+    CHECK(d.with_mode(interpolation_mode::linear).evaluate(q(1, 16)).forward_ms.value() == 2.0);
 }
 
 TEST_CASE("profile: parameter memory and metrics without data are unsupported") {
@@ -246,7 +255,13 @@ TEST_CASE("profile: ragged grid (a cell missing, as after an out-of-memory run)"
         CHECK(m.evaluate(q(3, 32)).forward_ms.status() == estimate_status::out_of_profiled_range);
         CHECK(m.evaluate(q(4, 17)).forward_ms.status() == estimate_status::out_of_profiled_range);
         // Inside the simplex of the lowest corner (2,16) and its neighbours (4,16), (2,32):
-        // mbs 3 -> t 1/2, s 20 -> t 1/4 (sum 3/4 <= 1).
+        // mbs 3 -> t 1/2, s 20 -> t 1/4 (sum 3/4 <= 1). DynaPipe fills the hole with 1e100:
+        // its mode has no simplex fallback, the query is infeasible.
+        if (mode == interpolation_mode::dynapipe) {
+            CHECK(m.evaluate(q(3, 20)).forward_ms.status() == estimate_status::out_of_profiled_range);
+            CHECK(m.evaluate(q(1, 24)).forward_ms.value() == doctest::Approx(2.0));
+            continue;
+        }
         const auto e = m.evaluate(q(3, 20)).forward_ms;
         REQUIRE(e.ok());
         CHECK(e.value() == doctest::Approx(2 + 0.5 * (4 - 2) + 0.25 * (6 - 2)));

@@ -14,11 +14,14 @@
 //   Model states: per device, its layers' fp16 parameters plus the embedding (also on the LM-head
 //   chunk, which keeps a tied copy), × 16 B/param with ZeRO sharding (cost/model_state.hpp).
 //
-// dynapipe — the published DynaPipe planner's accounting: stage time = L × (fwd + bwd) of one
-//   layer + the LM head's fwd + bwd counted on every (decoder) stage; encoder-decoder: the max
-//   of the encoder- and decoder-stage times (C = 1) or their sum × C/2 (C > 1); decoder-only with
-//   C > 1: C × the stage time (t is per device). stored = L × per-layer stored, peak = per-layer
-//   peak + (L − 1) × per-layer stored (max of encoder and decoder stages). Model states:
+// dynapipe — the published DynaPipe planner's accounting (`_get_time_and_memory_for_microbatch`
+//   in DynaPipe's dynapipe/data_opt/dp_helper.cpp): stage time = L × (fwd + bwd) of one layer +
+//   the LM head's fwd + bwd counted on every (decoder) stage; encoder-decoder: the max of the
+//   encoder- and decoder-stage times (C = 1) or their sum × C/2 (C > 1); decoder-only with
+//   C > 1: C × the stage time (t is per device; DynaPipe's code would halve it). Per-layer
+//   stored s = max(encoder, decoder) (C = 1) or (encoder + decoder) × C/2 (C > 1); per-layer
+//   peak p = max(encoder peak, decoder peak); stored = L × s, peak = p + (L − 1) × s.
+//   Profiles should be read as DynaPipe reads them (profile_mode_for()). Model states:
 //   (embedding + L × max(encoder, decoder layer parameters)) × 16 B/param, ZeRO-sharded.
 #pragma once
 
@@ -34,9 +37,20 @@
 #include "pipeplan/core/estimate.hpp"
 #include "pipeplan/cost/concept.hpp"
 #include "pipeplan/cost/model_state.hpp"
+#include "pipeplan/cost/profile_grid.hpp"
 #include "pipeplan/cost/types.hpp"
 
 namespace pipeplan::batching {
+
+/// The profile interpolation mode an accounting reads profiles with: `dynapipe` accounting
+/// always reads them as DynaPipe does (interpolation_mode::dynapipe: maximum of repeats, linear
+/// extrapolation below the grid, never-measured cells infeasible — DynaPipe's interpolation is
+/// linear, so `linear` and `recommended` requests become it); `pipeplan` accounting uses
+/// `requested`.
+[[nodiscard]] constexpr interpolation_mode profile_mode_for(accounting_mode accounting,
+                                                            interpolation_mode requested) noexcept {
+    return accounting == accounting_mode::dynapipe ? interpolation_mode::dynapipe : requested;
+}
 
 /// The cost of one micro-batch to the pipeline (see the file comment).
 struct microbatch_cost {
@@ -117,9 +131,12 @@ public:
             const part& dec = p[1];
             const double enc_t = L * (enc.f_ms + enc.b_ms);
             const double dec_t = L * (dec.f_ms + dec.b_ms) + (head.f_ms + head.b_ms);
-            out.time_ms = config_.virtual_chunks == 1 ? std::max(enc_t, dec_t) : (enc_t + dec_t) * C / 2;
-            out.stored_mb = std::max(L * enc.stored_mb, L * dec.stored_mb);
-            out.peak_mb = std::max(enc.peak_mb + (L - 1) * enc.stored_mb, dec.peak_mb + (L - 1) * dec.stored_mb);
+            const bool one_chunk = config_.virtual_chunks == 1;
+            out.time_ms = one_chunk ? std::max(enc_t, dec_t) : (enc_t + dec_t) * C / 2;
+            const double layer_stored_mb =
+                one_chunk ? std::max(enc.stored_mb, dec.stored_mb) : (enc.stored_mb + dec.stored_mb) * C / 2;
+            out.stored_mb = L * layer_stored_mb;
+            out.peak_mb = std::max(enc.peak_mb, dec.peak_mb) + (L - 1) * layer_stored_mb;
         }
         return out;
     }

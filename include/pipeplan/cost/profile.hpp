@@ -7,7 +7,10 @@
 //                                        .seqlen_tokens = 600, .tp = 2});
 //   double fwd_ms = c.forward_ms.value_or(-1);   // status says out of range / unsupported
 //
-// Repeated measurements of one configuration are aggregated by their median. Each
+// Repeated measurements of one configuration are aggregated by their median, except in
+// interpolation_mode::dynapipe, which takes their maximum as DynaPipe's profile reader does (it
+// keeps every repeat in a sorted list and its interpolation grid keeps the last entry per mbs).
+// Both aggregations are built at load, so with_mode() switches between them. Each
 // (tp, recompute, component, metric) is a dense profile_grid (profile_grid.hpp, which also
 // documents the interpolation, below-grid, above-grid and ragged-grid policies). Metrics with
 // no data (e.g. activation memory of the LM head, anything of the embedding, an unprofiled tp)
@@ -37,6 +40,15 @@
 #include "pipeplan/cost/types.hpp"
 
 namespace pipeplan {
+
+/// How repeated measurements of one profiled configuration become one grid value.
+enum class repeat_aggregation : std::uint8_t { median = 0, maximum = 1 };
+
+/// The aggregation a mode uses: DynaPipe's maximum in interpolation_mode::dynapipe, else the
+/// median (the better estimate of a noisy measurement).
+[[nodiscard]] constexpr repeat_aggregation aggregation_of(interpolation_mode m) noexcept {
+    return m == interpolation_mode::dynapipe ? repeat_aggregation::maximum : repeat_aggregation::median;
+}
 
 class profile_cost_model {
 public:
@@ -102,8 +114,7 @@ public:
 
         profile_cost_model m;
         m.name_ = std::move(name);
-        m.mode_ = mode;
-        m.scheme_ = scheme_of(mode);
+        m.set_mode(mode);
         for (const auto& e : entries) m.tps_.push_back(e.tp);
         for (const auto& s : states) m.tps_.push_back(s.tp);
         std::sort(m.tps_.begin(), m.tps_.end());
@@ -130,11 +141,12 @@ public:
     /// The model's name (the file prefix when loaded from a directory).
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
     [[nodiscard]] interpolation_mode mode() const noexcept { return mode_; }
+    /// How repeated measurements are aggregated in this mode (aggregation_of(mode())).
+    [[nodiscard]] repeat_aggregation aggregation() const noexcept { return aggregation_; }
     /// A copy of the model (tables included) that interpolates with another mode.
     [[nodiscard]] profile_cost_model with_mode(interpolation_mode mode) const {
         profile_cost_model m = *this;
-        m.mode_ = mode;
-        m.scheme_ = scheme_of(mode);
+        m.set_mode(mode);
         return m;
     }
     /// Tensor-parallel degrees present in the profile, ascending.
@@ -167,7 +179,7 @@ public:
                 const int g = grid_index_[base + i];
                 if (g < 0) continue;
                 which[count] = i;
-                grids[count++] = &grids_[static_cast<std::size_t>(g)];
+                grids[count++] = &grids_of_mode()[static_cast<std::size_t>(g)];
             }
             profile_grid::at_shared(grids.data(), count, q.mbs, q.seqlen_tokens, q.dec_seqlen_tokens, scheme,
                                     results.data());
@@ -210,7 +222,7 @@ public:
         const int i = grid_index_[static_cast<std::size_t>(t) * grid_slots_per_tp +
                                   (static_cast<std::size_t>(r) * components + static_cast<std::size_t>(comp)) * metrics +
                                   static_cast<std::size_t>(which)];
-        return i < 0 ? nullptr : &grids_[static_cast<std::size_t>(i)];
+        return i < 0 ? nullptr : &grids_of_mode()[static_cast<std::size_t>(i)];
     }
 
 private:
@@ -255,6 +267,15 @@ private:
             }
     }
 
+    void set_mode(interpolation_mode mode) noexcept {
+        mode_ = mode;
+        scheme_ = scheme_of(mode);
+        aggregation_ = aggregation_of(mode);
+    }
+    [[nodiscard]] const std::vector<profile_grid>& grids_of_mode() const noexcept {
+        return grids_[static_cast<std::size_t>(aggregation_)];
+    }
+
     [[nodiscard]] int tp_slot(int tp) const noexcept {
         const auto it = std::lower_bound(tps_.begin(), tps_.end(), tp);  // tps_ is sorted
         return it != tps_.end() && *it == tp ? static_cast<int>(it - tps_.begin()) : -1;
@@ -264,7 +285,7 @@ private:
                                           interpolation_scheme scheme) const noexcept {
         const int i = grid_index_[slot];
         if (i < 0) return estimate<double>::unsupported();
-        return grids_[static_cast<std::size_t>(i)].at(q.mbs, q.seqlen_tokens, q.dec_seqlen_tokens, scheme);
+        return grids_of_mode()[static_cast<std::size_t>(i)].at(q.mbs, q.seqlen_tokens, q.dec_seqlen_tokens, scheme);
     }
 
     // Parses a name with `parse` (which throws invalid_argument listing valid names) and
@@ -395,19 +416,23 @@ private:
                                                 axis_values[k].begin());
             };
             const std::size_t n1 = axis_values[1].size(), n2 = axis_values[2].size();
-            std::vector<double> values(axis_values[0].size() * n1 * n2, std::numeric_limits<double>::quiet_NaN());
+            std::vector<double> medians(axis_values[0].size() * n1 * n2, std::numeric_limits<double>::quiet_NaN());
+            std::vector<double> maxima = medians;
             for (std::size_t i = begin; i < end;) {
                 std::size_t j = i;
                 repeats.clear();
                 while (j < entries.size() && j < end && entries[j].mbs == entries[i].mbs &&
                        entries[j].enc == entries[i].enc && entries[j].dec == entries[i].dec)
                     repeats.push_back(entries[j++].value);
-                values[(index_of(0, entries[i].mbs) * n1 + index_of(1, entries[i].enc)) * n2 +
-                       index_of(2, entries[i].dec)] = median(repeats);
+                const std::size_t at = (index_of(0, entries[i].mbs) * n1 + index_of(1, entries[i].enc)) * n2 +
+                                       index_of(2, entries[i].dec);
+                medians[at] = median(repeats);  // sorts `repeats`
+                maxima[at] = repeats.back();
                 i = j;
             }
-            grid_index_[slot] = static_cast<int>(grids_.size());
-            grids_.emplace_back(std::move(axis_values), std::move(values));
+            grid_index_[slot] = static_cast<int>(grids_[0].size());
+            grids_[0].emplace_back(axis_values, std::move(medians));
+            grids_[1].emplace_back(std::move(axis_values), std::move(maxima));
             if (entries[begin].comp == component::decoder) encoder_decoder_ = true;
             begin = end;
         }
@@ -419,7 +444,7 @@ private:
             for (std::size_t i = 0; i < metrics; ++i) {
                 const int g = grid_index_[group * metrics + i];
                 if (g < 0) continue;
-                const profile_grid& grid = grids_[static_cast<std::size_t>(g)];
+                const profile_grid& grid = grids_[0][static_cast<std::size_t>(g)];
                 if (!first) first = &grid;
                 else same = same && first->same_axes(grid);
             }
@@ -451,9 +476,10 @@ private:
     std::string name_;
     interpolation_mode mode_ = interpolation_mode::recommended;
     interpolation_scheme scheme_ = scheme_of(interpolation_mode::recommended);
+    repeat_aggregation aggregation_ = aggregation_of(interpolation_mode::recommended);
     std::vector<int> tps_;
     std::vector<int> grid_index_;  // per (tp, recompute, component, metric): index into grids_ or -1
-    std::vector<profile_grid> grids_;
+    std::array<std::vector<profile_grid>, 2> grids_;  // per repeat_aggregation, same axes
     std::vector<std::uint8_t> shared_axes_;  // per (tp, recompute, component): 1 = grids share axes
     std::vector<double> parameter_mb_;  // per (tp, recompute, component), NaN = none
     bool encoder_decoder_ = false;

@@ -22,6 +22,9 @@
 //    in it (sum of the cell-local coordinates <= 1) and those points were profiled — a convex
 //    combination of measured values, never larger than the largest of them. Otherwise the
 //    query lies beyond the profiled (memory) frontier: estimate::out_of_range().
+//    `linear_extrapolating` (DynaPipe's scheme) has no simplex fallback: DynaPipe fills a
+//    never-measured cell with 1e100, so any query that gives such a corner a weight > 0 is
+//    infeasible there, and out_of_range() here.
 //
 // Queries do not allocate; axes are searched by a branch-free binary search.
 #pragma once
@@ -47,7 +50,9 @@ namespace pipeplan {
 /// How a profile cost model interpolates between (and beyond) profiled points.
 enum class interpolation_mode : std::uint8_t {
     linear = 0,       ///< plain multilinear in raw (mbs, s[, d]); clamps below the grid
-    dynapipe = 1,     ///< plain multilinear, extrapolating linearly below the grid (DynaPipe)
+    /// DynaPipe's cost model: repeated measurements aggregated by their maximum (profile.hpp),
+    /// multilinear, extrapolating linearly below the grid, unprofiled cells out of range
+    dynapipe = 1,
     recommended = 2,  ///< the scheme with the lowest leave-one-out error (docs/cost-models.md)
 };
 inline constexpr std::array<interpolation_mode, 3> all_interpolation_modes{
@@ -73,7 +78,9 @@ inline constexpr std::array<interpolation_mode, 3> all_interpolation_modes{
 /// study (pipeplan profile-error) compares all of them.
 enum class interpolation_scheme : std::uint8_t {
     linear = 0,                ///< multilinear in raw coordinates and values, clamped below
-    linear_extrapolating = 1,  ///< multilinear, linear extrapolation below the grid
+    /// multilinear, linear extrapolation below the grid, unprofiled corners out of range
+    /// (scipy's RegularGridInterpolator as DynaPipe builds it: fill_value=None, 1e100 holes)
+    linear_extrapolating = 1,
     log_log = 2,               ///< multilinear in log(coordinates), log(value); clamped below
     log_axes = 3,              ///< multilinear in log(coordinates), raw values; clamped below
     /// Exact for the known shape f = a(s) + mbs * (b*s + c*s^2) per cell: linear in mbs; along
@@ -411,7 +418,8 @@ private:
             return back(sum, scheme);
         }
         if (st.shape) return combine(b, interpolation_scheme::linear, allow_simplex);
-        if (!allow_simplex) return estimate<double>::out_of_range();
+        if (!allow_simplex || scheme == interpolation_scheme::linear_extrapolating)
+            return estimate<double>::out_of_range();
         return simplex(b, scheme);
     }
 

@@ -1,0 +1,245 @@
+#!/usr/bin/python3
+"""Side by side with DynaPipe's published planner on real batches (issue 8; docs/batching.md).
+
+Draws global batches from $PIPEPLAN_DATA_DIR/lengths exactly as the tests' draw_batch does
+(seeded splitmix64 Fisher-Yates, samples taken while input + target tokens fit the budget),
+then for each batch runs, through the reference harness ../shared/reference/dynapipe (its
+modules imported in this process, the cost model built once):
+  * DynaPipe's default planner (dyna_split.run_split: elkai/LKH TSP order + its DP), its
+    realised objective priced by its own per-micro-batch cost (dyna_eval.mb_cost);
+  * pipeplan's split (dynapipe and pipeplan accounting) with --order auto, lexicographic, tour,
+    and on DynaPipe's TSP order (the batch rewritten in that order, --order dataset);
+    dynapipe-accounting splits are priced again with DynaPipe's cost function.
+Prints one JSON line per batch and a markdown table at the end.
+
+  DYNAREF_WORK=/work/dynaref-work PIPEPLAN=build/examples/cli/pipeplan \\
+    /usr/bin/python3 benchmarks/batching/dynapipe_side_by_side.py --model t5_11b --tokens 65536 --seeds 1-10
+
+Run from the project root after ../shared/reference/dynapipe/build.sh. Nothing is written
+inside the repository (scratch files go to $DYNAREF_WORK/side_by_side).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+MASK = (1 << 64) - 1
+REF = os.environ.get("DYNAREF_DIR", os.path.join("..", "shared", "reference", "dynapipe"))
+DATA = os.environ.get("PIPEPLAN_DATA_DIR", os.path.join("..", "shared", "data"))
+PIPEPLAN = os.environ.get("PIPEPLAN", "build/examples/cli/pipeplan")
+SETTINGS = {
+    "t5_11b": ["--tp", "4", "--layers-per-stage", "6"],
+    "gpt_6.7b": ["--tp", "2", "--layers-per-stage", "8"],
+}
+COMMON = ["--stages", "4", "--memory-mb", "36000", "--max-seqlen", "4096"]
+
+
+class SplitMix64:
+    def __init__(self, seed):
+        self.s = seed & MASK
+
+    def __call__(self):
+        self.s = (self.s + 0x9E3779B97F4A7C15) & MASK
+        z = self.s
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+        return z ^ (z >> 31)
+
+
+def read_lengths(path):
+    rows = []
+    with open(path, newline="") as f:
+        header = f.readline().strip().split(",")
+        i_in, i_tg = header.index("input_tokens"), header.index("target_tokens")
+        for line in f:
+            c = line.rstrip("\r\n").split(",")
+            rows.append((int(c[i_in]), int(c[i_tg])))
+    return rows
+
+
+def draw_batch(samples, budget, seed):
+    """tests/batching/real_batches.hpp draw_batch."""
+    idx = list(range(len(samples)))
+    rng = SplitMix64(seed)
+    for i in range(len(idx), 1, -1):
+        j = rng() % i
+        idx[i - 1], idx[j] = idx[j], idx[i - 1]
+    out, total = [], 0
+    for i in idx:
+        total += samples[i][0] + samples[i][1]
+        if total > budget:
+            break
+        out.append(samples[i])
+    return out
+
+
+def write_batch(path, batch):
+    with open(path, "w") as f:
+        f.write("input_tokens,target_tokens\n")
+        for a, b in batch:
+            f.write(f"{a},{b}\n")
+
+
+def run_json(cmd):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def pipeplan_split(model, batch_csv, accounting, order, out_json):
+    cmd = [PIPEPLAN, "split", "--profiles", os.path.join(DATA, "cost_models"), "--model", model,
+           *SETTINGS[model], *COMMON, "--batch", batch_csv, "--accounting", accounting,
+           "--interpolation", "linear", "--order", order, "--json"]
+    j = run_json(cmd)
+    with open(out_json, "w") as f:
+        json.dump(j, f)
+    return j
+
+
+class Dynapipe:
+    """DynaPipe's planner and cost function in this process (the harness's dyna_split.run_split
+    and dyna_eval.mb_cost over one cost model, built once): same numbers as dyna_split.py and
+    dyna_eval.py, without rebuilding the cost model for every call."""
+
+    def __init__(self, model):
+        sys.path.insert(0, os.path.abspath(REF))
+        import dynaref
+        from dynacm import build_cost_model
+
+        dynaref.setup()
+        self.model = model
+        self.cm = build_cost_model(model)
+        self.args = argparse.Namespace(model=model, tp=int(SETTINGS[model][1]), layers_per_stage=int(SETTINGS[model][3]),
+                                       stages=int(COMMON[1]), memory_mb=float(COMMON[3]), max_seqlen=int(COMMON[5]),
+                                       dp=1, disable_tsp=False)
+
+    def lengths(self, batch_csv):
+        import dynaref
+
+        return dynaref.read_batch(batch_csv, self.model, self.args.max_seqlen)
+
+    def split(self, batch_csv):
+        """DynaPipe's default planner (TSP order + its DP): dyna_split.py's JSON."""
+        import dyna_split
+
+        enc, dec = self.lengths(batch_csv)
+        res, wall = dyna_split.run_split(self.cm, self.args, enc, dec)
+        if not res.get("feasible"):
+            raise RuntimeError(f"DynaPipe finds no feasible split of {batch_csv}")
+        res["split_wall_s"] = [wall]
+        return res
+
+    def price(self, batch_csv, split):
+        """dyna_eval.py on a split JSON: DynaPipe's objective of its micro-batches, the largest
+        relative difference to the JSON's own per-micro-batch values, DynaPipe's memory limit."""
+        import dyna_eval
+
+        enc, dec = self.lengths(batch_csv)
+        a = self.args
+        raw = self.cm.get_raw_cost_model(a.tp, split.get("recompute") or "none")
+        ref = split.get("per_microbatch") or [{}] * len(split["microbatches"])
+        times, worst, stored, peak = [], 0.0, 0.0, 0.0
+        for ids, m in zip(split["microbatches"], ref):
+            n, e, d = dyna_eval.mb_shape(enc, dec, ids)
+            t, st, pk = dyna_eval.mb_cost(raw, a.layers_per_stage, n, e, d)
+            times.append(t)
+            stored, peak = max(stored, st), max(peak, pk)
+            for v, key in ((t, "time_ms"), (st, "stored_mb"), (pk, "peak_mb")):
+                if key in m and m[key]:
+                    worst = max(worst, abs(v - m[key]) / abs(m[key]))
+        obj = dyna_eval.objective(times, a.stages, a.dp)[0]
+        avail, _ = dyna_eval.available_memory(self.cm, a.model, a.tp, a.layers_per_stage, a.memory_mb, a.dp)
+        limit = ("preferred" if peak <= avail and stored <= avail / a.stages else
+                 "available" if peak <= avail and stored <= avail else "exceeded")
+        return {"dynapipe_objective_ms": obj, "max_abs_rel": worst, "dynapipe_memory_limit": limit}
+
+
+def seeds_of(spec):
+    out = []
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
+def print_table(results, orders):
+    """Markdown: per batch, objectives (ms) in DynaPipe's accounting (pipeplan's splits priced by
+    DynaPipe's own cost function) and in pipeplan's; `TSP` = pipeplan's exact DP on DynaPipe's
+    TSP order; Δ = default vs DynaPipe's planner (dynapipe acc.) or vs the DP on the TSP order."""
+    names = {"auto": "default", "lexicographic": "lexicographic", "tour": "tour"}
+    cols = [names.get(o, o) for o in orders] + ["TSP"]
+    print("| tokens | seed | samples | DynaPipe planner | " + " | ".join(cols) + " | Δ default | "
+          + " | ".join("pp " + c for c in cols) + " | Δ default |")
+    print("|" + "---|" * (6 + 2 * len(cols)))
+    for r in results:
+        d = r["dynapipe_planner_ms"]
+        cells = [str(r["tokens"]), str(r["seed"]), str(r["samples"]), f"{d:.1f}"]
+        cells += [f"{r[f'dynapipe_{o}_by_dynapipe_ms']:.1f}" for o in orders] + [f"{r['dynapipe_tsp_ms']:.1f}"]
+        cells.append(f"{100 * (r['dynapipe_auto_by_dynapipe_ms'] / d - 1):+.2f} %")
+        cells += [f"{r[f'pipeplan_{o}_ms']:.1f}" for o in orders + ["tsp"]]
+        cells.append(f"{100 * (r['pipeplan_auto_ms'] / r['pipeplan_tsp_ms'] - 1):+.2f} %")
+        print("| " + " | ".join(cells) + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="t5_11b", choices=sorted(SETTINGS))
+    ap.add_argument("--tokens", type=int, default=65536)
+    ap.add_argument("--seeds", default="1-10")
+    ap.add_argument("--orders", default="auto,lexicographic,tour")
+    ap.add_argument("--table-from", nargs="+", metavar="LOG",
+                    help="only print the table from the JSON lines of earlier runs")
+    a = ap.parse_args()
+    if a.table_from:
+        rows = [json.loads(line) for f in a.table_from for line in open(f) if line.startswith("{")]
+        print_table(rows, a.orders.split(","))
+        return 0
+    lengths = read_lengths(os.path.join(DATA, "lengths", "superni_llama.csv" if a.model == "t5_11b"
+                                        else "superni_gpt.csv"))
+    work = os.path.join(os.environ.get("DYNAREF_WORK", "dynaref-work"), "side_by_side")
+    os.makedirs(work, exist_ok=True)
+    orders = a.orders.split(",")
+    dyna = Dynapipe(a.model)
+    results = []
+    for seed in seeds_of(a.seeds):
+        batch = draw_batch(lengths, a.tokens, seed)
+        tag = f"{a.model}_{a.tokens}_{seed}"
+        bcsv = os.path.join(work, tag + ".csv")
+        write_batch(bcsv, batch)
+        dyn = dyna.split(bcsv)
+        with open(os.path.join(work, tag + "_dyn.json"), "w") as f:
+            json.dump(dyn, f)
+        dyn_eval = dyna.price(bcsv, dyn)
+        dyn_obj = dyn_eval["dynapipe_objective_ms"]
+        # DynaPipe's TSP order: its micro-batches are contiguous ranges of it.
+        tsp = [i for mb in dyn["microbatches"] for i in mb]
+        tcsv = os.path.join(work, tag + "_tsp.csv")
+        write_batch(tcsv, [batch[i] for i in tsp])
+        row = {"model": a.model, "tokens": a.tokens, "seed": seed, "samples": len(batch),
+               "dynapipe_planner_ms": dyn_obj, "dynapipe_split_wall_s": dyn.get("split_wall_s"),
+               "dynapipe_limit": f"{dyn.get('recompute')}/{dyn_eval.get('dynapipe_memory_limit')}"}
+        for acc in ("dynapipe", "pipeplan"):
+            for order in orders + ["tsp"]:
+                out = os.path.join(work, f"{tag}_{acc}_{order}.json")
+                if order == "tsp":
+                    j = pipeplan_split(a.model, tcsv, acc, "dataset", out)
+                else:
+                    j = pipeplan_split(a.model, bcsv, acc, order, out)
+                row[f"{acc}_{order}_ms"] = j["objective_ms"]
+                if acc == "dynapipe" and order != "tsp":
+                    ev = dyna.price(bcsv, j)
+                    row[f"{acc}_{order}_by_dynapipe_ms"] = ev["dynapipe_objective_ms"]
+                    # DynaPipe's cost of pipeplan's micro-batches vs pipeplan's: relative difference
+                    row[f"{acc}_{order}_max_abs_rel"] = ev["max_abs_rel"]
+                    row[f"{acc}_{order}_limit"] = f"{j['recompute']}/{ev.get('dynapipe_memory_limit')}"
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    print()
+    print_table(results, orders)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
