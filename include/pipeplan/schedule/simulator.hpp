@@ -23,9 +23,11 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <queue>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +70,10 @@ struct simulation_options {
     bool record_timeline = true;      ///< fill simulation_result::timeline
     bool record_memory_curve = true;  ///< fill simulation_result::memory_mb
     bool compute_lower_bound = true;  ///< fill lower_bound_ms / makespan_over_lower_bound
+    /// Per-op durations (ms) replacing the scenario's, indexed by op id: the ops of device 0
+    /// in order, then device 1's, ... (the order of pipeline_schedule::orders). Empty = the
+    /// scenario's durations. Used to replay plans that change op speeds (energy/).
+    std::span<const double> duration_ms{};
 };
 
 namespace detail {
@@ -176,36 +182,13 @@ struct sim_node {
     std::int32_t local = op_index::none;
 };
 
-}  // namespace detail
-
-/// Scratch memory of simulate(): keep one around (or use `simulator`) to simulate many
-/// schedules without re-allocating (large simulations spend much of their time in the
-/// kernel's page faults for fresh memory otherwise).
-struct simulation_workspace {
-    detail::op_index idx;
-    std::vector<detail::sim_node> nodes;
-    std::vector<std::uint8_t> pending;
-    std::vector<double> held, dev_free;
-    std::vector<std::uint32_t> pos, work;
-    link_channels links;
-};
-
-/// Simulates `sched` on `sc` into `r` (see the file comment for the model), reusing the
-/// capacity of `r` and `ws`. Throws pipeplan::invalid_argument when the schedule is malformed
-/// (an op missing, duplicated, on the wrong device) or deadlocks (an op ordered before one it
-/// depends on).
-inline void simulate_into(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
-                          const simulation_options& opt, simulation_workspace& ws) {
-    using node = detail::sim_node;
-    ws.idx.build(sc, sched);
-    const detail::op_index& idx = ws.idx;
-    const std::size_t V = sc.stages, D = sched.placement.devices(), N = idx.ops.size();
-    const double w = sched.w_share;
-    const bool free_net = sc.network.is_free();
-
-    std::vector<node>& nodes = ws.nodes;
+/// Fills, per op id, the duration, the successors and the number of inputs it waits for
+/// (`pending`): the simulator's timing model, shared by simulate_into() and op_graph().
+inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::vector<sim_node>& nodes,
+                        std::vector<std::uint8_t>& pending) {
+    using node = sim_node;
+    const std::size_t V = sc.stages, N = idx.ops.size();
     nodes.assign(N, node{});
-    std::vector<std::uint8_t>& pending = ws.pending;
     pending.assign(N, 0);
     for (std::size_t i = 0; i < N; ++i) {
         const op& o = idx.ops[i];
@@ -237,6 +220,48 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
                 pending[i] = 1;
                 n.dur = sc.backward_ms[k] * w;
                 break;
+        }
+    }
+}
+
+}  // namespace detail
+
+/// Scratch memory of simulate(): keep one around (or use `simulator`) to simulate many
+/// schedules without re-allocating (large simulations spend much of their time in the
+/// kernel's page faults for fresh memory otherwise).
+struct simulation_workspace {
+    detail::op_index idx;
+    std::vector<detail::sim_node> nodes;
+    std::vector<std::uint8_t> pending;
+    std::vector<double> held, dev_free;
+    std::vector<std::uint32_t> pos, work;
+    link_channels links;
+};
+
+/// Simulates `sched` on `sc` into `r` (see the file comment for the model), reusing the
+/// capacity of `r` and `ws`. Throws pipeplan::invalid_argument when the schedule is malformed
+/// (an op missing, duplicated, on the wrong device) or deadlocks (an op ordered before one it
+/// depends on).
+inline void simulate_into(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
+                          const simulation_options& opt, simulation_workspace& ws) {
+    using node = detail::sim_node;
+    ws.idx.build(sc, sched);
+    const detail::op_index& idx = ws.idx;
+    const std::size_t V = sc.stages, D = sched.placement.devices(), N = idx.ops.size();
+    const double w = sched.w_share;
+    const bool free_net = sc.network.is_free();
+
+    std::vector<node>& nodes = ws.nodes;
+    std::vector<std::uint8_t>& pending = ws.pending;
+    detail::build_nodes(idx, sc, w, nodes, pending);
+    if (!opt.duration_ms.empty()) {
+        if (opt.duration_ms.size() != N)
+            throw invalid_argument("simulate: schedule '" + sched.name + "' has " + std::to_string(N) + " ops, " +
+                                   std::to_string(opt.duration_ms.size()) + " durations were given");
+        for (std::size_t i = 0; i < N; ++i) {
+            if (!std::isfinite(opt.duration_ms[i]) || opt.duration_ms[i] < 0.0)
+                throw invalid_argument("simulate: duration of op " + std::to_string(i) + " must be finite and >= 0");
+            nodes[i].dur = opt.duration_ms[i];
         }
     }
 
