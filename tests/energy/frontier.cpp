@@ -181,7 +181,7 @@ TEST_CASE("energy: frontier against brute force on tiny schedules (<= 8 ops, <= 
             CHECK(r.frontier.front().energy_j == doctest::Approx(test::best_energy_within(plans, r.all_max.time_ms)));
         }
         const double mean_gap = sum_gap / static_cast<double>(points);
-        MESSAGE("brute force (" + std::string(exact ? "exact breakpoints" : "default steps") + "): ", points,
+        MESSAGE("brute force (", std::string(exact ? "exact breakpoints" : "default steps"), "): ", points,
                 " frontier points, mean energy gap ", 100.0 * mean_gap, " %, worst ", 100.0 * worst_gap, " %");
         // Measured (see docs/energy.md): the bounds leave room for rounding only.
         CHECK(mean_gap < (exact ? 0.005 : 0.02));
