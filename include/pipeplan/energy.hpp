@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pipeplan/energy/frontier.hpp"
+#include "pipeplan/energy/frequency_plan.hpp"
 #include "pipeplan/energy/min_cut.hpp"
 #include "pipeplan/energy/problem.hpp"
 #include "pipeplan/energy/profile.hpp"
