@@ -1,10 +1,12 @@
 // `pipeplan energy`: the iteration time–energy frontier of a schedule and its frequency plan.
 //
-//   pipeplan energy --scenario FILE.json --schedule NAME [--chunks C] [--memory-limit-mb M]
+//   pipeplan energy --scenario FILE.json --schedule NAME [--chunks C] [--checkpoint-ratio r]
+//                   [--memory-limit-mb M]
 //                   [--energy-profile FILE.csv | --gpu a100] [--idle-power-w W] [--step-ms S]
 //                   [--exact-breakpoints] [--target-ms T] [--svg out.svg] [--trace out.json] [--json]
 //
 // Output files are rendered in memory first and written atomically.
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "commands.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/file.hpp"
+#include "pipeplan/core/names.hpp"
 #include "pipeplan/energy.hpp"
 #include "pipeplan/schedule.hpp"
 #include "pipeplan/schedule/scenario_json.hpp"
@@ -30,7 +33,8 @@ namespace pe = pipeplan::energy;
 struct energy_args {
     std::string scenario_path;
     std::string schedule = "1f1b";
-    std::size_t chunks = 2;
+    std::size_t chunks = 0;
+    double checkpoint_ratio = std::numeric_limits<double>::quiet_NaN();
     double memory_limit_mb = std::numeric_limits<double>::infinity();
     std::string profile_path;
     std::string gpu = "a100";
@@ -44,8 +48,7 @@ struct energy_args {
 
 pe::energy_profile load_profile(const energy_args& a) {
     if (!a.profile_path.empty()) return pe::read_energy_profile_csv(a.profile_path);
-    if (a.gpu != "a100") throw invalid_argument("--gpu: unknown GPU '" + a.gpu + "' (known: a100)");
-    return pe::a100_profile();
+    return pe::gpu_profile(parse_name<pe::gpu_model>(a.gpu));
 }
 
 nlohmann::json point_json(double time_ms, double energy_j) {
@@ -65,7 +68,6 @@ nlohmann::json frequencies_json(const pe::energy_problem& p, const pe::frequency
 
 void run_energy(const energy_args& a) {
     const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
-    if (a.chunks < 1) throw invalid_argument("--chunks must be >= 1");
     if (!(a.memory_limit_mb > 0)) throw invalid_argument("--memory-limit-mb must be > 0");
     if (a.step_ms < 0.0 || !std::isfinite(a.step_ms)) throw invalid_argument("--step-ms must be > 0");
     pe::energy_profile profile = load_profile(a);
@@ -79,6 +81,7 @@ void run_energy(const energy_args& a) {
     ps::named_schedule_options opt;
     opt.chunks = a.chunks;
     opt.memory_limit_mb = a.memory_limit_mb;
+    opt.checkpoint_ratio = a.checkpoint_ratio;
     const ps::scenario sc = ps::prepare_scenario(name, base, opt);
     const ps::pipeline_schedule sched = ps::make_generator(name, opt)(sc);
 
@@ -158,12 +161,15 @@ void register_energy(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "energy", "Iteration time-energy frontier of a schedule (Perseus) and its per-computation GPU clocks");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
-    sub->add_option("--schedule", args->schedule, std::string(ps::schedule_names))->required();
-    sub->add_option("--chunks", args->chunks, "Model chunks per device for interleaved (default 2)");
+    sub->add_option("--schedule", args->schedule, name_list<ps::schedule_name>("|"))->required();
+    sub->add_option("--chunks", args->chunks, "Model chunks per device for interleaved (default: the scenario's, or 2)");
+    sub->add_option("--checkpoint-ratio", args->checkpoint_ratio, "Merak's activation checkpoint ratio (merak-* only)");
     sub->add_option("--memory-limit-mb", args->memory_limit_mb, "Per-device memory limit (MB) for adaptive and zb-h1");
     auto* prof = sub->add_option("--energy-profile", args->profile_path,
                                  "Time-energy profile CSV (docs/formats.md: kind,stage,frequency_mhz,time_ms,energy_j)");
-    sub->add_option("--gpu", args->gpu, "Analytic DVFS model instead of a profile: a100 (default)")->excludes(prof);
+    sub->add_option("--gpu", args->gpu, "Analytic DVFS model instead of a profile: " + name_list<pe::gpu_model>("|") +
+                                            " (default a100)")
+        ->excludes(prof);
     sub->add_option("--idle-power-w", args->idle_power_w, "Power of a waiting GPU (W); overrides the profile's");
     sub->add_option("--step-ms", args->step_ms, "Time cut per Phillips-Dessouky step (default: makespan / 100)");
     sub->add_flag("--exact-breakpoints", args->exact, "Also stop steps where an op's cost slope changes (slower)");

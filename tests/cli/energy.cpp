@@ -140,7 +140,7 @@ TEST_CASE("cli energy: profile CSV, and errors") {
     CHECK(e2.err.find("below the minimum iteration time") != std::string::npos);
     const auto e3 = run_cli({"energy", "--scenario", sc, "--schedule", "1f1b", "--gpu", "h100"});
     CHECK(e3.exit_code == 1);
-    CHECK(e3.err.find("unknown GPU") != std::string::npos);
+    CHECK(e3.err.find("unknown GPU 'h100' (valid: a100)") != std::string::npos);
     const auto e4 = run_cli({"energy", "--scenario", sc, "--schedule", "1f1b", "--gpu", "a100", "--energy-profile", good});
     CHECK(e4.exit_code != 0);
 }

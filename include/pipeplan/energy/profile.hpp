@@ -27,6 +27,7 @@
 
 #include "pipeplan/core/csv.hpp"
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 #include "pipeplan/schedule/op.hpp"
 
 namespace pipeplan::energy {
@@ -154,6 +155,20 @@ template <dvfs_power_model M>
 
 /// The A100 profile (dvfs_model's defaults).
 [[nodiscard]] inline energy_profile a100_profile() { return profile_from_model(dvfs_model{}, "a100"); }
+
+/// GPUs with a built-in DVFS model (`--gpu NAME`).
+enum class gpu_model : std::uint8_t { a100 };
+[[nodiscard]] constexpr auto enum_names(gpu_model) noexcept {
+    return name_table<gpu_model, 1>{"GPU", {{{gpu_model::a100, "a100"}}}};
+}
+
+/// The built-in profile of a GPU.
+[[nodiscard]] inline energy_profile gpu_profile(gpu_model g) {
+    switch (g) {
+        case gpu_model::a100: return a100_profile();
+    }
+    throw invalid_argument("energy: unknown GPU model");
+}
 
 /// Reads a profile CSV: columns kind (F, B, W or idle), stage (an integer, or * for every
 /// stage), frequency_mhz, time_ms, energy_j; one row per measured point. An `idle` row gives

@@ -3,9 +3,10 @@
 // The nodes are the schedule's ops by op id (device 0's ops in order, then device 1's, ...: the
 // ids simulation_options::duration_ms uses); the edges are
 // - device order: each op after the previous op of its device (delay 0);
-// - data: the simulator's dependencies (forward output to the next stage, gradient to the
-//   previous stage, F/R to B, B to W), built by the simulator's own detail::build_nodes. A
-//   message between two devices delays its edge by the network's latency + wire time.
+// - data: the simulator's dependencies (timing.hpp's data flow: forward output to the next
+//   stage, gradient to the previous stage, F/R to B, B to W), built by the simulator's own
+//   detail::build_nodes, durations from timing.hpp's op_model. A message between two devices
+//   delays its edge by the network's latency + wire time of op_model's message size.
 // The earliest-start times of this DAG are the simulator's start times whenever links never
 // queue (a free network, or at most one message at a time per link); the simulator also models
 // link queueing, which a DAG with fixed delays cannot.
@@ -47,6 +48,7 @@ struct op_graph {
     std::vector<std::uint8_t> pending;
     detail::build_nodes(idx, sc, sched.w_share, nodes, pending);
     op_graph g;
+    const op_model model(sc, sched.w_share);
     const std::size_t N = idx.ops.size();
     g.ops = idx.ops;
     g.first_of_device = idx.first_of_device;
@@ -64,8 +66,8 @@ struct op_graph {
             if (succ == detail::op_index::none) continue;
             const auto to = static_cast<std::uint32_t>(succ);
             const std::size_t a = g.device[i], b = g.device[to];
-            const double delay = a == b ? 0.0
-                                        : sc.network.latency(a, b) + sc.network.wire_ms(sc.activation(g.ops[i].mb), a, b);
+            const double delay =
+                a == b ? 0.0 : sc.network.latency(a, b) + sc.network.wire_ms(model.message_mb(g.ops[i]), a, b);
             g.edges.push_back({static_cast<std::uint32_t>(i), to, delay});
         }
     return g;
