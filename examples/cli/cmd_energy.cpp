@@ -38,10 +38,10 @@ struct energy_args {
     double memory_limit_mb = std::numeric_limits<double>::infinity();
     std::string profile_path;
     std::string gpu = "a100";
-    double idle_power_w = -1.0;
+    double idle_power_w = std::numeric_limits<double>::quiet_NaN();
     double step_ms = 0.0;
     bool exact = false;
-    double target_ms = -1.0;
+    double target_ms = std::numeric_limits<double>::quiet_NaN();
     std::string svg_path, trace_path;
     bool json = false;
 };
@@ -66,45 +66,10 @@ nlohmann::json frequencies_json(const pe::energy_problem& p, const pe::frequency
     return devs;
 }
 
-void run_energy(const energy_args& a) {
-    const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
-    if (!(a.memory_limit_mb > 0)) throw invalid_argument("--memory-limit-mb must be > 0");
-    if (a.step_ms < 0.0 || !std::isfinite(a.step_ms)) throw invalid_argument("--step-ms must be > 0");
-    pe::energy_profile profile = load_profile(a);
-    if (a.idle_power_w >= 0.0) profile.idle_power_w = a.idle_power_w;
-    const ps::scenario base = ps::read_scenario_json(a.scenario_path);
-    try {
-        base.validate();
-    } catch (const invalid_argument& e) {
-        throw input_error(a.scenario_path, 0, "", e.what());
-    }
-    ps::named_schedule_options opt;
-    opt.chunks = a.chunks;
-    opt.memory_limit_mb = a.memory_limit_mb;
-    opt.checkpoint_ratio = a.checkpoint_ratio;
-    const ps::scenario sc = ps::prepare_scenario(name, base, opt);
-    const ps::pipeline_schedule sched = ps::make_generator(name, opt)(sc);
-
-    const pe::energy_problem p = pe::make_energy_problem(sc, sched, profile);
-    pe::frontier_options fo;
-    fo.step_ms = a.step_ms;
-    fo.exact_breakpoints = a.exact;
-    const pe::frontier_result r = pe::compute_frontier(p, fo);
-    const bool targeted = a.target_ms >= 0.0;
-    const pe::chosen_point chosen = targeted ? pe::choose_for_target(p, r, a.target_ms) : pe::choose_min_time(p, r);
-
-    std::string svg_text, trace_text;
-    if (!a.svg_path.empty()) {
-        std::ostringstream ss;
-        pe::write_frequency_svg(ss, p, chosen.point.choice);
-        svg_text = ss.str();
-    }
-    if (!a.trace_path.empty()) {
-        std::ostringstream ss;
-        pe::write_frequency_trace(ss, p, chosen.point.choice);
-        trace_text = ss.str();
-    }
-
+/// The `--json` object (docs/formats.md).
+nlohmann::json result_json(const pe::energy_problem& p, const pe::energy_profile& profile, const pe::frontier_result& r,
+                           const pe::chosen_point& chosen, bool targeted) {
+    const auto& sched = *p.sched;
     const pe::frontier_point& fastest = r.frontier.front();
     nlohmann::json j;
     j["schedule"] = sched.name;
@@ -132,13 +97,14 @@ void run_energy(const energy_args& a) {
         j["saving_fraction"] = 1.0 - chosen.energy_at_target_j / chosen.all_max_at_target_j;
     }
     j["chosen"] = std::move(ch);
+    return j;
+}
 
-    if (!a.svg_path.empty()) write_file_atomically(a.svg_path, svg_text);
-    if (!a.trace_path.empty()) write_file_atomically(a.trace_path, trace_text);
-    if (a.json) {
-        std::printf("%s\n", j.dump(2).c_str());
-        return;
-    }
+/// The text summary.
+void print_summary(const pe::energy_problem& p, const pe::energy_profile& profile, const pe::frontier_result& r,
+                   const pe::chosen_point& chosen, bool targeted) {
+    const auto& sched = *p.sched;
+    const pe::frontier_point& fastest = r.frontier.front();
     std::printf("schedule %s on %zu devices, %zu computations, profile %s (idle %.1f W)\n", sched.name.c_str(),
                 p.graph.devices(), p.size(), profile.source.c_str(), profile.idle_power_w);
     std::printf("frontier: %zu points from %.3f ms / %.3f J to %.3f ms / %.3f J (%zu steps of %.4f ms)\n",
@@ -152,6 +118,60 @@ void run_energy(const energy_args& a) {
         std::printf("target %.3f ms: plan of %.3f ms, %.3f J over the target versus %.3f J at the top clock (saving %.2f %%)\n",
                     chosen.target_ms, chosen.point.time_ms, chosen.energy_at_target_j, chosen.all_max_at_target_j,
                     100.0 * (1.0 - chosen.energy_at_target_j / chosen.all_max_at_target_j));
+}
+
+void run_energy(const energy_args& a) {
+    const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
+    if (!(a.memory_limit_mb > 0)) throw invalid_argument("--memory-limit-mb must be > 0");
+    if (a.step_ms < 0.0 || !std::isfinite(a.step_ms)) throw invalid_argument("--step-ms must be > 0");
+    pe::energy_profile profile = load_profile(a);
+    if (!std::isnan(a.idle_power_w)) {
+        if (!(a.idle_power_w >= 0.0) || !std::isfinite(a.idle_power_w))
+            throw invalid_argument("--idle-power-w must be a finite number >= 0");
+        profile.idle_power_w = a.idle_power_w;
+    }
+    const ps::scenario base = ps::read_scenario_json(a.scenario_path);
+    try {
+        base.validate();
+    } catch (const invalid_argument& e) {
+        throw input_error(a.scenario_path, 0, "", e.what());
+    }
+    ps::named_schedule_options opt;
+    opt.chunks = a.chunks;
+    opt.memory_limit_mb = a.memory_limit_mb;
+    opt.checkpoint_ratio = a.checkpoint_ratio;
+    const ps::scenario sc = ps::prepare_scenario(name, base, opt);
+    const ps::pipeline_schedule sched = ps::make_generator(name, opt)(sc);
+
+    const pe::energy_problem p = pe::make_energy_problem(sc, sched, profile);
+    pe::frontier_options fo;
+    fo.step_ms = a.step_ms;
+    fo.exact_breakpoints = a.exact;
+    const pe::frontier_result r = pe::compute_frontier(p, fo);
+    const bool targeted = !std::isnan(a.target_ms);
+    const pe::chosen_point chosen = targeted ? pe::choose_for_target(p, r, a.target_ms) : pe::choose_min_time(p, r);
+
+    std::string svg_text, trace_text;
+    if (!a.svg_path.empty()) {
+        std::ostringstream ss;
+        pe::write_frequency_svg(ss, p, chosen.point.choice);
+        svg_text = ss.str();
+    }
+    if (!a.trace_path.empty()) {
+        std::ostringstream ss;
+        pe::write_frequency_trace(ss, p, chosen.point.choice);
+        trace_text = ss.str();
+    }
+
+    const nlohmann::json j = result_json(p, profile, r, chosen, targeted);
+
+    if (!a.svg_path.empty()) write_file_atomically(a.svg_path, svg_text);
+    if (!a.trace_path.empty()) write_file_atomically(a.trace_path, trace_text);
+    if (a.json) {
+        std::printf("%s\n", j.dump(2).c_str());
+        return;
+    }
+    print_summary(p, profile, r, chosen, targeted);
 }
 
 }  // namespace

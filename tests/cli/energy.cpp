@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "golden.hpp"
 #include "run_cli.hpp"
 
 using pipeplan::test::read_text_file;
@@ -31,25 +32,8 @@ struct scratch {
     }
 };
 
-/// The golden scenario of issue 4: S = 4, forward 4, 4, 2, 2 ms x m, backward twice that.
-std::string golden_scenario() {
-    const double m[] = {1, .8, 1.2, .9, 1.1, .7, 1.4, .6};
-    const double base[] = {4, 4, 2, 2};
-    nlohmann::json j;
-    j["stages"] = 4;
-    for (double x : m) {
-        nlohmann::json mb;
-        for (double b : base) {
-            mb["forward_ms"].push_back(b * x);
-            mb["backward_ms"].push_back(2 * b * x);
-            mb["stored_mb"].push_back(8000 * x);
-            mb["peak_mb"].push_back(16000 * x);
-        }
-        j["microbatches"].push_back(mb);
-    }
-    j["model_state_mb"] = {4000, 4000, 4000, 4000};
-    return j.dump();
-}
+/// The golden scenario of issue 4 as text.
+std::string golden_scenario() { return pipeplan::test::golden_scenario_json().dump(); }
 
 }  // namespace
 

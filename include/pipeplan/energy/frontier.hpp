@@ -163,6 +163,32 @@ struct dag_index {
     }
 };
 
+/// Earliest starts `es` and latest finishes `lf` of the ops of `g` with durations `d`, for an
+/// iteration of at least `min_makespan_ms`; returns the makespan (the longer of the two).
+inline double dag_times(const schedule::op_graph& g, const dag_index& idx, const std::vector<double>& d,
+                        double min_makespan_ms, std::vector<double>& es, std::vector<double>& lf) {
+    double T = min_makespan_ms;
+    for (const std::uint32_t v : idx.topo) {
+        double s = 0.0;
+        for (std::uint32_t k = idx.in_start[v]; k < idx.in_start[v + 1]; ++k) {
+            const auto& e = g.edges[idx.in_edge[k]];
+            s = std::max(s, es[e.from] + d[e.from] + e.delay_ms);
+        }
+        es[v] = s;
+        T = std::max(T, s + d[v]);
+    }
+    for (auto it = idx.topo.rbegin(); it != idx.topo.rend(); ++it) {
+        const std::uint32_t u = *it;
+        double f = T;
+        for (std::uint32_t k = idx.out_start[u]; k < idx.out_start[u + 1]; ++k) {
+            const auto& e = g.edges[idx.out_edge[k]];
+            f = std::min(f, lf[e.to] - d[e.to] - e.delay_ms);
+        }
+        lf[u] = f;
+    }
+    return T;
+}
+
 /// The Phillips–Dessouky state: planned (continuous) op durations and the DAG's times.
 class pd_solver {
 public:
@@ -177,29 +203,7 @@ public:
     }
 
     /// Makespan of the DAG with the planned durations (updates earliest/latest times).
-    double makespan_ms() {
-        const auto& g = p_.graph;
-        double T = 0.0;
-        for (const std::uint32_t v : idx_.topo) {
-            double s = 0.0;
-            for (std::uint32_t k = idx_.in_start[v]; k < idx_.in_start[v + 1]; ++k) {
-                const auto& e = g.edges[idx_.in_edge[k]];
-                s = std::max(s, es_[e.from] + d_[e.from] + e.delay_ms);
-            }
-            es_[v] = s;
-            T = std::max(T, s + d_[v]);
-        }
-        for (auto it = idx_.topo.rbegin(); it != idx_.topo.rend(); ++it) {
-            const std::uint32_t u = *it;
-            double f = T;
-            for (std::uint32_t k = idx_.out_start[u]; k < idx_.out_start[u + 1]; ++k) {
-                const auto& e = g.edges[idx_.out_edge[k]];
-                f = std::min(f, lf_[e.to] - d_[e.to] - e.delay_ms);
-            }
-            lf_[u] = f;
-        }
-        return T;
-    }
+    double makespan_ms() { return dag_times(p_.graph, idx_, d_, 0.0, es_, lf_); }
 
     /// One step; false when the makespan cannot be cut any more.
     bool step(std::size_t& relaxed_cuts) {
@@ -341,23 +345,7 @@ inline void fill_slack(const energy_problem& p, const dag_index& idx, frequency_
     const std::size_t n = p.size();
     std::vector<double> d(n), start(n, 0.0), lf(n);
     for (std::size_t i = 0; i < n; ++i) d[i] = p.options[i][c[i]].time_ms;
-    double T = deadline_ms;
-    for (const std::uint32_t v : idx.topo) {
-        for (std::uint32_t k = idx.in_start[v]; k < idx.in_start[v + 1]; ++k) {
-            const auto& e = g.edges[idx.in_edge[k]];
-            start[v] = std::max(start[v], start[e.from] + d[e.from] + e.delay_ms);
-        }
-        T = std::max(T, start[v] + d[v]);
-    }
-    for (auto it = idx.topo.rbegin(); it != idx.topo.rend(); ++it) {
-        const std::uint32_t u = *it;
-        double f = T;
-        for (std::uint32_t k = idx.out_start[u]; k < idx.out_start[u + 1]; ++k) {
-            const auto& e = g.edges[idx.out_edge[k]];
-            f = std::min(f, lf[e.to] - d[e.to] - e.delay_ms);
-        }
-        lf[u] = f;
-    }
+    dag_times(g, idx, d, deadline_ms, start, lf);
     std::fill(start.begin(), start.end(), 0.0);
     for (const std::uint32_t v : idx.topo) {
         for (std::uint32_t k = idx.in_start[v]; k < idx.in_start[v + 1]; ++k) {
