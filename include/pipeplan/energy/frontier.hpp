@@ -7,16 +7,20 @@
 // - Start from every op at its slowest (minimum-energy) option. Repeatedly: compute the
 //   earliest and latest times of the op DAG (schedule/op_graph.hpp: the simulator's timing
 //   model); on the critical sub-DAG (ops and edges whose slack is at most half a step) find
-//   the minimum cut where shortening an op costs its hull slope to the left and lengthening an
-//   op earns its slope to the right (energy/min_cut.hpp, Boost.Graph max-flow); shorten the
-//   cut's forward ops and lengthen its backward ops by one step (--step-ms, default: the
-//   makespan at the top clock / 100), less where an op reaches its fastest or slowest time or a
-//   path with slack would become critical. Stop when every cut crosses an op that cannot go
+//   the minimum cut where shortening an op costs its cost slope and lengthening an op earns it
+//   (energy/min_cut.hpp, Boost.Graph max-flow; by default the mean slopes over one step either
+//   way, as lowtime's quantized solver does); shorten the cut's forward ops and lengthen its
+//   backward ops by one step (--step-ms, default: the makespan at the top clock / 100), clamped
+//   at their fastest and slowest times. If that did not shorten the iteration, the step is cut
+//   to the least slack outside the cut (half of it when ops got slower). With
+//   exact_breakpoints every step also stops where a cut op's slope changes (exact
+//   Phillips–Dessouky on the convex costs). Stop when every cut crosses an op that cannot go
 //   faster: the iteration then runs at the makespan with every op at the top clock.
 // - After every step, each op runs at its slowest option that is not slower than its planned
-//   duration, and that plan is replayed through the simulator: the sweep's points are those
-//   replayed (time, energy) pairs, so every point is reproduced by simulation. The frontier is
-//   the sweep's non-dominated points (time up, energy strictly down).
+//   duration, then slows further into the slack this leaves up to the planned makespan
+//   (fill_slack), and that plan is replayed through the simulator: the sweep's points are
+//   those replayed (time, energy) pairs, so every point is reproduced by simulation. The
+//   frontier is the sweep's non-dominated points (time up, energy strictly down).
 #pragma once
 
 #include <algorithm>
