@@ -14,6 +14,10 @@ void register_calibrate(CLI::App& app);
 void register_split(CLI::App& app);
 /// `pipeplan simulate ...` (cmd_simulate.cpp)
 void register_simulate(CLI::App& app);
+/// `pipeplan partition ...` (cmd_partition.cpp)
+void register_partition(CLI::App& app);
+/// `pipeplan shard ...` (cmd_shard.cpp)
+void register_shard(CLI::App& app);
 /// `pipeplan energy ...` (cmd_energy.cpp)
 void register_energy(CLI::App& app);
 /// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_default.cpp).

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     pipeplan::cli::register_calibrate(app);
     pipeplan::cli::register_split(app);
     pipeplan::cli::register_simulate(app);
+    pipeplan::cli::register_partition(app);
+    pipeplan::cli::register_shard(app);
     pipeplan::cli::register_energy(app);
     try {
         app.parse(argc, argv);
