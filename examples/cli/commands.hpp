@@ -18,6 +18,8 @@ void register_simulate(CLI::App& app);
 void register_partition(CLI::App& app);
 /// `pipeplan shard ...` (cmd_shard.cpp)
 void register_shard(CLI::App& app);
+/// `pipeplan energy ...` (cmd_energy.cpp)
+void register_energy(CLI::App& app);
 /// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_default.cpp).
 void run_default();
 

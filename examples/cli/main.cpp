@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     pipeplan::cli::register_simulate(app);
     pipeplan::cli::register_partition(app);
     pipeplan::cli::register_shard(app);
+    pipeplan::cli::register_energy(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) pipeplan::cli::run_default();

@@ -11,6 +11,7 @@
 #include "pipeplan/schedule/lower_bound.hpp"
 #include "pipeplan/schedule/merak.hpp"
 #include "pipeplan/schedule/one_f_one_b.hpp"
+#include "pipeplan/schedule/op_graph.hpp"
 #include "pipeplan/schedule/op.hpp"
 #include "pipeplan/schedule/order_discovery.hpp"
 #include "pipeplan/schedule/order_search.hpp"

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "golden.hpp"
 #include "run_cli.hpp"
 
 using pipeplan::test::read_text_file;
@@ -33,21 +34,7 @@ temp_files& written() {
 
 /// Writes the golden scenario of issue 4 (optionally edited) to a fresh temp file.
 std::string golden_file(const std::function<void(nlohmann::json&)>& edit = {}) {
-    const double m[] = {1, .8, 1.2, .9, 1.1, .7, 1.4, .6};
-    const double base[] = {4, 4, 2, 2};
-    nlohmann::json j;
-    j["stages"] = 4;
-    for (double x : m) {
-        nlohmann::json mb;
-        for (double b : base) {
-            mb["forward_ms"].push_back(b * x);
-            mb["backward_ms"].push_back(2 * b * x);
-            mb["stored_mb"].push_back(8000 * x);
-            mb["peak_mb"].push_back(16000 * x);
-        }
-        j["microbatches"].push_back(mb);
-    }
-    j["model_state_mb"] = {4000, 4000, 4000, 4000};
+    nlohmann::json j = pipeplan::test::golden_scenario_json();
     if (edit) edit(j);
     const std::string path = temp_path(".json");
     std::ofstream(path) << j.dump(2);

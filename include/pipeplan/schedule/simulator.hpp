@@ -16,9 +16,11 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <queue>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +65,10 @@ struct simulation_options {
     bool record_timeline = true;      ///< fill simulation_result::timeline
     bool record_memory_curve = true;  ///< fill simulation_result::memory_mb
     bool compute_lower_bound = true;  ///< fill lower_bound_ms / makespan_over_lower_bound
+    /// Per-op durations (ms) replacing the scenario's, indexed by op id: the ops of device 0
+    /// in order, then device 1's, ... (the order of pipeline_schedule::orders). Empty = the
+    /// scenario's durations. Used to replay plans that change op speeds (energy/).
+    std::span<const double> duration_ms{};
 };
 
 /// A schedule that cannot run to its end: `device` waits forever at `position` (0-based) of
@@ -186,6 +192,35 @@ struct sim_node {
     std::int32_t local = op_index::none;
 };
 
+/// Fills, per op id, the duration, the successors and the number of inputs it waits for
+/// (`pending`): the simulator's timing model, shared by simulate_into() and op_graph().
+inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::vector<sim_node>& nodes,
+                        std::vector<std::uint8_t>& pending) {
+    using node = sim_node;
+    const std::size_t V = sc.stages, N = idx.ops.size();
+    nodes.assign(N, node{});
+    pending.assign(N, 0);
+    const op_model model(sc, w);
+    for (std::size_t i = 0; i < N; ++i) {
+        const op& o = idx.ops[i];
+        const std::size_t key = o.stage * idx.M + o.mb;
+        node& n = nodes[i];
+        pending[i] = input_count(o, V);
+        const bool inline_recompute = o.kind == op_kind::B && idx.rec_of(key) == detail::op_index::none &&
+                                      idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::f;
+        n.dur = model.duration_ms(o, inline_recompute);
+        if (const cross_target c = cross_successor(o, V); c.has)
+            n.cross = c.to.kind == op_kind::B ? idx.bwd[key - idx.M] : idx.fwd[key + idx.M];
+        switch (o.kind) {
+            case op_kind::F:
+            case op_kind::f: n.local = idx.rec_of(key) != detail::op_index::none ? idx.rec_of(key) : idx.bwd[key]; break;
+            case op_kind::R: n.local = idx.bwd[key]; break;
+            case op_kind::B: n.local = idx.wgt_of(key); break;
+            case op_kind::W: break;
+        }
+    }
+}
+
 }  // namespace detail
 
 /// Scratch memory of simulate(): keep one around (or use `simulator`) to simulate many
@@ -214,26 +249,17 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
     const bool free_net = sc.network.is_free();
 
     std::vector<node>& nodes = ws.nodes;
-    nodes.assign(N, node{});
     std::vector<std::uint8_t>& pending = ws.pending;
-    pending.assign(N, 0);
+    detail::build_nodes(idx, sc, w, nodes, pending);
     const op_model model(sc, w);
-    for (std::size_t i = 0; i < N; ++i) {
-        const op& o = idx.ops[i];
-        const std::size_t key = o.stage * idx.M + o.mb;
-        node& n = nodes[i];
-        pending[i] = input_count(o, V);
-        const bool inline_recompute = o.kind == op_kind::B && idx.rec_of(key) == detail::op_index::none &&
-                                      idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::f;
-        n.dur = model.duration_ms(o, inline_recompute);
-        if (const cross_target c = cross_successor(o, V); c.has)
-            n.cross = c.to.kind == op_kind::B ? idx.bwd[key - idx.M] : idx.fwd[key + idx.M];
-        switch (o.kind) {
-            case op_kind::F:
-            case op_kind::f: n.local = idx.rec_of(key) != detail::op_index::none ? idx.rec_of(key) : idx.bwd[key]; break;
-            case op_kind::R: n.local = idx.bwd[key]; break;
-            case op_kind::B: n.local = idx.wgt_of(key); break;
-            case op_kind::W: break;
+    if (!opt.duration_ms.empty()) {
+        if (opt.duration_ms.size() != N)
+            throw invalid_argument("simulate: schedule '" + sched.name + "' has " + std::to_string(N) + " ops, " +
+                                   std::to_string(opt.duration_ms.size()) + " durations were given");
+        for (std::size_t i = 0; i < N; ++i) {
+            if (!std::isfinite(opt.duration_ms[i]) || opt.duration_ms[i] < 0.0)
+                throw invalid_argument("simulate: duration of op " + std::to_string(i) + " must be finite and >= 0");
+            nodes[i].dur = opt.duration_ms[i];
         }
     }
 

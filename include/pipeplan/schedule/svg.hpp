@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -28,6 +29,11 @@ struct svg_options {
     double row_height_px = 26.0;
     double memory_height_px = 170.0;
     double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< drawn when finite
+    /// When set, the fill colour (any SVG colour) of each op box instead of the micro-batch
+    /// hue, e.g. by GPU frequency (energy/); `colour_legend` then replaces "colour =
+    /// micro-batch" in the legend (plain text).
+    std::function<std::string(const op_timing&)> op_fill{};
+    std::string colour_legend{};
 };
 
 namespace detail {
@@ -131,8 +137,9 @@ inline void write_svg(std::ostream& out, const simulation_result& r, const pipel
             const std::string label = op_label(s, t.o);
             out << "<g><title>" << label << " (stage " << t.o.stage << "): " << fmt(t.start_ms, 3) << " – "
                 << fmt(t.end_ms, 3) << " ms</title><rect x=\"" << fmt(x0, 2) << "\" y=\"" << fmt(y + 1) << "\" width=\""
-                << fmt(w, 2) << "\" height=\"" << fmt(o.row_height_px - 2) << "\" fill=\"hsl(" << fmt(h, 0) << ",70%,"
-                << fmt(light, 0) << "%)\" stroke=\"#222\" stroke-width=\"0.6\"";
+                << fmt(w, 2) << "\" height=\"" << fmt(o.row_height_px - 2) << "\" fill=\""
+                << (o.op_fill ? detail::xml_escape(o.op_fill(t)) : "hsl(" + fmt(h, 0) + ",70%," + fmt(light, 0) + "%)")
+                << "\" stroke=\"#222\" stroke-width=\"0.6\"";
             if (t.o.kind == op_kind::f) out << " stroke-dasharray=\"3,2\"";
             out << "/>";
             if (t.o.kind == op_kind::R)
@@ -202,7 +209,8 @@ inline void write_svg(std::ostream& out, const simulation_result& r, const pipel
     out << "<rect x=\"" << fmt(lx) << "\" y=\"" << fmt(legend_y - 10)
         << "\" width=\"22\" height=\"12\" fill=\"url(#stripes)\"/>";
     swatch("none", "", "R recompute");
-    out << "<text x=\"" << fmt(lx) << "\" y=\"" << fmt(legend_y) << "\" fill=\"#555\">colour = micro-batch;";
+    out << "<text x=\"" << fmt(lx) << "\" y=\"" << fmt(legend_y) << "\" fill=\"#555\">"
+        << (o.colour_legend.empty() ? std::string("colour = micro-batch") : detail::xml_escape(o.colour_legend)) << ";";
     for (std::size_t d = 0; d < r.memory_mb.size() && d < 10; ++d)
         out << " <tspan fill=\"" << detail::device_colour(d) << "\">■ dev " << d << "</tspan>";
     out << "</text>\n</svg>\n";

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -84,7 +85,10 @@ inline void require_finite(const simulation_result& r) {
 
 /// Writes the trace of `r` (which must hold the timeline; the memory curve is optional).
 /// Throws pipeplan::error (before writing anything) when a figure is not finite.
-inline void write_chrome_trace(std::ostream& out, const simulation_result& r, const pipeline_schedule& s) {
+/// `extra_args`, when set, returns JSON members (`"key":value`, comma-separated, no braces)
+/// appended to each op's args, e.g. its GPU frequency (energy/).
+inline void write_chrome_trace(std::ostream& out, const simulation_result& r, const pipeline_schedule& s,
+                               const std::function<std::string(const op_timing&)>& extra_args = {}) {
     require_finite(r);
     // The trace counts microseconds: every time must stay finite after scaling.
     double latest_ms = r.makespan_ms;
@@ -100,11 +104,17 @@ inline void write_chrome_trace(std::ostream& out, const simulation_result& r, co
         out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << d << ",\"args\":{\"name\":\"device "
             << d << "\"}}";
     for (std::size_t d = 0; d < r.timeline.size(); ++d)
-        for (const op_timing& t : r.timeline[d])
+        for (const op_timing& t : r.timeline[d]) {
             out << ",\n{\"name\":\"" << op_label(s, t.o) << "\",\"cat\":\"" << detail::category(t.o.kind)
                 << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << d << ",\"ts\":" << num(t.start_ms * 1000.0)
                 << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << t.o.mb
-                << ",\"stage\":" << t.o.stage << "}}";
+                << ",\"stage\":" << t.o.stage;
+            if (extra_args) {
+                const std::string extra = extra_args(t);
+                if (!extra.empty()) out << ',' << extra;
+            }
+            out << "}}";
+        }
     for (std::size_t d = 0; d < r.memory_mb.size(); ++d)
         for (const memory_point& p : r.memory_mb[d])
             out << ",\n{\"name\":\"memory device " << d << "\",\"ph\":\"C\",\"pid\":0,\"ts\":" << num(p.time_ms * 1000.0)
