@@ -3,9 +3,9 @@
 // A buffer is live from the first instruction that names it (in, out or stash) to the last
 // one; plan_buffers() emits a `free(slot)` right after that last use (a workspace lives only
 // during its op and is never freed explicitly). Offsets come from greedy best-fit assignment
-// in the manner of TFLite's and XLA's planners: buffers in decreasing size (ties: earlier
-// first use, then slot), each placed in the smallest gap left between the already placed
-// buffers whose lifetimes overlap its own, or above them all when no gap fits. Offsets are
+// in the manner of TFLite's and XLA's planners: buffers taken in some order, each placed in
+// the smallest gap left between the already placed buffers whose lifetimes overlap its own,
+// or above them all when no gap fits; several orders are tried (assign_offsets). Offsets are
 // multiples of `alignment_bytes`. The arena is the highest end; `live_peak_bytes` — the
 // largest total size of buffers live at one instruction — is a lower bound on any arena, and
 // the planner's arena is never below it (offsets never overlap).
@@ -78,31 +78,25 @@ inline void insert_frees(rank_program& p) {
     p.instructions = std::move(out);
 }
 
-/// Assigns best-fit offsets (pass 4b) and sets arena_bytes and live_peak_bytes.
-inline void assign_offsets(rank_program& p, std::uint64_t alignment_bytes = 256) {
-    const std::vector<lifetime> life = buffer_lifetimes(p);
+namespace detail {
+
+/// Best-fit placement of the buffers in `order`; `overlapping[s]` lists the buffers whose
+/// lifetimes meet s's. Returns the arena size; fills `offset`.
+inline std::uint64_t place_best_fit(const rank_program& p, const std::vector<std::vector<std::uint32_t>>& overlapping,
+                                    const std::vector<std::uint32_t>& order, std::uint64_t alignment_bytes,
+                                    std::vector<std::uint64_t>& offset, std::vector<char>& placed) {
     const auto align = [&](std::uint64_t x) { return (x + alignment_bytes - 1) / alignment_bytes * alignment_bytes; };
-    std::vector<std::uint32_t> order;
-    for (std::uint32_t s = 0; s < p.buffers.size(); ++s) {
-        p.buffers[s].offset_bytes = 0;
-        if (life[s].used() && p.buffers[s].size_bytes > 0) order.push_back(s);
-    }
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-        const auto sa = p.buffers[a].size_bytes, sb = p.buffers[b].size_bytes;
-        if (sa != sb) return sa > sb;
-        return life[a].first != life[b].first ? life[a].first < life[b].first : a < b;
-    });
     struct span {
         std::uint64_t begin, end;
     };
-    std::vector<std::uint32_t> placed;
+    offset.assign(p.buffers.size(), 0);
+    placed.assign(p.buffers.size(), 0);
     std::vector<span> busy;
     std::uint64_t arena = 0;
     for (std::uint32_t s : order) {
         busy.clear();
-        for (std::uint32_t q : placed)
-            if (life[q].overlaps(life[s]))
-                busy.push_back({p.buffers[q].offset_bytes, p.buffers[q].offset_bytes + align(p.buffers[q].size_bytes)});
+        for (std::uint32_t q : overlapping[s])
+            if (placed[q]) busy.push_back({offset[q], offset[q] + align(p.buffers[q].size_bytes)});
         std::sort(busy.begin(), busy.end(), [](const span& a, const span& b) { return a.begin < b.begin; });
         const std::uint64_t need = align(p.buffers[s].size_bytes);
         std::uint64_t best = 0, best_gap = UINT64_MAX, cursor = 0;
@@ -115,11 +109,89 @@ inline void assign_offsets(rank_program& p, std::uint64_t alignment_bytes = 256)
             }
             cursor = std::max(cursor, b.end);
         }
-        p.buffers[s].offset_bytes = found ? best : cursor;
-        arena = std::max(arena, p.buffers[s].offset_bytes + need);
-        placed.push_back(s);
+        offset[s] = found ? best : cursor;
+        arena = std::max(arena, offset[s] + need);
+        placed[s] = 1;
     }
-    p.arena_bytes = arena;
+    return arena;
+}
+
+}  // namespace detail
+
+/// Assigns offsets (pass 4b) and sets arena_bytes and live_peak_bytes: best-fit placement
+/// under three orders — decreasing size (TFLite's greedy by size), decreasing size × lifetime
+/// (greedy by breadth), and first use (a linear-scan allocator) — then a seeded local search
+/// on the best order (`improve_steps` moves of one buffer to another position, kept when the
+/// arena does not grow). Deterministic; the smallest arena found wins.
+inline void assign_offsets(rank_program& p, std::uint64_t alignment_bytes = 256, std::size_t improve_steps = 32) {
+    const std::vector<lifetime> life = buffer_lifetimes(p);
+    std::vector<std::uint32_t> base;
+    for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
+        if (life[s].used() && p.buffers[s].size_bytes > 0) base.push_back(s);
+    std::vector<std::vector<std::uint32_t>> overlapping(p.buffers.size());
+    {
+        std::vector<std::uint32_t> by_first = base;
+        std::sort(by_first.begin(), by_first.end(), [&](auto a, auto b) { return life[a].first < life[b].first; });
+        for (std::size_t i = 0; i < by_first.size(); ++i)
+            for (std::size_t k = i + 1; k < by_first.size() && life[by_first[k]].first <= life[by_first[i]].last; ++k) {
+                overlapping[by_first[i]].push_back(by_first[k]);
+                overlapping[by_first[k]].push_back(by_first[i]);
+            }
+    }
+    const auto size = [&](std::uint32_t s) { return p.buffers[s].size_bytes; };
+    const auto length = [&](std::uint32_t s) { return std::uint64_t(life[s].last - life[s].first + 1); };
+    std::vector<std::vector<std::uint32_t>> orders(5, base);
+    const auto tie = [&](std::uint32_t a, std::uint32_t b) { return life[a].first != life[b].first ? life[a].first < life[b].first : a < b; };
+    std::sort(orders[0].begin(), orders[0].end(), [&](auto a, auto b) { return size(a) != size(b) ? size(a) > size(b) : tie(a, b); });
+    std::sort(orders[1].begin(), orders[1].end(), [&](auto a, auto b) {
+        const double x = double(size(a)) * double(length(a)), y = double(size(b)) * double(length(b));
+        return x != y ? x > y : tie(a, b);
+    });
+    std::sort(orders[2].begin(), orders[2].end(), [&](auto a, auto b) { return life[a].first != life[b].first ? life[a].first < life[b].first : size(a) != size(b) ? size(a) > size(b) : a < b; });
+    // long-lived buffers first (by first use), then the short-lived ones by size
+    const auto long_lived = [&](std::uint32_t s) { return p.buffers[s].role == buffer_role::stash; };
+    std::sort(orders[3].begin(), orders[3].end(), [&](auto a, auto b) {
+        if (long_lived(a) != long_lived(b)) return long_lived(a);
+        if (long_lived(a)) return tie(a, b);
+        return size(a) != size(b) ? size(a) > size(b) : tie(a, b);
+    });
+    std::sort(orders[4].begin(), orders[4].end(), [&](auto a, auto b) {
+        if (long_lived(a) != long_lived(b)) return long_lived(a);
+        return size(a) != size(b) ? size(a) > size(b) : tie(a, b);
+    });
+    std::vector<std::uint64_t> offset, best_offset;
+    std::vector<char> placed;
+    std::uint64_t best = UINT64_MAX;
+    std::vector<std::uint32_t> best_order;
+    for (const auto& order : orders) {
+        const std::uint64_t arena = detail::place_best_fit(p, overlapping, order, alignment_bytes, offset, placed);
+        if (arena < best) {
+            best = arena;
+            best_offset = offset;
+            best_order = order;
+        }
+    }
+    // local search: move one buffer earlier in the order (placing it sooner)
+    std::uint64_t state = 0x9E3779B97F4A7C15ull ^ base.size();
+    const auto next = [&state](std::size_t n) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<std::size_t>((state >> 33) % n);
+    };
+    for (std::size_t step = 0; step < improve_steps && best_order.size() > 1; ++step) {
+        std::vector<std::uint32_t> cand = best_order;
+        const std::size_t i = 1 + next(cand.size() - 1), j = next(i);
+        const std::uint32_t x = cand[i];
+        cand.erase(cand.begin() + static_cast<std::ptrdiff_t>(i));
+        cand.insert(cand.begin() + static_cast<std::ptrdiff_t>(j), x);
+        const std::uint64_t arena = detail::place_best_fit(p, overlapping, cand, alignment_bytes, offset, placed);
+        if (arena <= best) {
+            best = arena;
+            best_offset = offset;
+            best_order = std::move(cand);
+        }
+    }
+    for (std::uint32_t s = 0; s < p.buffers.size(); ++s) p.buffers[s].offset_bytes = best_offset.empty() ? 0 : best_offset[s];
+    p.arena_bytes = base.empty() ? 0 : best;
     p.live_peak_bytes = live_peak_bytes(p, life);
 }
 
