@@ -11,7 +11,7 @@
 // Split: the exact DP of batching/split_dp.hpp (in the accounting asked for). Its objective is
 // only a proxy of the pipelined time, so when the preferred memory limit and the available
 // memory give different splits, both are scheduled and the simulator decides.
-// Scenario: batching/to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
+// Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
 // micro-batch size × sequence length × hidden size × dtype bytes over the cluster's links
 // (default: 100 Gbit/s, no latency — DynaPipe's uniform cluster). With `dynapipe` accounting
 // the split is DynaPipe's; the scenario of its micro-batches is priced per chunk the same way.
@@ -37,7 +37,7 @@
 
 #include "pipeplan/batching/dp_balance.hpp"
 #include "pipeplan/batching/split_dp.hpp"
-#include "pipeplan/batching/to_scenario.hpp"
+#include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/concept.hpp"
 #include "pipeplan/plan/lower.hpp"
@@ -244,11 +244,11 @@ private:
             sub.microbatches.push_back(s.microbatches[std::size_t(j)]);
             sub.per_microbatch.push_back(s.per_microbatch[std::size_t(j)]);
         }
-        batching::scenario_options so;
+        bridge::scenario_options so;
         so.hidden_size = opt_.hidden_size;
         so.bytes_per_value = static_cast<double>(dtype_bytes(opt_.type));
         so.network = opt_.cluster.network();
-        return batching::make_scenario_from_split(model_, sub, opt_.config, so);
+        return bridge::make_scenario_from_split(model_, sub, opt_.config, so);
     }
 
     /// The candidate schedule kinds for this configuration.
