@@ -1,5 +1,6 @@
 // `pipeplan split`: splits one global batch (a CSV of samples) into micro-batches with the exact
 // DP or a baseline, prints a summary or (--json) the split result object (docs/formats.md).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct split_cli_options {
     int tp = 1;
     int stages = 0;
     int layers_per_stage = 0;
+    std::vector<int> layers;  // --layers L0,L1,...: layers of each chunk (non-uniform)
     int chunks = 1;
     double memory_mb = 0;
     std::string batch;
@@ -90,6 +92,19 @@ void run_split(const split_cli_options& o) {
     batching::pipeline_config cfg;
     cfg.stages = o.stages;
     cfg.layers_per_stage = o.layers_per_stage;
+    if (!o.layers.empty()) {
+        if (o.stages > 0 || o.layers_per_stage > 0)
+            throw invalid_argument("--layers replaces --stages and --layers-per-stage: give one or the other");
+        if (accounting != batching::accounting_mode::pipeplan)
+            throw invalid_argument("--layers needs --accounting pipeplan (dynapipe's accounting assumes uniform stages)");
+        if (o.chunks < 1 || o.layers.size() % static_cast<std::size_t>(o.chunks) != 0)
+            throw invalid_argument("--layers lists " + std::to_string(o.layers.size()) +
+                                   " chunks, not a multiple of --chunks " + std::to_string(o.chunks));
+        cfg.stages = static_cast<int>(o.layers.size()) / o.chunks;
+        cfg.layers_per_stage = *std::max_element(o.layers.begin(), o.layers.end());
+    } else if (o.stages < 1 || o.layers_per_stage < 1) {
+        throw invalid_argument("give --stages S and --layers-per-stage L (>= 1), or --layers L0,L1,...");
+    }
     cfg.virtual_chunks = o.chunks;
     cfg.tp = o.tp;
     cfg.dp = o.dp > 0 ? o.dp : 1;
@@ -110,6 +125,7 @@ void run_split(const split_cli_options& o) {
         if (!given) throw invalid_argument("--method " + o.method + " needs " + flag);
     };
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
+        if (!o.layers.empty()) cfg.chunks = batching::layout_from_layer_counts(o.layers, model.is_encoder_decoder());
         batching::split_result r;
         if (o.method == "dp") {
             r = batching::split_dp(model, batch, cfg, opt);
@@ -154,8 +170,12 @@ void register_split(CLI::App& app) {
     sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
     sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
     sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str();
-    sub->add_option("--stages", o->stages, "Pipeline stages S")->required();
-    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")->required();
+    sub->add_option("--stages", o->stages, "Pipeline stages S (or --layers)");
+    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk) (or --layers)");
+    sub->add_option("--layers", o->layers,
+                    "Layers of each chunk in pipeline order, e.g. 9,8,8,7 (non-uniform stages, from "
+                    "`pipeplan shard`); replaces --stages and --layers-per-stage")
+        ->delimiter(',');
     sub->add_option("--chunks", o->chunks, "Virtual chunks per device C (interleaving)")->capture_default_str();
     sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB)")->required();
     sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();

@@ -18,6 +18,10 @@ void register_simulate(CLI::App& app);
 void register_plan(CLI::App& app);
 /// The main job's last part: one iteration planned end to end on built-in defaults (cmd_plan.cpp).
 void print_default_plan();
+/// `pipeplan partition ...` (cmd_partition.cpp)
+void register_partition(CLI::App& app);
+/// `pipeplan shard ...` (cmd_shard.cpp)
+void register_shard(CLI::App& app);
 /// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_default.cpp).
 void run_default();
 

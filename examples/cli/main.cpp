@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
     pipeplan::cli::register_split(app);
     pipeplan::cli::register_simulate(app);
     pipeplan::cli::register_plan(app);
+    pipeplan::cli::register_partition(app);
+    pipeplan::cli::register_shard(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) pipeplan::cli::run_default();

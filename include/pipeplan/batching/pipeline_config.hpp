@@ -7,6 +7,7 @@
 // Also: data- and tensor-parallel degrees, ZeRO stage and device memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -102,5 +103,39 @@ struct pipeline_config {
         }
     }
 };
+
+/// The layout of chunks holding `layers[k]` layers each, in pipeline order (non-uniform stages,
+/// e.g. a time-balanced sharding from partition/transformer.hpp; `split --layers L0,L1,...`).
+/// Chunk 0 holds the embedding, the last chunk the LM head. Encoder-decoder: the first
+/// `encoder_layers` layers (-1: half of them) are encoder layers, the rest decoder layers (a
+/// chunk may hold both), and the chunk holding the first decoder layer also holds the decoder's
+/// embedding. Throws invalid_argument for an empty list, a count < 1, or an encoder-decoder
+/// split that leaves either side empty.
+[[nodiscard]] inline std::vector<stage_layout> layout_from_layer_counts(const std::vector<int>& layers,
+                                                                        bool encoder_decoder, int encoder_layers = -1) {
+    if (layers.empty()) throw invalid_argument("layers per stage: the list is empty");
+    long long total = 0;
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+        if (layers[k] < 1)
+            throw invalid_argument("layers per stage: entry " + std::to_string(k) + " = " + std::to_string(layers[k]) +
+                                   " is invalid (must be >= 1)");
+        total += layers[k];
+    }
+    long long enc = encoder_decoder ? (encoder_layers < 0 ? total / 2 : encoder_layers) : total;
+    if (encoder_decoder && (enc < 1 || enc >= total))
+        throw invalid_argument("layers per stage: " + std::to_string(enc) + " encoder layers of " +
+                               std::to_string(total) + " leave the encoder or the decoder empty");
+    std::vector<stage_layout> out(layers.size());
+    long long first = 0;  // index of the chunk's first layer
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+        const long long last = first + layers[k];  // one past
+        out[k].encoder_layers = static_cast<int>(std::max(0LL, std::min(last, enc) - first));
+        out[k].decoder_layers = layers[k] - out[k].encoder_layers;
+        out[k].embedding = k == 0 || (encoder_decoder && first <= enc && enc < last && k > 0);
+        out[k].postprocess = k + 1 == layers.size();
+        first = last;
+    }
+    return out;
+}
 
 }  // namespace pipeplan::batching
