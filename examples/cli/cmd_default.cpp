@@ -1,5 +1,6 @@
 // `pipeplan` with no subcommand: a short report of the built-in default cost model, the
-// analytic GPT-6.7B on an A100-40GB (no profile needed), then one iteration planned end to end.
+// analytic GPT-6.7B on an A100-40GB (no profile needed), then one iteration planned end to end
+// (cmd_plan.cpp: split, candidate schedules, lowering, validation, the plan summary).
 #include <algorithm>
 #include <array>
 #include <random>
@@ -24,63 +25,6 @@ std::string human_count(double n) {
     if (n >= 1e9) return fmt::format("{:.2f}B", n / 1e9);
     return fmt::format("{:.0f}M", n / 1e6);
 }
-}  // namespace
-
-namespace {
-
-/// The planning pipeline end to end on built-in defaults: a seeded synthetic instruction-tuning
-/// batch (log-normal prompt and target lengths, about the shape of a real multi-task mixture)
-/// is split into micro-batches (exact DP vs. a fixed micro-batch size), and each split is run
-/// through the 1F1B and the memory-aware adaptive schedule in the event simulator.
-void plan_one_iteration(const analytic_cost_model& model) {
-    constexpr int stages = 4, layers_per_stage = 8, tp = 2, hidden = 4096;
-    constexpr double device_mb = 40000;
-    constexpr long long token_budget = 65536;
-    std::mt19937_64 rng(2024);
-    std::lognormal_distribution<double> prompt(4.8, 0.75), target(2.5, 1.0);
-    std::vector<batching::sample> batch;
-    long long tokens = 0;
-    while (tokens < token_budget) {
-        batching::sample smp;
-        smp.input_tokens = std::clamp(static_cast<int>(prompt(rng)), 4, 4000);
-        smp.target_tokens = std::clamp(static_cast<int>(target(rng)), 1, 600);
-        tokens += smp.input_tokens + smp.target_tokens;
-        batch.push_back(smp);
-    }
-    batching::pipeline_config cfg;
-    cfg.stages = stages;
-    cfg.layers_per_stage = layers_per_stage;
-    cfg.tp = tp;
-    cfg.device_memory_mb = device_mb;
-    fmt::print("\nPlanning one iteration: {} samples ({} tokens, seeded synthetic mixture), S = {}, "
-               "{} layers per stage, tp {}, {:.0f} MB per device\n",
-               batch.size(), tokens, stages, layers_per_stage, tp, device_mb);
-    fmt::print("  {:<22} {:>6} {:>10} {:>12} {:>14} {:>14}\n", "split", "mbs#", "recompute", "objective_ms",
-               "1f1b_ms", "adaptive_ms");
-    const auto report = [&](const char* name, const batching::split_result& r) {
-        const schedule::scenario sc =
-            bridge::make_scenario_from_split(model, r, cfg, {.hidden_size = hidden});
-        const auto opt = schedule::simulation_options{false, false, true};
-        const auto f1b = schedule::simulate(sc, schedule::one_f_one_b{}, opt);
-        schedule::adaptive ad;
-        ad.memory_limit_mb = device_mb;
-        const auto ada = schedule::simulate(sc, ad, opt);
-        fmt::print("  {:<22} {:>6} {:>10} {:>12.1f} {:>14.1f} {:>14.1f}\n", name, r.microbatches.size(),
-                   to_string(r.recompute), r.objective_ms, f1b.makespan_ms, ada.makespan_ms);
-    };
-    report("exact DP", batching::split_dp(model, batch, cfg));
-    for (int mbs : {4, 16}) {
-        try {
-            const auto r = batching::split_fixed_mbs(model, batch, cfg, mbs, batching::fixed_order::sorted);
-            report(mbs == 4 ? "fixed mbs 4 (sorted)" : "fixed mbs 16 (sorted)", r);
-        } catch (const batching::split_error& e) {
-            fmt::print("  fixed mbs {:<12} infeasible: {}\n", mbs, e.what());
-        }
-    }
-    fmt::print("  (objective: DynaPipe's (S-1)*t_max + sum t estimate; 1f1b/adaptive: simulated makespans, "
-               "adaptive held to the device memory)\n");
-}
-
 }  // namespace
 
 void run_default() {
@@ -129,7 +73,7 @@ void run_default() {
         fmt::print("  {:>7} {:>11.0f} {:>13.0f} {:>13.0f} {:>10.0f}\n", stage, m.weights_mb, m.gradients_mb,
                    m.optimizer_mb, m.total_mb);
     }
-    plan_one_iteration(model);
+    print_default_plan();
     fmt::print("\nMore: pipeplan --help; pipeplan cost --model analytic:<preset> ...; "
                "pipeplan split ...; pipeplan simulate ...; pipeplan calibrate --profiles DIR ...\n");
 }

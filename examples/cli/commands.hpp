@@ -14,6 +14,10 @@ void register_calibrate(CLI::App& app);
 void register_split(CLI::App& app);
 /// `pipeplan simulate ...` (cmd_simulate.cpp)
 void register_simulate(CLI::App& app);
+/// `pipeplan plan`, `plan-check`, `plan-show` (cmd_plan.cpp)
+void register_plan(CLI::App& app);
+/// The main job's last part: one iteration planned end to end on built-in defaults (cmd_plan.cpp).
+void print_default_plan();
 /// `pipeplan partition ...` (cmd_partition.cpp)
 void register_partition(CLI::App& app);
 /// `pipeplan shard ...` (cmd_shard.cpp)

@@ -13,12 +13,14 @@ int main(int argc, char** argv) {
     CLI::App app{
         "pipeplan: cost models, micro-batch splitting and pipeline schedules for\n"
         "pipeline-parallel training on variable-length inputs.\n"
-        "Run without a subcommand to print the built-in default cost model."};
+        "Run without a subcommand for the main job: the built-in default cost model, then one\n"
+        "iteration planned end to end (split, schedule choice, execution plans) with its summary."};
     app.require_subcommand(0, 1);
     pipeplan::cli::register_cost(app);
     pipeplan::cli::register_calibrate(app);
     pipeplan::cli::register_split(app);
     pipeplan::cli::register_simulate(app);
+    pipeplan::cli::register_plan(app);
     pipeplan::cli::register_partition(app);
     pipeplan::cli::register_shard(app);
     pipeplan::cli::register_energy(app);

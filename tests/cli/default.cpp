@@ -26,23 +26,8 @@ TEST_CASE("cli: pipeplan with no arguments prints the default analytic model") {
     CHECK(r.out.find("\n      8192 ") != std::string::npos);
     CHECK(r.out.find("956.3") != std::string::npos);
     CHECK(r.out.find("ZeRO") != std::string::npos);
-    // The end-to-end plan: the exact DP beats both fixed micro-batch sizes on its objective,
-    // and the adaptive schedule is simulated for every split.
-    CHECK(r.out.find("Planning one iteration") != std::string::npos);
-    const auto objective_of = [&](const std::string& row) {
-        const auto at = r.out.find("\n  " + row);
-        REQUIRE(at != std::string::npos);
-        std::istringstream line(r.out.substr(at + 3 + row.size()));
-        int count = 0;
-        std::string recompute;
-        double objective = 0;
-        line >> count >> recompute >> objective;
-        return objective;
-    };
-    const double dp = objective_of("exact DP");
-    CHECK(dp > 0);
-    CHECK(dp <= objective_of("fixed mbs 4 (sorted)"));
-    CHECK(dp <= objective_of("fixed mbs 16 (sorted)"));
+    // The end-to-end plan (its summary is checked in plan.cpp).
+    CHECK(r.out.find("Planning one iteration end to end") != std::string::npos);
 }
 
 TEST_CASE("cli: pipeplan calibrate rejects unknown presets and missing options") {

@@ -1,0 +1,337 @@
+// `pipeplan plan`: plans one iteration end to end (split → schedule choice → lowering →
+// validation) and writes the per-rank execution plans; `pipeplan plan-check` validates plan
+// files; `pipeplan plan-show` prints one rank's program. Also the main job's summary (run
+// without a subcommand). Flag parsing and printing only: the work is plan/planner.hpp.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "model_spec.hpp"
+#include "pipeplan/batching/batch_csv.hpp"
+#include "pipeplan/core/file.hpp"
+#include "pipeplan/cost/analytic.hpp"
+#include "pipeplan/cost/transformer_shape.hpp"
+#include "pipeplan/plan/export.hpp"
+#include "pipeplan/plan/json.hpp"
+#include "pipeplan/plan/planner.hpp"
+#include "pipeplan/plan/serialize.hpp"
+#include "pipeplan/plan/validate.hpp"
+#include "pipeplan/schedule/svg.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+struct plan_cli_options {
+    std::string profiles, model, batch;
+    int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
+    double memory_mb = 0;
+    std::string schedule = "auto", accounting = "pipeplan", format = "binary";
+    double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
+    unsigned devices_per_node = 1;
+    unsigned long long iteration = 0;
+    std::string out_dir, torch_csv, torch_csv_comms, trace, svg;
+    bool json = false;
+};
+
+/// The hidden size of the model: the analytic preset's, or the preset of the same name as the
+/// profiled model (gpt_6.7b → gpt-6.7b), unless given.
+int hidden_size_of(const std::string& model, int given) {
+    if (given > 0) return given;
+    std::string preset = is_analytic_model(model) ? model.substr(analytic_prefix.size()) : model;
+    std::replace(preset.begin(), preset.end(), '_', '-');
+    try {
+        return find_transformer_shape(preset).hidden;
+    } catch (const invalid_argument&) {
+        throw invalid_argument("the hidden size of model '" + model +
+                               "' is unknown (no preset of that name): pass --hidden-size N");
+    }
+}
+
+void print_summary(const plan::plan_result& r) {
+    fmt::print("  candidates (simulated makespan, max peak memory):\n");
+    for (const auto& c : r.candidates)
+        fmt::print("    {:<12} {:<9} split {:>10.1f} ms {:>10.1f} MB{}\n", c.name, c.split, c.makespan_ms,
+                   c.peak_memory_mb, c.feasible ? (c.name == r.schedule.name && c.makespan_ms == r.makespan_ms ? "  <- chosen" : "")
+                                                : "  (over the memory limit)");
+    fmt::print("  chosen: {} on {} micro-batches: makespan {:.1f} ms, lower bound {:.1f} ms (ratio {:.3f})\n",
+               r.plan.header.schedule, r.plan.header.microbatches.size(), r.makespan_ms, r.lower_bound_ms,
+               r.lower_bound_ms > 0 ? r.makespan_ms / r.lower_bound_ms : 1.0);
+    fmt::print("  {:>5} {:>14} {:>10} {:>13} {:>13} {:>11}\n", "rank", "peak_mem_mb", "arena_mb", "live_peak_mb",
+               "instructions", "plan_bytes");
+    for (std::size_t k = 0; k < r.plan.programs.size(); ++k)
+        fmt::print("  {:>5} {:>14.1f} {:>10.1f} {:>13.1f} {:>13} {:>11}\n", k, r.peak_memory_mb[k], r.arena_mb[k],
+                   r.live_peak_mb[k], r.plan.programs[k].instructions.size(), plan::to_binary(plan::share_of(r.plan, k)).size());
+    fmt::print("  planning time: split {:.2f} ms, schedule {:.2f} ms, lower {:.2f} ms, validate {:.2f} ms, total {:.2f} ms\n",
+               r.times.split_ms, r.times.schedule_ms, r.times.lower_ms, r.times.validate_ms, r.times.total_ms);
+}
+
+nlohmann::json summary_json(const plan::plan_result& r) {
+    nlohmann::json j;
+    j["schedule"] = r.plan.header.schedule;
+    j["microbatches"] = r.plan.header.microbatches.size();
+    j["makespan_ms"] = r.makespan_ms;
+    j["lower_bound_ms"] = r.lower_bound_ms;
+    j["peak_memory_mb"] = r.peak_memory_mb;
+    j["arena_mb"] = r.arena_mb;
+    j["live_peak_mb"] = r.live_peak_mb;
+    std::vector<std::size_t> bytes;
+    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) bytes.push_back(plan::to_binary(plan::share_of(r.plan, k)).size());
+    j["plan_bytes"] = bytes;
+    j["planning_ms"] = {{"split", r.times.split_ms}, {"schedule", r.times.schedule_ms}, {"lower", r.times.lower_ms},
+                        {"validate", r.times.validate_ms}, {"total", r.times.total_ms}};
+    nlohmann::json cs = nlohmann::json::array();
+    for (const auto& c : r.candidates)
+        cs.push_back({{"schedule", c.name}, {"split", c.split}, {"feasible", c.feasible},
+                      {"makespan_ms", c.feasible ? nlohmann::json(c.makespan_ms) : nlohmann::json(nullptr)},
+                      {"peak_memory_mb", c.peak_memory_mb}});
+    j["candidates"] = cs;
+    return j;
+}
+
+/// --out DIR: rank files and the manifest (each file written atomically, the manifest last).
+void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool json) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw error("cannot create '" + dir + "': " + ec.message());
+    nlohmann::json files = nlohmann::json::array();
+    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) {
+        const std::string name = "rank_" + std::to_string(k) + (json ? ".json" : ".plan");
+        const plan::rank_plan rp = plan::share_of(r.plan, k);
+        write_file_atomically(std::filesystem::path(dir) / name, json ? plan::to_json_text(rp) : plan::to_binary(rp));
+        files.push_back(name);
+    }
+    nlohmann::json m = summary_json(r);
+    m.erase("planning_ms");  // timings differ run to run; the manifest stays byte-identical
+    m["format"] = "pipeplan-plan-manifest";
+    m["version"] = plan::plan_format_version;
+    m["iteration"] = r.plan.header.iteration;
+    m["ranks"] = r.plan.programs.size();
+    m["files"] = files;
+    write_file_atomically(std::filesystem::path(dir) / "plan.json", m.dump(1) + "\n");
+}
+
+void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
+    if (!o.torch_csv.empty()) write_file_atomically(o.torch_csv, plan::to_torch_csv(r.plan, false));
+    if (!o.torch_csv_comms.empty()) write_file_atomically(o.torch_csv_comms, plan::to_torch_csv(r.plan, true));
+    if (!o.trace.empty()) {
+        std::ostringstream ss;
+        plan::write_plan_trace(ss, r.plan, r.simulation);
+        write_file_atomically(o.trace, ss.str());
+    }
+    if (!o.svg.empty()) {
+        const auto sim = schedule::simulate(r.scenario, r.schedule);  // with the memory curve
+        std::ostringstream ss;
+        schedule::write_svg(ss, sim, r.schedule);
+        write_file_atomically(o.svg, ss.str());
+    }
+    if (!o.out_dir.empty()) write_plan_dir(r, o.out_dir, o.format == "json");
+}
+
+void run_plan(const plan_cli_options& o) {
+    if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
+    plan::planner_options po;
+    po.config.stages = o.stages;
+    po.config.layers_per_stage = o.layers_per_stage;
+    po.config.virtual_chunks = o.chunks;
+    po.config.tp = o.tp;
+    po.config.dp = o.dp;
+    po.config.zero_stage = o.zero_stage;
+    po.config.device_memory_mb = o.memory_mb;
+    po.split.accounting = batching::parse_accounting_mode(o.accounting);
+    po.split.lengths.max_seqlen_tokens = o.max_seqlen;
+    po.split.lengths.max_dec_seqlen_tokens = o.max_seqlen;
+    po.cluster.bandwidth_gbps = o.bandwidth_gbps;
+    po.cluster.latency_us = o.latency_us;
+    po.cluster.devices_per_node = o.devices_per_node;
+    po.cluster.intra_node_bandwidth_gbps = o.intra_bandwidth_gbps;
+    po.hidden_size = hidden_size_of(o.model, o.hidden_size);
+    po.iteration = o.iteration;
+    if (o.schedule != "auto") po.schedule = parse_name<schedule::schedule_name>(o.schedule);
+    const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
+    const interpolation_mode mode =
+        po.split.accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe : interpolation_mode::recommended;
+    with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
+        const plan::plan_result r = plan::plan_iteration(model, batch, po);
+        write_outputs(r, o);
+        if (o.json) std::puts(summary_json(r).dump(2).c_str());
+        else {
+            fmt::print("pipeplan plan: {} samples, S = {}, C = {}, dp = {}, {:.0f} MB per device, link {:.0f} Gbit/s, "
+                       "{:.1f} us\n", batch.size(), o.stages, o.chunks, o.dp, o.memory_mb, o.bandwidth_gbps, o.latency_us);
+            print_summary(r);
+        }
+    });
+}
+
+/// Reads a plan file of either format (binary by its magic, else JSON).
+plan::execution_plan read_plan_file(const std::string& path) {
+    const std::string bytes = plan::read_file_bytes(path);
+    if (bytes.compare(0, plan::binary_magic.size(), plan::binary_magic) == 0) return plan::execution_plan_from_binary(bytes, path);
+    return plan::execution_plan_from_json(bytes, path);
+}
+
+void run_plan_check(const std::vector<std::string>& files) {
+    std::map<std::uint32_t, plan::rank_program> ranks;
+    plan::plan_header header;
+    bool same_header = true, first = true;
+    std::size_t bad = 0;
+    for (const auto& f : files) {
+        plan::execution_plan p = read_plan_file(f);
+        for (auto& prog : p.programs) {
+            const auto rep = plan::validate_rank(plan::rank_plan{p.header, prog});
+            fmt::print("{}: rank {}: {} instructions, {} buffers, arena {:.1f} MB (live peak {:.1f} MB): {}\n", f, prog.rank,
+                       prog.instructions.size(), prog.buffers.size(), prog.arena_bytes / 1e6, prog.live_peak_bytes / 1e6,
+                       rep.ok() ? "ok" : "INVALID");
+            if (!rep.ok()) {
+                ++bad;
+                std::fputs(rep.to_string().c_str(), stdout);
+            }
+            if (!first && !(p.header == header)) same_header = false;
+            header = p.header;
+            first = false;
+            ranks[prog.rank] = std::move(prog);
+        }
+    }
+    if (same_header && ranks.size() == header.ranks() && !ranks.empty()) {
+        plan::execution_plan all{header, {}};
+        for (auto& [r, prog] : ranks) all.programs.push_back(std::move(prog));
+        const auto rep = plan::validate(all);
+        fmt::print("whole plan: {} ranks, schedule {}, iteration {}, predicted makespan {:.1f} ms: {}\n", all.programs.size(),
+                   header.schedule, header.iteration, header.predicted_makespan_ms, rep.ok() ? "valid" : "INVALID");
+        if (!rep.ok()) {
+            std::fputs(rep.to_string().c_str(), stdout);
+            ++bad;
+        }
+    } else {
+        fmt::print("(not every rank of one plan given: cross-rank rules not checked)\n");
+    }
+    if (bad > 0) throw error("plan-check: " + std::to_string(bad) + " invalid program(s) or plan(s)");
+}
+
+std::string slot_text(std::uint32_t s) { return s == plan::no_slot ? "-" : std::to_string(s); }
+
+void run_plan_show(const std::string& file, int rank) {
+    const plan::execution_plan p = read_plan_file(file);
+    const auto& h = p.header;
+    fmt::print("plan v{} iteration {}: schedule {}, {} devices x {} replicas, {} chunk(s), {} placement, {}, ZeRO {}, "
+               "predicted makespan {:.3f} ms, {} micro-batches\n",
+               h.version, h.iteration, h.schedule, h.devices, h.dp, h.chunks, schedule::to_string(h.placement),
+               plan::to_string(h.type), h.zero_stage, h.predicted_makespan_ms, h.microbatches.size());
+    for (std::size_t j = 0; j < h.microbatches.size(); ++j) {
+        const auto& m = h.microbatches[j];
+        fmt::print("  mb {:>3}: replica {}, {} samples, shape [{}, {}, {}, {}]\n", j, m.replica, m.sample_ids.size(),
+                   m.shape.microbatch_size, m.shape.seqlen, m.shape.dec_seqlen, m.shape.hidden);
+    }
+    for (const auto& prog : p.programs) {
+        if (rank >= 0 && prog.rank != static_cast<std::uint32_t>(rank)) continue;
+        fmt::print("rank {}: {} instructions, arena {} bytes (live peak {} bytes)\n", prog.rank, prog.instructions.size(),
+                   prog.arena_bytes, prog.live_peak_bytes);
+        for (std::size_t s = 0; s < prog.buffers.size(); ++s) {
+            const auto& b = prog.buffers[s];
+            fmt::print("  buffer {:>4}: {:<14} mb {:>3} stage {:>2} offset {:>12} size {:>12}\n", s, plan::to_string(b.role),
+                       b.mb, b.stage, b.offset_bytes, b.size_bytes);
+        }
+        for (std::size_t i = 0; i < prog.instructions.size(); ++i) {
+            const auto& x = prog.instructions[i];
+            std::string line = fmt::format("  {:>5}  {:<22}", i, plan::kind_name(x.kind));
+            if (plan::is_compute(x.kind) || plan::is_message(x.kind) || x.kind == plan::instr_kind::load_microbatch)
+                line += fmt::format(" mb {:>3} stage {:>2}", x.mb, x.stage);
+            if (plan::is_message(x.kind)) line += fmt::format(" peer {:>2} {} bytes", x.peer, x.bytes);
+            if (x.kind == plan::instr_kind::forward && x.mode) line += " (checkpoint)";
+            if (x.kind == plan::instr_kind::backward && x.mode) line += " (input only)";
+            for (auto [n, s] : {std::pair{"in", x.in}, std::pair{"out", x.out}, std::pair{"stash", x.stash}, std::pair{"work", x.work}})
+                if (s != plan::no_slot) line += fmt::format(" {}={}", n, slot_text(s));
+            fmt::print("{}\n", line);
+        }
+    }
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+    auto o = std::make_shared<plan_cli_options>();
+    CLI::App* sub = app.add_subcommand(
+        "plan",
+        "Plan one iteration end to end: split, choose the fastest schedule under the memory limit, lower to per-rank "
+        "instruction programs, validate (docs/plans.md). Without network flags the link between pipeline neighbours "
+        "is 100 Gbit/s with no latency (DynaPipe's uniform cluster).");
+    sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
+    sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
+    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str();
+    sub->add_option("--stages", o->stages, "Pipeline stages S")->required();
+    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")->required();
+    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB): the memory limit of the schedules")->required();
+    sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
+    sub->add_option("--dp", o->dp, "Data-parallel replicas")->capture_default_str();
+    sub->add_option("--chunks", o->chunks, "Virtual chunks per device C (> 1: interleaved candidates)")->capture_default_str();
+    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (>= 2: gradients reduce-scattered)")->capture_default_str();
+    sub->add_option("--schedule", o->schedule, "auto | adaptive | 1f1b | zb-h1 | interleaved | gpipe | merak-*")->capture_default_str();
+    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length");
+    sub->add_option("--accounting", o->accounting, "pipeplan | dynapipe")->capture_default_str();
+    sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth between pipeline neighbours (Gbit/s)")->capture_default_str();
+    sub->add_option("--latency-us", o->latency_us, "Link latency per message (us)")->capture_default_str();
+    sub->add_option("--devices-per-node", o->devices_per_node, "Devices per node (neighbours in a node use the intra-node link)")
+        ->capture_default_str();
+    sub->add_option("--intra-node-bandwidth-gbps", o->intra_bandwidth_gbps, "Intra-node bandwidth (0: as --bandwidth-gbps)")
+        ->capture_default_str();
+    sub->add_option("--hidden-size", o->hidden_size, "Hidden size for message sizes (default: the model preset's)");
+    sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")->capture_default_str();
+    sub->add_option("--out", o->out_dir, "Write rank_<r>.plan (or .json) files and a plan.json manifest here");
+    sub->add_option("--format", o->format, "Rank file format with --out: binary | json")->capture_default_str();
+    sub->add_option("--torch-csv", o->torch_csv, "Write the torch.distributed.pipelining compute-only schedule CSV");
+    sub->add_option("--torch-csv-comms", o->torch_csv_comms, "Write the torch schedule CSV with SEND/RECV/REDUCE_GRAD actions");
+    sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one track per rank, flow arrows for messages)");
+    sub->add_option("--svg", o->svg, "Write an SVG Gantt chart of the chosen schedule");
+    sub->add_flag("--json", o->json, "Print the summary as one JSON object");
+    sub->callback([o] { run_plan(*o); });
+
+    auto files = std::make_shared<std::vector<std::string>>();
+    CLI::App* check = app.add_subcommand("plan-check", "Validate plan files (rank files or whole plans) and print a summary");
+    check->add_option("files", *files, "Plan files (binary or JSON)")->required();
+    check->callback([files] { run_plan_check(*files); });
+
+    auto show_file = std::make_shared<std::string>();
+    auto show_rank = std::make_shared<int>(-1);
+    CLI::App* show = app.add_subcommand("plan-show", "Print a plan file's header, buffers and program readably");
+    show->add_option("file", *show_file, "Plan file (binary or JSON)")->required();
+    show->add_option("--rank", *show_rank, "Only this rank (files with several programs)");
+    show->callback([show_file, show_rank] { run_plan_show(*show_file, *show_rank); });
+}
+
+void print_default_plan() {
+    const analytic_cost_model model = make_analytic_model("gpt-6.7b", "a100-40gb");
+    constexpr long long token_budget = 65536;
+    std::mt19937_64 rng(2024);
+    std::lognormal_distribution<double> prompt(4.8, 0.75), target(2.5, 1.0);
+    std::vector<batching::sample> batch;
+    long long tokens = 0;
+    while (tokens < token_budget) {
+        batching::sample smp;
+        smp.input_tokens = std::clamp(static_cast<int>(prompt(rng)), 4, 4000);
+        smp.target_tokens = std::clamp(static_cast<int>(target(rng)), 1, 600);
+        tokens += smp.input_tokens + smp.target_tokens;
+        batch.push_back(smp);
+    }
+    plan::planner_options po;
+    po.config.stages = 4;
+    po.config.layers_per_stage = 8;
+    po.config.tp = 2;
+    po.config.device_memory_mb = 40000;
+    po.hidden_size = model.shape().hidden;
+    fmt::print("\nPlanning one iteration end to end: {} samples ({} tokens, seeded synthetic mixture), S = {}, {} layers "
+               "per stage, tp {}, {:.0f} MB per device, 100 Gbit/s links\n",
+               batch.size(), tokens, po.config.stages, po.config.layers_per_stage, po.config.tp, po.config.device_memory_mb);
+    const plan::plan_result r = plan::plan_iteration(model, batch, po);
+    print_summary(r);
+}
+
+}  // namespace pipeplan::cli

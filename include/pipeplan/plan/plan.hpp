@@ -1,0 +1,131 @@
+// pipeplan/plan/plan.hpp — an execution plan: header, micro-batch table, per-rank programs.
+//
+// Ranks. A plan covers `devices` pipeline devices times `dp` data-parallel replicas:
+// rank = replica * devices + device. Virtual stages map to devices by the placement
+// (schedule/placement.hpp; `chunks` virtual stages per device). Every replica runs the same
+// schedule shape on its own micro-batches (micro-batch table entries carry their replica).
+//
+// Buffers. `rank_program::buffers` is the rank's buffer table (instructions name buffers by
+// their index, the slot); each buffer has an offset and a size inside the rank's arena of
+// `arena_bytes` bytes, plus what it holds (role, micro-batch, stage) so that executors and
+// debuggers can label it. `live_peak_bytes` is the largest total size of buffers live at one
+// time (a lower bound on any arena); the buffer planner's arena is never below it.
+//
+// A rank can be shipped alone: `rank_plan` is the header plus one program (the per-rank files
+// that `pipeplan plan --out` writes); `execution_plan` holds all programs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeplan/plan/instruction.hpp"
+#include "pipeplan/schedule/placement.hpp"
+
+namespace pipeplan::plan {
+
+/// Version of the plan layout written by this library (binary and JSON).
+inline constexpr std::uint32_t plan_format_version = 1;
+
+/// What a buffer holds.
+enum class buffer_role : std::uint8_t {
+    activation_in = 0,   ///< a stage's input activation (received, or produced on this rank)
+    activation_out = 1,  ///< a stage's output activation, to send
+    stash = 2,           ///< activations stored by forward / recompute for the backward
+    grad_in = 3,         ///< gradient of a stage's output (received, or produced on this rank)
+    grad_out = 4,        ///< gradient of a stage's input, to send
+    workspace = 5,       ///< scratch of one op
+};
+inline constexpr std::size_t buffer_role_count = 6;
+[[nodiscard]] constexpr std::string_view to_string(buffer_role r) noexcept {
+    switch (r) {
+        case buffer_role::activation_in: return "activation_in";
+        case buffer_role::activation_out: return "activation_out";
+        case buffer_role::stash: return "stash";
+        case buffer_role::grad_in: return "grad_in";
+        case buffer_role::grad_out: return "grad_out";
+        case buffer_role::workspace: return "workspace";
+    }
+    return "?";
+}
+
+/// One buffer of a rank's arena.
+struct buffer {
+    std::uint64_t offset_bytes = 0;
+    std::uint64_t size_bytes = 0;
+    buffer_role role = buffer_role::activation_in;
+    std::uint32_t mb = 0;
+    std::uint32_t stage = 0;
+
+    friend bool operator==(const buffer&, const buffer&) noexcept = default;
+};
+
+/// One micro-batch: which samples, and the padded shape they run in.
+struct microbatch_entry {
+    std::uint32_t replica = 0;               ///< data-parallel replica that runs it
+    std::vector<std::uint32_t> sample_ids;   ///< indices into the iteration's batch
+    tensor_shape shape;                      ///< padded [size, seqlen, dec_seqlen, hidden]
+
+    friend bool operator==(const microbatch_entry&, const microbatch_entry&) = default;
+};
+
+/// The program of one rank.
+struct rank_program {
+    std::uint32_t rank = 0;
+    std::vector<instruction> instructions;
+    std::vector<buffer> buffers;               ///< indexed by slot
+    std::uint64_t arena_bytes = 0;             ///< planned arena size
+    std::uint64_t live_peak_bytes = 0;         ///< largest simultaneously-live set
+
+    friend bool operator==(const rank_program&, const rank_program&) = default;
+};
+
+/// What every rank's file repeats: the iteration's identity and the planner's predictions.
+struct plan_header {
+    std::uint32_t version = plan_format_version;
+    std::uint64_t iteration = 0;
+    std::uint32_t devices = 1;                 ///< pipeline devices per replica
+    std::uint32_t dp = 1;                      ///< data-parallel replicas
+    std::uint32_t chunks = 1;                  ///< virtual stages per device
+    schedule::placement_kind placement = schedule::placement_kind::linear;
+    std::string schedule;                      ///< the schedule's name, e.g. "adaptive"
+    dtype type = dtype::fp16;                  ///< activation / gradient element type
+    std::uint8_t zero_stage = 0;               ///< ZeRO stage (>= 2: reduce-scatter)
+    double predicted_makespan_ms = 0.0;        ///< the cost model's simulated iteration time
+    std::vector<double> predicted_peak_memory_mb;  ///< per rank, simulated (model state included)
+    std::vector<microbatch_entry> microbatches;    ///< the micro-batch table
+
+    [[nodiscard]] std::uint32_t ranks() const noexcept { return devices * dp; }
+    [[nodiscard]] std::uint32_t virtual_stages() const noexcept { return devices * chunks; }
+    [[nodiscard]] schedule::stage_placement stage_placement() const {
+        return {placement, devices, chunks};
+    }
+    [[nodiscard]] std::uint32_t device_of_rank(std::uint32_t rank) const noexcept { return rank % devices; }
+    [[nodiscard]] std::uint32_t replica_of_rank(std::uint32_t rank) const noexcept { return rank / devices; }
+
+    friend bool operator==(const plan_header&, const plan_header&) = default;
+};
+
+/// All ranks' programs of one iteration.
+struct execution_plan {
+    plan_header header;
+    std::vector<rank_program> programs;        ///< programs[r].rank == r
+
+    friend bool operator==(const execution_plan&, const execution_plan&) = default;
+};
+
+/// One rank's share of a plan (what a rank loads).
+struct rank_plan {
+    plan_header header;
+    rank_program program;
+
+    friend bool operator==(const rank_plan&, const rank_plan&) = default;
+};
+
+/// The share of rank r (throws nothing; r must be < programs.size()).
+[[nodiscard]] inline rank_plan share_of(const execution_plan& p, std::size_t r) {
+    return rank_plan{p.header, p.programs[r]};
+}
+
+}  // namespace pipeplan::plan

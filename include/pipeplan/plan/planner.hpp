@@ -1,0 +1,426 @@
+// pipeplan/plan/planner.hpp — one training iteration planned end to end:
+// split → candidate schedules → pick the fastest simulated under the memory limit → lower →
+// validate.
+//
+//   pipeplan::plan::planner_options o;          // cluster, pipeline, model facts
+//   o.config = {...}; o.hidden_size = 4096;
+//   pipeplan::plan::planner<Model> p(model, o);  // reusable across iterations
+//   plan_result r = p.plan(batch);               // throws pipeplan::error
+//   plan_outcome q = p.try_plan(batch);          // never throws: result or error text
+//
+// Split: the exact DP of batching/split_dp.hpp (in the accounting asked for). Its objective is
+// only a proxy of the pipelined time, so when the preferred memory limit and the available
+// memory give different splits, both are scheduled and the simulator decides.
+// Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
+// micro-batch size × sequence length × hidden size × dtype bytes over the cluster's links
+// (default: 100 Gbit/s, no latency — DynaPipe's uniform cluster). With `dynapipe` accounting
+// the split is DynaPipe's; the scenario of its micro-batches is priced per chunk the same way.
+// Candidates (C = chunks per device): C = 1: adaptive with order search (micro-batch order and
+// in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the interleaved
+// placement with order search. A named schedule restricts the candidates to it. A candidate
+// whose simulated peak exceeds the device memory is infeasible; the fastest feasible one wins
+// (ties: the earlier candidate). Data parallelism: micro-batches are balanced over the dp
+// replicas (batching/dp_balance.hpp); each replica is scheduled alone with the winning schedule
+// kind judged by the slowest replica; rank = replica · S + device.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/batching/dp_balance.hpp"
+#include "pipeplan/batching/split_dp.hpp"
+#include "pipeplan/bridge/split_to_scenario.hpp"
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/cost/concept.hpp"
+#include "pipeplan/plan/lower.hpp"
+#include "pipeplan/plan/serialize.hpp"
+#include "pipeplan/plan/validate.hpp"
+#include "pipeplan/schedule/adaptive.hpp"
+#include "pipeplan/schedule/interleaved.hpp"
+#include "pipeplan/schedule/one_f_one_b.hpp"
+#include "pipeplan/schedule/order_search.hpp"
+#include "pipeplan/schedule/registry.hpp"
+#include "pipeplan/schedule/simulator.hpp"
+#include "pipeplan/schedule/zero_bubble.hpp"
+
+namespace pipeplan::plan {
+
+/// The links between pipeline neighbours.
+struct cluster_options {
+    double bandwidth_gbps = 100.0;  ///< inter-node link (Gbit/s); DynaPipe's uniform cluster
+    double latency_us = 0.0;        ///< inter-node latency per message
+    std::uint32_t devices_per_node = 1;        ///< > 1: neighbours within a node use the figures below
+    double intra_node_bandwidth_gbps = 0.0;    ///< 0 = same as bandwidth_gbps
+    double intra_node_latency_us = -1.0;       ///< < 0 = same as latency_us
+
+    [[nodiscard]] schedule::network_model network() const {
+        if (!(bandwidth_gbps > 0.0) || !(latency_us >= 0.0) || devices_per_node == 0)
+            throw invalid_argument("cluster: bandwidth must be > 0 Gbit/s, latency >= 0 us, devices per node >= 1");
+        schedule::network_model n;
+        n.bandwidth_gbps = bandwidth_gbps;
+        n.latency_ms = latency_us / 1000.0;
+        n.devices_per_node = devices_per_node;
+        n.intra_node_bandwidth_gbps = intra_node_bandwidth_gbps > 0.0 ? intra_node_bandwidth_gbps : bandwidth_gbps;
+        n.intra_node_latency_ms = (intra_node_latency_us >= 0.0 ? intra_node_latency_us : latency_us) / 1000.0;
+        return n;
+    }
+};
+
+struct planner_options {
+    batching::pipeline_config config;      ///< stages, chunks, layers per stage, tp, dp, ZeRO, device memory
+    batching::split_options split;         ///< accounting, length rules, ...
+    cluster_options cluster;
+    int hidden_size = 0;                   ///< the model's hidden size (message sizes); required
+    dtype type = dtype::fp16;              ///< activation / gradient element type
+    std::optional<schedule::schedule_name> schedule;  ///< nullopt: choose (see the file comment)
+    std::size_t order_search_evaluations = 24;        ///< per adaptive candidate
+    std::uint64_t seed = 1;
+    std::uint64_t iteration = 0;
+    bool compare_splits = true;            ///< also schedule the available-memory split
+};
+
+/// One schedule tried.
+struct candidate_report {
+    std::string name;
+    std::string split;  ///< which split ("preferred" / "available" limit)
+    double makespan_ms = 0.0;
+    double peak_memory_mb = 0.0;  ///< max over ranks
+    bool feasible = false;
+};
+
+struct planning_times {
+    double split_ms = 0.0, schedule_ms = 0.0, lower_ms = 0.0, validate_ms = 0.0, total_ms = 0.0;
+};
+
+/// What plan() returns.
+struct plan_result {
+    execution_plan plan;
+    std::vector<candidate_report> candidates;
+    batching::split_result split;             ///< the split of the chosen plan
+    double makespan_ms = 0.0;                 ///< simulated (slowest replica)
+    double lower_bound_ms = 0.0;              ///< of the chosen split and placement
+    std::vector<double> peak_memory_mb;       ///< per rank, simulated
+    std::vector<double> arena_mb;             ///< per rank, planned arena
+    std::vector<double> live_peak_mb;         ///< per rank, largest simultaneously-live set
+    planning_times times;
+    /// Replica 0's scenario, schedule and simulation (for traces and charts).
+    schedule::scenario scenario;
+    schedule::pipeline_schedule schedule;
+    schedule::simulation_result simulation;
+};
+
+/// The non-throwing form's value: a result or the error's text.
+struct plan_outcome {
+    std::optional<plan_result> result;
+    std::string error;
+    [[nodiscard]] bool ok() const noexcept { return result.has_value(); }
+};
+
+namespace detail {
+
+/// One replica's scheduled candidate.
+struct scheduled {
+    schedule::scenario sc;                  ///< (reordered) scenario the schedule runs on
+    std::vector<std::uint32_t> order;       ///< order[i] = micro-batch of the replica's split list
+    schedule::pipeline_schedule sched;
+    schedule::simulation_result sim;
+};
+
+using clock = std::chrono::steady_clock;
+inline double ms_since(clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+}
+
+}  // namespace detail
+
+/// The reusable planner (see the file comment). Keeps the options and the simulator's scratch
+/// memory between iterations; the cost model is held by reference and must outlive it.
+template <cost_model Model>
+class planner {
+public:
+    planner(const Model& model, planner_options options) : model_(model), opt_(std::move(options)) {
+        if (opt_.hidden_size <= 0)
+            throw invalid_argument("planner: the model's hidden size is needed for the message sizes (got " +
+                                   std::to_string(opt_.hidden_size) + ")");
+        if (opt_.config.device_memory_mb <= 0) throw invalid_argument("planner: device memory must be > 0 MB");
+        (void)opt_.cluster.network();  // validates
+    }
+
+    [[nodiscard]] const planner_options& options() const noexcept { return opt_; }
+
+    /// Plans one iteration of `batch`; throws pipeplan::error (split_error, invalid_argument,
+    /// plan_error) when no valid plan exists.
+    [[nodiscard]] plan_result plan(std::span<const batching::sample> batch) {
+        const auto t0 = detail::clock::now();
+        plan_result res;
+        std::vector<std::pair<std::string, batching::split_result>> splits;
+        splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, opt_.split));
+        if (opt_.compare_splits) {
+            batching::split_options so = opt_.split;
+            so.limit_ladder = {batching::memory_limit_kind::available};
+            try {
+                batching::split_result alt = batching::split_dp(model_, batch, opt_.config, so);
+                if (alt.microbatches != splits.front().second.microbatches) splits.emplace_back("available", std::move(alt));
+            } catch (const error&) {
+                // no split under the available memory alone: keep the preferred one
+            }
+        }
+        const int dp = std::max(1, opt_.config.dp);
+        for (auto& [name, s] : splits)
+            if (dp > 1) batching::balance_result(s, dp);
+        res.times.split_ms = detail::ms_since(t0);
+
+        const auto t1 = detail::clock::now();
+        std::vector<detail::scheduled> best;
+        double best_ms = std::numeric_limits<double>::infinity();
+        std::size_t best_split = 0;
+        for (std::size_t k = 0; k < splits.size(); ++k)
+            choose(splits[k].first, splits[k].second, res.candidates, best, best_ms, best_split, k);
+        if (best.empty()) throw invalid_argument("plan: no candidate schedule fits in " +
+                                                 std::to_string(opt_.config.device_memory_mb) + " MB per device" +
+                                                 describe(res.candidates));
+        res.times.schedule_ms = detail::ms_since(t1);
+
+        const auto t2 = detail::clock::now();
+        res.split = std::move(splits[best_split].second);
+        res.plan = assemble(res.split, best);
+        res.times.lower_ms = detail::ms_since(t2);
+
+        const auto t3 = detail::clock::now();
+        validate_or_throw(res.plan);
+        res.times.validate_ms = detail::ms_since(t3);
+        summarize(res, best);
+        res.times.total_ms = detail::ms_since(t0);
+        return res;
+    }
+
+    /// plan() without exceptions: the result, or the error's message.
+    [[nodiscard]] plan_outcome try_plan(std::span<const batching::sample> batch) noexcept {
+        plan_outcome out;
+        try {
+            out.result = plan(batch);
+        } catch (const std::exception& e) {
+            out.error = e.what();
+        } catch (...) {
+            out.error = "unknown error";
+        }
+        return out;
+    }
+
+private:
+    const Model& model_;
+    planner_options opt_;
+    schedule::simulation_workspace ws_;
+
+    static std::string describe(const std::vector<candidate_report>& cs) {
+        std::string s;
+        for (const auto& c : cs)
+            s += "; " + c.name + " (" + c.split + " split) peaks at " + std::to_string(c.peak_memory_mb) + " MB";
+        return s;
+    }
+
+    /// The split's micro-batches of one replica (all when dp = 1).
+    [[nodiscard]] std::vector<int> replica_mbs(const batching::split_result& s, std::size_t replica) const {
+        if (!s.dp_groups.empty()) return s.dp_groups[replica];
+        std::vector<int> all(s.microbatches.size());
+        for (std::size_t j = 0; j < all.size(); ++j) all[j] = static_cast<int>(j);
+        return all;
+    }
+
+    [[nodiscard]] schedule::scenario replica_scenario(const batching::split_result& s, const std::vector<int>& mbs) const {
+        batching::split_result sub = s;
+        sub.accounting = batching::accounting_mode::pipeplan;  // per-chunk pricing of the same shapes
+        sub.microbatches.clear();
+        sub.per_microbatch.clear();
+        for (int j : mbs) {
+            sub.microbatches.push_back(s.microbatches[std::size_t(j)]);
+            sub.per_microbatch.push_back(s.per_microbatch[std::size_t(j)]);
+        }
+        bridge::scenario_options so;
+        so.hidden_size = opt_.hidden_size;
+        so.bytes_per_value = static_cast<double>(dtype_bytes(opt_.type));
+        so.network = opt_.cluster.network();
+        return bridge::make_scenario_from_split(model_, sub, opt_.config, so);
+    }
+
+    /// The candidate schedule kinds for this configuration.
+    [[nodiscard]] std::vector<schedule::schedule_name> kinds() const {
+        using schedule::schedule_name;
+        if (opt_.schedule) return {*opt_.schedule};
+        if (opt_.config.virtual_chunks > 1) return {schedule_name::adaptive, schedule_name::interleaved};
+        return {schedule_name::adaptive, schedule_name::one_f_one_b, schedule_name::zb_h1};
+    }
+
+    /// Schedules one replica's scenario with `kind` (order search for adaptive).
+    detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc) {
+        using schedule::schedule_name;
+        const double limit = opt_.config.device_memory_mb;
+        const std::size_t C = static_cast<std::size_t>(opt_.config.virtual_chunks);
+        detail::scheduled out;
+        out.order.resize(sc.microbatches);
+        for (std::size_t j = 0; j < sc.microbatches; ++j) out.order[j] = static_cast<std::uint32_t>(j);
+        const auto make_adaptive = [&](std::size_t inflight, bool quick) {
+            schedule::adaptive a;
+            a.memory_limit_mb = limit;
+            a.inflight_limit = inflight;
+            a.search_preferences = !quick;
+            if (C > 1) {
+                a.placement = schedule::placement_kind::interleaved;
+                a.chunks = C;
+            }
+            return a;
+        };
+        std::size_t inflight = 0;
+        if (kind == schedule_name::adaptive && sc.microbatches > 1 && opt_.order_search_evaluations > 0) {
+            schedule::order_search_options so;
+            so.memory_limit_mb = limit;
+            so.seed = opt_.seed;
+            so.max_evaluations = opt_.order_search_evaluations;
+            so.search_inflight_limit = true;
+            const auto r = schedule::search_order_with(sc, [&](std::size_t n) { return make_adaptive(n, true); }, so);
+            if (r.feasible) {
+                out.order = r.order;
+                inflight = r.inflight_limit;
+            }
+        }
+        out.sc = schedule::reorder(sc, out.order);
+        switch (kind) {
+            case schedule_name::adaptive: out.sched = make_adaptive(inflight, false)(out.sc); break;
+            case schedule_name::interleaved: out.sched = schedule::interleaved_1f1b{C}(out.sc); break;
+            case schedule_name::zb_h1: {
+                schedule::zb_h1 z;
+                z.memory_limit_mb = limit;
+                out.sched = z(out.sc);
+                break;
+            }
+            default: {
+                schedule::named_schedule_options no;
+                no.chunks = C;
+                no.memory_limit_mb = limit;
+                out.sched = schedule::make_generator(kind, no)(out.sc);
+            }
+        }
+        schedule::simulation_options simo;
+        simo.record_memory_curve = false;
+        schedule::simulate_into(out.sim, out.sc, out.sched, simo, ws_);
+        return out;
+    }
+
+    /// Tries every candidate kind on every replica of split `s`; keeps the best.
+    void choose(const std::string& split_name, const batching::split_result& s, std::vector<candidate_report>& reports,
+                std::vector<detail::scheduled>& best, double& best_ms, std::size_t& best_split, std::size_t k) {
+        const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
+        std::vector<schedule::scenario> scs;
+        for (std::size_t r = 0; r < dp; ++r) scs.push_back(replica_scenario(s, replica_mbs(s, r)));
+        for (schedule::schedule_name kind : kinds()) {
+            std::vector<detail::scheduled> reps;
+            candidate_report rep{std::string(schedule::to_string(kind)), split_name, 0.0, 0.0, true};
+            try {
+                for (const auto& sc : scs) {
+                    reps.push_back(run_kind(kind, sc));
+                    const auto& sim = reps.back().sim;
+                    rep.makespan_ms = std::max(rep.makespan_ms, sim.makespan_ms);
+                    for (double p : sim.peak_memory_mb) rep.peak_memory_mb = std::max(rep.peak_memory_mb, p);
+                }
+            } catch (const invalid_argument&) {
+                rep.feasible = false;  // the generator cannot meet the memory limit
+                rep.makespan_ms = std::numeric_limits<double>::infinity();
+            }
+            rep.feasible = rep.feasible && rep.peak_memory_mb <= opt_.config.device_memory_mb;
+            reports.push_back(rep);
+            if (rep.feasible && rep.makespan_ms < best_ms) {
+                best_ms = rep.makespan_ms;
+                best = std::move(reps);
+                best_split = k;
+            }
+        }
+    }
+
+    /// Lowers every replica and joins them into one plan with the header filled.
+    [[nodiscard]] execution_plan assemble(const batching::split_result& s, const std::vector<detail::scheduled>& reps) const {
+        execution_plan p;
+        plan_header& h = p.header;
+        const auto& first = reps.front().sched;
+        h.iteration = opt_.iteration;
+        h.devices = static_cast<std::uint32_t>(first.placement.devices());
+        h.dp = static_cast<std::uint32_t>(reps.size());
+        h.chunks = static_cast<std::uint32_t>(first.placement.chunks());
+        h.placement = first.placement.kind();
+        h.schedule = first.name;
+        h.type = opt_.type;
+        h.zero_stage = static_cast<std::uint8_t>(opt_.config.zero_stage);
+        std::uint32_t mb_offset = 0;
+        for (std::size_t r = 0; r < reps.size(); ++r) {
+            const auto mbs = replica_mbs(s, r);
+            lowering_options lo;
+            lo.type = opt_.type;
+            lo.reduce = opt_.config.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
+            lo.rank_offset = static_cast<std::uint32_t>(r) * h.devices;
+            lo.mb_offset = mb_offset;
+            for (std::uint32_t j : reps[r].order) {
+                const auto& rec = s.per_microbatch[std::size_t(mbs[j])];
+                const tensor_shape shape{static_cast<std::uint32_t>(rec.shape.mbs), static_cast<std::uint32_t>(rec.shape.seqlen_tokens),
+                                         static_cast<std::uint32_t>(rec.shape.dec_seqlen_tokens),
+                                         static_cast<std::uint32_t>(opt_.hidden_size)};
+                lo.shapes.push_back(shape);
+                microbatch_entry e;
+                e.replica = static_cast<std::uint32_t>(r);
+                for (int id : s.microbatches[std::size_t(mbs[j])]) e.sample_ids.push_back(static_cast<std::uint32_t>(id));
+                e.shape = shape;
+                h.microbatches.push_back(std::move(e));
+            }
+            auto progs = insert_communication(lower_compute(reps[r].sc, reps[r].sched), reps[r].sc, lo);
+            for (auto& prog : progs) {
+                plan_buffers(prog);
+                p.programs.push_back(std::move(prog));
+            }
+            h.predicted_makespan_ms = std::max(h.predicted_makespan_ms, reps[r].sim.makespan_ms);
+            for (double x : reps[r].sim.peak_memory_mb) h.predicted_peak_memory_mb.push_back(x);
+            mb_offset += static_cast<std::uint32_t>(reps[r].order.size());
+        }
+        return p;
+    }
+
+    void summarize(plan_result& res, std::vector<detail::scheduled>& reps) const {
+        res.makespan_ms = res.plan.header.predicted_makespan_ms;
+        res.peak_memory_mb = res.plan.header.predicted_peak_memory_mb;
+        for (const auto& r : reps) res.lower_bound_ms = std::max(res.lower_bound_ms, r.sim.lower_bound_ms);
+        for (const auto& prog : res.plan.programs) {
+            res.arena_mb.push_back(static_cast<double>(prog.arena_bytes) / 1e6);
+            res.live_peak_mb.push_back(static_cast<double>(prog.live_peak_bytes) / 1e6);
+        }
+        res.scenario = std::move(reps.front().sc);
+        res.schedule = std::move(reps.front().sched);
+        res.simulation = std::move(reps.front().sim);
+    }
+};
+
+/// One-shot form: plan_iteration(model, batch, options).
+template <cost_model Model>
+[[nodiscard]] plan_result plan_iteration(const Model& model, std::span<const batching::sample> batch,
+                                         const planner_options& options) {
+    planner<Model> p(model, options);
+    return p.plan(batch);
+}
+
+/// One-shot non-throwing form.
+template <cost_model Model>
+[[nodiscard]] plan_outcome try_plan_iteration(const Model& model, std::span<const batching::sample> batch,
+                                              const planner_options& options) noexcept {
+    try {
+        planner<Model> p(model, options);
+        return p.try_plan(batch);
+    } catch (const std::exception& e) {
+        return plan_outcome{std::nullopt, e.what()};
+    }
+}
+
+}  // namespace pipeplan::plan

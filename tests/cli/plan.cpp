@@ -1,0 +1,156 @@
+// CLI contract tests for `pipeplan plan`, `plan-check`, `plan-show` and the main job (issue 9).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "run_cli.hpp"
+#include "support.hpp"
+
+using pipeplan::test::read_text_file;
+using pipeplan::test::run_cli;
+using pipeplan::test::temp_path;
+
+namespace {
+
+std::string plan_batch() {
+    const std::string path = temp_path(".csv");
+    std::ofstream out(path);
+    out << "task,input_tokens,target_tokens\n";
+    unsigned x = 777;
+    for (int i = 0; i < 120; ++i) {
+        x = x * 1103515245u + 12345u;
+        out << "t" << i << "," << 16 + (x >> 8) % 900 << "," << 1 + (x >> 20) % 80 << "\n";
+    }
+    return path;
+}
+
+std::vector<std::string> plan_args(const std::string& batch, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{"plan", "--model", "analytic:gpt-6.7b", "--tp", "2", "--stages", "4", "--layers-per-stage",
+                               "8", "--memory-mb", "40000", "--batch", batch};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+}
+
+std::string temp_dir() {
+    const std::string d = temp_path("_plan");
+    std::filesystem::create_directories(d);
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("cli plan: --json summary keys, on the analytic model") {
+    const auto r = run_cli(plan_args(plan_batch(), {"--json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char* k : {"schedule", "microbatches", "makespan_ms", "lower_bound_ms", "peak_memory_mb", "arena_mb", "plan_bytes",
+                          "planning_ms", "candidates"})
+        CHECK(j.contains(k));
+    for (const char* k : {"split", "schedule", "lower", "validate", "total"}) CHECK(j["planning_ms"].contains(k));
+    CHECK(j["peak_memory_mb"].size() == 4);
+    CHECK(j["arena_mb"].size() == 4);
+    CHECK(j["makespan_ms"].get<double>() >= j["lower_bound_ms"].get<double>());
+    CHECK(j["microbatches"].get<int>() > 0);
+}
+
+TEST_CASE("cli plan: --out writes rank files byte-identically across runs; plan-check and plan-show read them") {
+    const std::string batch = plan_batch();
+    for (const std::string fmt : {"binary", "json"}) {
+        const std::string a = temp_dir(), b = temp_dir();
+        REQUIRE(run_cli(plan_args(batch, {"--out", a, "--format", fmt})).exit_code == 0);
+        REQUIRE(run_cli(plan_args(batch, {"--out", b, "--format", fmt})).exit_code == 0);
+        const std::string ext = fmt == "json" ? ".json" : ".plan";
+        std::vector<std::string> files;
+        for (int r = 0; r < 4; ++r) {
+            const std::string name = "/rank_" + std::to_string(r) + ext;
+            CHECK(read_text_file(a + name) == read_text_file(b + name));  // two processes, same bytes
+            CHECK_FALSE(read_text_file(a + name).empty());
+            files.push_back(a + name);
+        }
+        CHECK(read_text_file(a + "/plan.json") == read_text_file(b + "/plan.json"));
+        std::vector<std::string> check{"plan-check"};
+        check.insert(check.end(), files.begin(), files.end());
+        const auto c = run_cli(check);
+        INFO(c.out << c.err);
+        CHECK(c.exit_code == 0);
+        CHECK(c.out.find("whole plan: 4 ranks") != std::string::npos);
+        CHECK(c.out.find("valid") != std::string::npos);
+        const auto s = run_cli({"plan-show", files[1]});
+        CHECK(s.exit_code == 0);
+        CHECK(s.out.find("rank 1:") != std::string::npos);
+        CHECK(s.out.find("recv_activation_start") != std::string::npos);
+        std::filesystem::remove_all(a);
+        std::filesystem::remove_all(b);
+    }
+}
+
+TEST_CASE("cli plan-check: corrupted and truncated files give clear errors") {
+    const std::string d = temp_dir();
+    REQUIRE(run_cli(plan_args(plan_batch(), {"--out", d})).exit_code == 0);
+    std::string bytes = read_text_file(d + "/rank_0.plan");
+    const std::string trunc = d + "/trunc.plan", corrupt = d + "/corrupt.plan";
+    std::ofstream(trunc, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    bytes[bytes.size() - 3] = static_cast<char>(bytes[bytes.size() - 3] ^ 1);
+    std::ofstream(corrupt, std::ios::binary) << bytes;
+    const auto t = run_cli({"plan-check", trunc});
+    CHECK(t.exit_code == 1);
+    CHECK(t.err.find("trunc.plan") != std::string::npos);
+    CHECK(t.err.find("truncated") != std::string::npos);
+    const auto c = run_cli({"plan-check", corrupt});
+    CHECK(c.exit_code == 1);
+    CHECK(c.err.find("checksum") != std::string::npos);
+    std::filesystem::remove_all(d);
+}
+
+TEST_CASE("cli plan: torch CSVs, trace and SVG; schedule, network and accounting flags") {
+    const std::string batch = plan_batch();
+    const std::string csv = temp_path(".csv"), comms = temp_path(".csv"), trace = temp_path(".json"), svg = temp_path(".svg");
+    const auto r = run_cli(plan_args(batch, {"--schedule", "1f1b", "--torch-csv", csv, "--torch-csv-comms", comms, "--trace",
+                                             trace, "--svg", svg, "--bandwidth-gbps", "25", "--latency-us", "10", "--json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(nlohmann::json::parse(r.out)["schedule"] == "1f1b");
+    const std::string c = read_text_file(csv);
+    CHECK(c.rfind("0F0,", 0) == 0);
+    CHECK(c.find("SEND") == std::string::npos);
+    CHECK(read_text_file(comms).find("0SEND_F0") != std::string::npos);
+    CHECK(read_text_file(comms).find("REDUCE_GRAD") != std::string::npos);
+    const auto t = nlohmann::json::parse(read_text_file(trace));
+    CHECK(t["traceEvents"].size() > 10);
+    CHECK(read_text_file(svg).find("<svg") != std::string::npos);
+    for (const auto& p : {csv, comms, trace, svg}) std::filesystem::remove(p);
+    const auto d = run_cli(plan_args(batch, {"--accounting", "dynapipe", "--json"}));
+    CHECK(d.exit_code == 0);
+    const auto bad = run_cli(plan_args(batch, {"--schedule", "fastest"}));
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.err.find("unknown schedule") != std::string::npos);
+}
+
+TEST_CASE("cli plan: the real GPT-6.7B profiles" * PIPEPLAN_NEEDS_DATA()) {
+    auto args = plan_args(plan_batch(), {"--json", "--profiles", (*pipeplan::test::shared_data_dir() / "cost_models").string()});
+    args[2] = "gpt_6.7b";
+    args[10] = "36000";
+    const auto r = run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["makespan_ms"].get<double>() >= j["lower_bound_ms"].get<double>());
+}
+
+TEST_CASE("cli: the main job prints the plan summary") {
+    const auto r = run_cli({});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("Planning one iteration end to end") != std::string::npos);
+    CHECK(r.out.find("candidates") != std::string::npos);
+    CHECK(r.out.find("<- chosen") != std::string::npos);
+    CHECK(r.out.find("lower bound") != std::string::npos);
+    CHECK(r.out.find("arena_mb") != std::string::npos);
+    CHECK(r.out.find("planning time") != std::string::npos);
+}

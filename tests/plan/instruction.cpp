@@ -1,0 +1,77 @@
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <type_traits>
+
+#include "pipeplan/plan/instruction.hpp"
+#include "pipeplan/plan/plan.hpp"
+
+using namespace pipeplan::plan;
+
+TEST_CASE("instruction: the kind table is complete, ordered by code and round-trips names") {
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < builtin_kinds.size(); ++i) {
+        const auto& k = builtin_kinds[i];
+        CHECK(static_cast<std::size_t>(k.kind) == i);
+        CHECK(names.insert(std::string(k.name)).second);
+        CHECK(kind_name(k.kind) == k.name);
+        REQUIRE(parse_kind(k.name).has_value());
+        CHECK(*parse_kind(k.name) == k.kind);
+        CHECK(is_builtin(k.kind));
+    }
+    CHECK(kind_name(static_cast<instr_kind>(200)) == "user<200>");
+    CHECK(parse_kind("user<200>") == static_cast<instr_kind>(200));
+    CHECK_FALSE(parse_kind("user<20>").has_value());  // below the user range
+    CHECK_FALSE(parse_kind("user<256>").has_value());
+    CHECK_FALSE(parse_kind("forwards").has_value());
+    CHECK(is_unknown(static_cast<instr_kind>(100)));
+    CHECK(category(static_cast<instr_kind>(130)) == kind_category::user);
+}
+
+TEST_CASE("instruction: starts pair with their waits and their matching starts") {
+    for (const auto& k : builtin_kinds) {
+        if (!is_message_start(k.kind)) continue;
+        const instr_kind w = wait_of(k.kind);
+        CHECK(is_message_wait(w));
+        CHECK(is_activation_message(w) == is_activation_message(k.kind));
+        const instr_kind m = matching_start(k.kind);
+        CHECK(m != k.kind);
+        CHECK(matching_start(m) == k.kind);
+        CHECK(is_activation_message(m) == is_activation_message(k.kind));
+        CHECK((category(k.kind) == kind_category::send_start) != (category(m) == kind_category::send_start));
+    }
+    CHECK(wait_of(instr_kind::forward) == instr_kind::forward);
+}
+
+TEST_CASE("instruction: trivially copyable, fixed layout, dtypes") {
+    static_assert(std::is_trivially_copyable_v<instruction>);
+    CHECK(sizeof(instruction) == 56);
+    CHECK(dtype_bytes(dtype::fp32) == 4);
+    CHECK(dtype_bytes(dtype::bf16) == 2);
+    for (auto t : {dtype::fp32, dtype::fp16, dtype::bf16, dtype::fp8}) CHECK(parse_dtype(to_string(t)) == t);
+    CHECK_FALSE(parse_dtype("int8").has_value());
+    instruction a, b;
+    b.peer = 3;
+    CHECK(a != b);
+    CHECK(a.in == no_slot);
+}
+
+TEST_CASE("plan: ranks, devices and replicas") {
+    plan_header h;
+    h.devices = 4;
+    h.dp = 2;
+    h.chunks = 2;
+    h.placement = pipeplan::schedule::placement_kind::interleaved;
+    CHECK(h.ranks() == 8);
+    CHECK(h.virtual_stages() == 8);
+    CHECK(h.device_of_rank(5) == 1);
+    CHECK(h.replica_of_rank(5) == 1);
+    CHECK(h.stage_placement().device_of(5) == 1);
+    execution_plan p;
+    p.header = h;
+    p.programs.resize(8);
+    p.programs[3].rank = 3;
+    CHECK(share_of(p, 3).program.rank == 3);
+    CHECK(share_of(p, 3).header == h);
+}
