@@ -1,0 +1,435 @@
+// pipeplan/plan/lower.hpp — lowering a pipeline schedule into per-rank instruction programs.
+//
+// Three pure passes (each usable and tested alone), then buffer planning (plan/buffers.hpp):
+//
+// 1. lower_compute(scenario, schedule): the compute instructions of every rank in the
+//    schedule's order (F → forward/store, f → forward/checkpoint, R → recompute, B → backward
+//    (input_only when the schedule splits the backward), W → backward_weight), each with the
+//    op that produces its data input (the forward of the previous stage; the backward of the
+//    next stage) and a global sequence number: a topological order of all compute ops that
+//    respects every rank's program order (ranks advanced round-robin, each as far as its
+//    inputs allow). A schedule whose orders cannot run (an op before one it needs) is
+//    rejected here, naming the rank and op.
+// 2.+3. insert_communication(compute, scenario, options): every data input produced on
+//    another rank becomes a message (activation forward, gradient backward) and every buffer
+//    a slot. Where:
+//      send_*_start  right after the producing op (start early);
+//      recv_*_start  as early as the pair rule below allows, but not before the receiver's
+//                    last compute op that precedes the producer in the global order (posting
+//                    earlier would only hold the receive buffer longer);
+//      recv_*_wait   right before the consuming op (wait late);
+//      send_*_wait   right before the sender's first compute op that follows the consumer in
+//                    the global order (or at the end), then the buffer is freed.
+//    The pair rule (deadlock freedom): on every pair of ranks, messages are ordered by the
+//    global sequence number of their producing op, and both ranks post that pair's starts in
+//    that order. Why it cannot deadlock: run the programs in the global order of their compute
+//    ops; before compute op X runs, each wait in front of it is satisfied — a recv_wait's send
+//    was started right after its producer, which precedes X's consumer-side use in the global
+//    order; a send_wait sits after a compute op ordered after the consumer, whose receive was
+//    started before the consumer. Starts never block. So the blocking-wait execution of the
+//    programs always makes progress (validate() re-checks it by simulation). PyTorch's
+//    pipelining and DynaPipe both had to patch orderings where a rank waited on a receive
+//    whose matching send its peer had queued behind a send to it.
+//    Also inserted: load_microbatch(mb) before the first forward of mb on the ranks of the
+//    first and the last virtual stage (inputs and labels), and reduce_gradients and
+//    optimizer_step at the end of every program.
+// 4. plan_buffers(program) (plan/buffers.hpp): lifetimes, frees, arena offsets.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/plan/buffers.hpp"
+#include "pipeplan/plan/instruction.hpp"
+#include "pipeplan/plan/plan.hpp"
+#include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/scenario.hpp"
+#include "pipeplan/schedule/simulator.hpp"
+
+namespace pipeplan::plan {
+
+/// A reference to one compute op: rank and index in that rank's compute list.
+struct op_ref {
+    static constexpr std::uint32_t none = 0xFFFFFFFFu;
+    std::uint32_t rank = none;
+    std::uint32_t index = none;
+    [[nodiscard]] bool valid() const noexcept { return rank != none; }
+    friend bool operator==(const op_ref&, const op_ref&) noexcept = default;
+};
+
+/// Pass 1's result: per rank, the compute instructions in order, each op's data producer, and
+/// the global sequence number of each op.
+struct compute_programs {
+    std::size_t stages = 0;
+    std::size_t microbatches = 0;
+    schedule::stage_placement placement;
+    std::vector<std::vector<instruction>> ops;   ///< [rank][i]
+    std::vector<std::vector<op_ref>> input_from;  ///< [rank][i] producer of the data input
+    std::vector<std::vector<op_ref>> stash_from;  ///< [rank][i] forward/recompute whose activations it reads
+    std::vector<std::vector<std::uint32_t>> seq;  ///< [rank][i] global sequence number
+};
+
+/// Options of the lowering passes.
+struct lowering_options {
+    dtype type = dtype::fp16;
+    std::vector<tensor_shape> shapes;  ///< per micro-batch shape (empty: zeros)
+    reduce_mode reduce = reduce_mode::all_reduce;
+    std::uint32_t rank_offset = 0;     ///< rank of device 0 (replica * devices)
+    std::uint32_t mb_offset = 0;       ///< micro-batch table index of micro-batch 0
+};
+
+namespace detail {
+
+[[nodiscard]] inline std::uint64_t mb_to_bytes(double mb) {
+    return mb > 0.0 ? static_cast<std::uint64_t>(std::llround(mb * 1e6)) : 0;
+}
+
+[[nodiscard]] inline instruction compute_instruction(const schedule::op& o, bool split) {
+    instruction ins;
+    ins.mb = o.mb;
+    ins.stage = o.stage;
+    switch (o.kind) {
+        case schedule::op_kind::F: ins.kind = instr_kind::forward; break;
+        case schedule::op_kind::f:
+            ins.kind = instr_kind::forward;
+            ins.mode = static_cast<std::uint8_t>(forward_mode::checkpoint);
+            break;
+        case schedule::op_kind::R: ins.kind = instr_kind::recompute; break;
+        case schedule::op_kind::B:
+            ins.kind = instr_kind::backward;
+            ins.mode = static_cast<std::uint8_t>(split ? backward_mode::input_only : backward_mode::whole);
+            break;
+        case schedule::op_kind::W: ins.kind = instr_kind::backward_weight; break;
+    }
+    return ins;
+}
+
+/// Fills cp.seq by advancing the ranks round-robin; throws when no rank can advance.
+inline void sequence_ops(compute_programs& cp) {
+    const std::size_t R = cp.ops.size();
+    std::vector<std::vector<char>> done(R);
+    std::vector<std::size_t> pos(R, 0);
+    std::size_t total = 0, ran = 0;
+    for (std::size_t r = 0; r < R; ++r) {
+        done[r].assign(cp.ops[r].size(), 0);
+        cp.seq[r].assign(cp.ops[r].size(), 0);
+        total += cp.ops[r].size();
+    }
+    auto ready = [&](op_ref p) { return !p.valid() || done[p.rank][p.index]; };
+    while (ran < total) {
+        bool progress = false;
+        for (std::size_t r = 0; r < R; ++r)
+            while (pos[r] < cp.ops[r].size() && ready(cp.input_from[r][pos[r]]) && ready(cp.stash_from[r][pos[r]])) {
+                done[r][pos[r]] = 1;
+                cp.seq[r][pos[r]] = static_cast<std::uint32_t>(ran++);
+                ++pos[r];
+                progress = true;
+            }
+        if (progress) continue;
+        for (std::size_t r = 0; r < R; ++r)
+            if (pos[r] < cp.ops[r].size()) {
+                const instruction& i = cp.ops[r][pos[r]];
+                throw invalid_argument("lower: the schedule deadlocks: rank " + std::to_string(r) + " op " +
+                                       std::to_string(pos[r]) + " (" + kind_name(i.kind) + " mb " +
+                                       std::to_string(i.mb) + " stage " + std::to_string(i.stage) +
+                                       ") waits for an op that never runs before it");
+            }
+    }
+}
+
+}  // namespace detail
+
+/// Pass 1 (see the file comment). Throws pipeplan::invalid_argument when the schedule is
+/// malformed for the scenario (missing / duplicated ops, wrong device) or cannot run.
+[[nodiscard]] inline compute_programs lower_compute(const schedule::scenario& sc, const schedule::pipeline_schedule& s) {
+    schedule::detail::op_index idx;
+    idx.build(sc, s);  // the simulator's checks: every op once, on its stage's device
+    compute_programs cp;
+    cp.stages = sc.stages;
+    cp.microbatches = sc.microbatches;
+    cp.placement = s.placement;
+    const std::size_t R = s.placement.devices(), M = sc.microbatches, V = sc.stages;
+    const bool split = s.w_share > 0.0;
+    cp.ops.resize(R);
+    cp.input_from.resize(R);
+    cp.stash_from.resize(R);
+    cp.seq.resize(R);
+    std::vector<op_ref> ref_of(idx.ops.size());  // op id -> (rank, index)
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::uint32_t id = idx.first_of_device[r]; id < idx.first_of_device[r + 1]; ++id)
+            ref_of[id] = {static_cast<std::uint32_t>(r), id - idx.first_of_device[r]};
+    auto ref = [&](std::int32_t id) { return id < 0 ? op_ref{} : ref_of[static_cast<std::size_t>(id)]; };
+    for (std::size_t r = 0; r < R; ++r)
+        for (const schedule::op& o : s.orders[r]) {
+            const std::size_t k = o.stage * M + o.mb;
+            op_ref in, st;
+            switch (o.kind) {
+                case schedule::op_kind::F:
+                case schedule::op_kind::f:
+                    if (o.stage > 0) in = ref(idx.fwd[k - M]);
+                    break;
+                case schedule::op_kind::R: st = ref(idx.fwd[k]); break;
+                case schedule::op_kind::B:
+                    if (o.stage + 1 < V) in = ref(idx.bwd[k + M]);
+                    st = ref(idx.rec_of(k) != schedule::detail::op_index::none ? idx.rec_of(k) : idx.fwd[k]);
+                    break;
+                case schedule::op_kind::W: st = ref(idx.bwd[k]); break;
+            }
+            cp.ops[r].push_back(detail::compute_instruction(o, split));
+            cp.input_from[r].push_back(in);
+            cp.stash_from[r].push_back(st);
+        }
+    detail::sequence_ops(cp);
+    return cp;
+}
+
+namespace detail {
+
+/// One message between two ranks (pass 2).
+struct message {
+    bool activation = true;
+    op_ref producer, consumer;
+    std::uint64_t bytes = 0;
+    std::uint32_t slot_send = no_slot, slot_recv = no_slot;
+    std::uint32_t recv_anchor = 0;  ///< recv_start goes after this many compute ops
+    std::uint32_t send_anchor = 0;  ///< send_wait goes before compute op with this index
+};
+
+/// Where an inserted instruction goes: before compute op `before` (ops.size() = the end),
+/// ordered by `phase` then `key`.
+struct placed {
+    std::uint32_t before = 0;
+    std::uint8_t phase = 0;  // 0 send starts (after the previous op), 1 recv starts, 2 waits, 3 loads
+    std::uint64_t key = 0;
+    instruction ins;
+};
+
+/// The buffers and slots of one rank while pass 2 builds them.
+struct slot_table {
+    std::vector<buffer> buffers;
+    std::uint32_t add(buffer_role role, std::uint32_t mb, std::uint32_t stage, std::uint64_t bytes) {
+        buffer b;
+        b.role = role;
+        b.mb = mb;
+        b.stage = stage;
+        b.size_bytes = bytes;
+        buffers.push_back(b);
+        return static_cast<std::uint32_t>(buffers.size() - 1);
+    }
+};
+
+/// Assigns each compute op's slots (in, out, stash, work) and creates the messages.
+struct slot_builder {
+    const compute_programs& cp;
+    const schedule::scenario& sc;
+    std::vector<std::vector<instruction>> ops;  // copies of cp.ops with slots filled
+    std::vector<slot_table> tables;
+    std::vector<message> messages;
+
+    slot_builder(const compute_programs& c, const schedule::scenario& s) : cp(c), sc(s), ops(c.ops), tables(c.ops.size()) {}
+
+    void run() {
+        // Producers run before consumers in the global order: assign in that order.
+        std::vector<op_ref> order;
+        for (std::uint32_t r = 0; r < ops.size(); ++r)
+            for (std::uint32_t i = 0; i < ops[r].size(); ++i) order.push_back({r, i});
+        std::sort(order.begin(), order.end(),
+                  [&](op_ref a, op_ref b) { return cp.seq[a.rank][a.index] < cp.seq[b.rank][b.index]; });
+        for (op_ref o : order) assign(o);
+    }
+
+private:
+    instruction& at(op_ref o) { return ops[o.rank][o.index]; }
+
+    void assign(op_ref o) {
+        instruction& ins = at(o);
+        slot_table& t = tables[o.rank];
+        const std::size_t j = ins.mb, v = ins.stage, V = cp.stages;
+        const bool fwd = ins.kind == instr_kind::forward;
+        const bool bwd = ins.kind == instr_kind::backward;
+        if (fwd || bwd) ins.in = input_slot(o, fwd);
+        if (fwd && v + 1 < V) ins.out = t.add(buffer_role::activation_out, ins.mb, ins.stage, mb_to_bytes(sc.activation(j)));
+        if (bwd && v > 0) ins.out = t.add(buffer_role::grad_out, ins.mb, ins.stage, mb_to_bytes(sc.activation(j)));
+        const bool stores = (fwd && ins.mode == static_cast<std::uint8_t>(forward_mode::store)) ||
+                            ins.kind == instr_kind::recompute;
+        if (stores) ins.stash = t.add(buffer_role::stash, ins.mb, ins.stage, mb_to_bytes(sc.stored(j, v)));
+        const op_ref st = cp.stash_from[o.rank][o.index];
+        if (st.valid()) {
+            const instruction& src = at(st);
+            // A backward of a checkpointed forward reads the checkpoint (that forward's input).
+            const bool checkpoint = src.kind == instr_kind::forward && src.mode != 0;
+            if (ins.kind == instr_kind::recompute) ins.in = src.in;
+            else ins.stash = checkpoint ? src.in : src.stash;
+        }
+        if (ins.kind != instr_kind::backward_weight) {
+            const double excess = sc.peak(j, v) - sc.stored(j, v);
+            if (excess > 0.0) ins.work = t.add(buffer_role::workspace, ins.mb, ins.stage, mb_to_bytes(excess));
+        }
+    }
+
+    /// The `in` slot of a forward (activation) or backward (gradient): the producer's `out` on
+    /// the same rank, else a receive buffer fed by a new message.
+    std::uint32_t input_slot(op_ref o, bool fwd) {
+        const op_ref p = cp.input_from[o.rank][o.index];
+        if (!p.valid()) return no_slot;
+        if (p.rank == o.rank) return at(p).out;
+        const instruction& ins = at(o);
+        message m;
+        m.activation = fwd;
+        m.producer = p;
+        m.consumer = o;
+        m.bytes = mb_to_bytes(sc.activation(ins.mb));
+        m.slot_send = at(p).out;
+        m.slot_recv = tables[o.rank].add(fwd ? buffer_role::activation_in : buffer_role::grad_in, ins.mb,
+                                         at(p).stage, m.bytes);
+        messages.push_back(m);
+        return m.slot_recv;
+    }
+};
+
+}  // namespace detail
+
+/// Pass 2 + 3 (see the file comment): compute programs → full programs with messages, data
+/// loads, the end-of-iteration instructions and a buffer table (sizes, no offsets, no frees).
+[[nodiscard]] std::vector<rank_program> insert_communication(const compute_programs& cp, const schedule::scenario& sc,
+                                                             const lowering_options& opt = {});
+
+namespace detail {
+
+inline void order_messages(const compute_programs& cp, std::vector<message>& msgs) {
+    const auto key = [&](const message& m) { return cp.seq[m.producer.rank][m.producer.index]; };
+    std::sort(msgs.begin(), msgs.end(), [&](const message& a, const message& b) { return key(a) < key(b); });
+    const std::size_t R = cp.ops.size();
+    // anchor of the last start on each rank pair, as seen by each side
+    std::vector<std::uint32_t> last_anchor(R * R, 0);
+    for (message& m : msgs) {
+        const std::uint32_t a = m.producer.rank, b = m.consumer.rank;
+        const std::uint32_t sp = cp.seq[a][m.producer.index];
+        // receiver's compute ops with seq < sp form a prefix (seq increases along a program)
+        const auto& sb = cp.seq[b];
+        const auto prefix = static_cast<std::uint32_t>(std::lower_bound(sb.begin(), sb.end(), sp) - sb.begin());
+        m.recv_anchor = std::max(prefix, last_anchor[b * R + a]);
+        last_anchor[b * R + a] = m.recv_anchor;
+        last_anchor[a * R + b] = std::max(last_anchor[a * R + b], m.producer.index + 1);
+        const std::uint32_t sc_ = cp.seq[b][m.consumer.index];
+        const auto& sa = cp.seq[a];
+        m.send_anchor = static_cast<std::uint32_t>(std::upper_bound(sa.begin(), sa.end(), sc_) - sa.begin());
+    }
+}
+
+inline instruction message_instruction(const compute_programs& cp, const message& m, bool send, bool start,
+                                       const lowering_options& opt) {
+    const instruction& p = cp.ops[m.producer.rank][m.producer.index];
+    instruction ins;
+    const instr_kind base = m.activation ? (send ? instr_kind::send_activation_start : instr_kind::recv_activation_start)
+                                         : (send ? instr_kind::send_grad_start : instr_kind::recv_grad_start);
+    ins.kind = start ? base : wait_of(base);
+    ins.type = opt.type;
+    ins.mb = p.mb;
+    ins.stage = p.stage;
+    ins.peer = static_cast<std::int32_t>((send ? m.consumer.rank : m.producer.rank) + opt.rank_offset);
+    if (send) ins.in = m.slot_send;
+    else ins.out = m.slot_recv;
+    ins.bytes = m.bytes;
+    if (p.mb < opt.shapes.size()) ins.shape = opt.shapes[p.mb];
+    return ins;
+}
+
+/// Collects the non-compute instructions of every rank with their positions.
+inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs,
+                                                           const lowering_options& opt) {
+    const std::size_t R = cp.ops.size();
+    std::vector<std::vector<placed>> out(R);
+    for (std::size_t k = 0; k < msgs.size(); ++k) {
+        const message& m = msgs[k];
+        const std::uint32_t a = m.producer.rank, b = m.consumer.rank;
+        out[a].push_back({m.producer.index + 1, 0, k, message_instruction(cp, m, true, true, opt)});
+        out[b].push_back({m.recv_anchor, 1, k, message_instruction(cp, m, false, true, opt)});
+        out[b].push_back({m.consumer.index, 2, k, message_instruction(cp, m, false, false, opt)});
+        out[a].push_back({m.send_anchor, 2, k, message_instruction(cp, m, true, false, opt)});
+    }
+    // load_microbatch before the first forward of each micro-batch on the first / last stage's rank
+    const std::size_t V = cp.stages;
+    for (std::size_t r = 0; r < R; ++r) {
+        std::vector<char> loaded(cp.microbatches, 0);
+        for (std::uint32_t i = 0; i < cp.ops[r].size(); ++i) {
+            const instruction& c = cp.ops[r][i];
+            if (c.kind != instr_kind::forward || (c.stage != 0 && c.stage + 1 != V) || loaded[c.mb]) continue;
+            loaded[c.mb] = 1;
+            instruction ld;
+            ld.kind = instr_kind::load_microbatch;
+            ld.mb = c.mb;
+            ld.stage = c.stage;
+            if (c.mb < opt.shapes.size()) ld.shape = opt.shapes[c.mb];
+            out[r].push_back({i, 3, c.mb, ld});
+        }
+    }
+    for (auto& v : out)
+        std::stable_sort(v.begin(), v.end(), [](const placed& x, const placed& y) {
+            return x.before != y.before ? x.before < y.before : x.phase != y.phase ? x.phase < y.phase : x.key < y.key;
+        });
+    return out;
+}
+
+}  // namespace detail
+
+inline std::vector<rank_program> insert_communication(const compute_programs& cp, const schedule::scenario& sc,
+                                                      const lowering_options& opt) {
+    detail::slot_builder sb(cp, sc);
+    sb.run();
+    detail::order_messages(cp, sb.messages);
+    const auto placed = detail::place_instructions(cp, sb.messages, opt);
+    const std::size_t R = cp.ops.size();
+    std::vector<rank_program> progs(R);
+    for (std::size_t r = 0; r < R; ++r) {
+        rank_program& p = progs[r];
+        p.rank = static_cast<std::uint32_t>(r + opt.rank_offset);
+        p.buffers = std::move(sb.tables[r].buffers);
+        const auto& ops = sb.ops[r];
+        p.instructions.reserve(ops.size() + placed[r].size() + 2);
+        std::size_t k = 0;
+        for (std::uint32_t i = 0; i <= ops.size(); ++i) {
+            while (k < placed[r].size() && placed[r][k].before == i) p.instructions.push_back(placed[r][k++].ins);
+            if (i < ops.size()) {
+                instruction c = ops[i];
+                c.type = opt.type;
+                if (c.mb < opt.shapes.size()) c.shape = opt.shapes[c.mb];
+                p.instructions.push_back(c);
+            }
+        }
+        instruction red;
+        red.kind = instr_kind::reduce_gradients;
+        red.mode = static_cast<std::uint8_t>(opt.reduce);
+        p.instructions.push_back(red);
+        instruction step;
+        step.kind = instr_kind::optimizer_step;
+        p.instructions.push_back(step);
+        for (auto& ins : p.instructions) ins.mb += opt.mb_offset;
+        for (auto& b : p.buffers) b.mb += opt.mb_offset;
+    }
+    return progs;
+}
+
+/// All passes: schedule → compute → communication → buffers. The header's schedule fields
+/// (placement, chunks, devices, schedule name, dtype) are filled; the planner adds the rest.
+[[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
+                                          const lowering_options& opt = {}) {
+    const compute_programs cp = lower_compute(sc, s);
+    execution_plan p;
+    p.header.devices = static_cast<std::uint32_t>(s.placement.devices());
+    p.header.chunks = static_cast<std::uint32_t>(s.placement.chunks());
+    p.header.placement = s.placement.kind();
+    p.header.schedule = s.name;
+    p.header.type = opt.type;
+    p.programs = insert_communication(cp, sc, opt);
+    for (auto& prog : p.programs) plan_buffers(prog);
+    return p;
+}
+
+}  // namespace pipeplan::plan

@@ -1,0 +1,625 @@
+// pipeplan/plan/validate.hpp — checking an execution plan against the IR's semantics.
+//
+// validate(plan) reports every violation (up to a cap) as rank, instruction index, rule and
+// message. Rules:
+//   structure  known kinds; slots, micro-batches, stages and peers in range; compute ops on a
+//              stage of their rank; messages to the rank holding the adjacent stage of the
+//              same replica; buffers inside the arena
+//   pairing    every *_start has exactly one later *_wait of the same message, and no wait
+//              comes without its start
+//   match      on every pair of ranks, the k-th message start on one side matches the k-th on
+//              the other: send vs receive of the same kind, micro-batch, stage, shape, dtype and
+//              bytes (same count on both sides)
+//   deadlock   the programs, run with blocking waits (a send_wait needs the peer's matching
+//              receive posted, a recv_wait the peer's matching send posted; reduce_gradients
+//              needs every rank of its data-parallel group there), always finish
+//   buffer     a buffer is written before it is read (a received buffer only after its wait),
+//              holds the data the reader needs (activation or gradient of the right
+//              micro-batch and stage), is written once, never touched after its free, not
+//              freed while a send of it is in flight, freed exactly once (workspaces: used by
+//              one op, never freed); no two live buffers overlap in the arena
+//   compute    on each of its stages a rank runs, for each micro-batch of its replica, exactly
+//              one forward and one backward after it, one backward_weight after an input_only
+//              backward (none otherwise), at most one recompute, only of a checkpointed forward,
+//              between them; stage 0 and the last stage load the micro-batch first
+//   reduce     reduce_gradients exactly once, after the rank's last backward(_weight), in the
+//              mode the ZeRO stage asks for; then optimizer_step exactly once; nothing after
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/plan/instruction.hpp"
+#include "pipeplan/plan/plan.hpp"
+
+namespace pipeplan::plan {
+
+/// One broken rule.
+struct violation {
+    static constexpr std::uint32_t whole_program = 0xFFFFFFFFu;
+    std::uint32_t rank = 0;
+    std::uint32_t index = whole_program;  ///< instruction index, or whole_program
+    std::string rule;                     ///< structure, pairing, match, deadlock, buffer, compute, reduce
+    std::string message;
+
+    [[nodiscard]] std::string to_string() const {
+        std::string s = "rank " + std::to_string(rank);
+        if (index != whole_program) s += ", instruction " + std::to_string(index);
+        return s + ": " + rule + ": " + message;
+    }
+};
+
+struct validation_report {
+    std::vector<violation> violations;
+    bool truncated = false;  ///< more violations than max_violations
+    [[nodiscard]] bool ok() const noexcept { return violations.empty(); }
+    /// All violations, one per line.
+    [[nodiscard]] std::string to_string() const {
+        std::string s;
+        for (const auto& v : violations) s += v.to_string() + "\n";
+        if (truncated) s += "(more violations left out)\n";
+        return s;
+    }
+};
+
+struct validate_options {
+    std::size_t max_violations = 64;
+};
+
+/// Thrown by validate_or_throw().
+class plan_error : public error {
+public:
+    explicit plan_error(validation_report r) : error("invalid plan:\n" + r.to_string()), report_(std::move(r)) {}
+    [[nodiscard]] const validation_report& report() const noexcept { return report_; }
+
+private:
+    validation_report report_;
+};
+
+namespace detail {
+
+/// Collects violations up to the cap.
+struct reporter {
+    validation_report& out;
+    std::size_t cap;
+    void operator()(std::uint32_t rank, std::uint32_t index, const char* rule, std::string msg) {
+        if (out.violations.size() >= cap) {
+            out.truncated = true;
+            return;
+        }
+        out.violations.push_back({rank, index, rule, std::move(msg)});
+    }
+    [[nodiscard]] bool full() const noexcept { return out.violations.size() >= cap; }
+};
+
+[[nodiscard]] inline std::string describe(const instruction& i) {
+    std::string s = kind_name(i.kind);
+    if (is_compute(i.kind) || is_message(i.kind) || i.kind == instr_kind::load_microbatch)
+        s += " mb " + std::to_string(i.mb) + " stage " + std::to_string(i.stage);
+    if (is_message(i.kind)) s += " peer " + std::to_string(i.peer);
+    return s;
+}
+
+/// What a buffer holds: activation / gradient / stash of (mb, stage).
+struct content {
+    enum tag_t : std::uint8_t { none, activation, gradient, stash, scratch } tag = none;
+    std::uint32_t mb = 0, stage = 0;
+    friend bool operator==(const content&, const content&) = default;
+};
+
+[[nodiscard]] inline std::string describe(const content& c) {
+    static const char* names[] = {"nothing", "activation", "gradient", "stash", "scratch"};
+    if (c.tag == content::none || c.tag == content::scratch) return names[c.tag];
+    return std::string(names[c.tag]) + " of mb " + std::to_string(c.mb) + " stage " + std::to_string(c.stage);
+}
+
+/// Per-rank facts the checks share.
+struct rank_view {
+    const plan_header& h;
+    const rank_program& p;
+    std::uint32_t rank, device, replica;
+    schedule::stage_placement pl;
+    rank_view(const plan_header& hh, const rank_program& pp)
+        : h(hh), p(pp), rank(pp.rank), device(hh.device_of_rank(pp.rank)), replica(hh.replica_of_rank(pp.rank)),
+          pl(hh.stage_placement()) {}
+    [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < h.virtual_stages() && pl.device_of(stage) == device; }
+    [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const {
+        return replica * h.devices + static_cast<std::uint32_t>(pl.device_of(stage));
+    }
+};
+
+/// structure: ranges, devices and peers of one instruction.
+inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep) {
+    const instruction& ins = rv.p.instructions[i];
+    auto bad = [&](std::string m) { rep(rv.rank, i, "structure", describe(ins) + ": " + m); };
+    if (is_unknown(ins.kind)) return bad("unknown instruction kind " + std::to_string(static_cast<unsigned>(ins.kind)));
+    if (!is_builtin(ins.kind)) return;
+    for (std::uint32_t s : {ins.in, ins.out, ins.stash, ins.work})
+        if (s != no_slot && s >= rv.p.buffers.size())
+            bad("slot " + std::to_string(s) + " out of range (" + std::to_string(rv.p.buffers.size()) + " buffers)");
+    const bool staged = is_compute(ins.kind) || is_message(ins.kind) || ins.kind == instr_kind::load_microbatch;
+    if (!staged) return;
+    if (ins.mb >= rv.h.microbatches.size())
+        return bad("micro-batch out of range (the table has " + std::to_string(rv.h.microbatches.size()) + ")");
+    if (rv.h.microbatches[ins.mb].replica != rv.replica) bad("micro-batch of replica " + std::to_string(rv.h.microbatches[ins.mb].replica));
+    if (ins.stage >= rv.h.virtual_stages()) return bad("stage out of range (" + std::to_string(rv.h.virtual_stages()) + " stages)");
+    const std::uint32_t V = rv.h.virtual_stages();
+    if (is_compute(ins.kind) || ins.kind == instr_kind::load_microbatch) {
+        if (!rv.holds(ins.stage)) bad("stage runs on device " + std::to_string(rv.pl.device_of(ins.stage)));
+        return;
+    }
+    const bool act = is_activation_message(ins.kind);
+    const bool send = category(ins.kind) == kind_category::send_start || category(ins.kind) == kind_category::send_wait;
+    if ((act && ins.stage + 1 >= V) || (!act && ins.stage == 0)) return bad("no adjacent stage to exchange with");
+    const std::uint32_t other = act ? ins.stage + 1 : ins.stage - 1;
+    const std::uint32_t mine = send ? ins.stage : other, theirs = send ? other : ins.stage;
+    if (!rv.holds(mine)) bad("this rank does not hold stage " + std::to_string(mine));
+    if (ins.peer < 0 || static_cast<std::uint32_t>(ins.peer) != rv.rank_of_stage(theirs))
+        bad("peer should be rank " + std::to_string(rv.rank_of_stage(theirs)) + " (holding stage " + std::to_string(theirs) + ")");
+    if (ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == rv.rank) bad("message to itself");
+}
+
+inline void check_arena(const rank_view& rv, reporter& rep) {
+    for (std::size_t s = 0; s < rv.p.buffers.size(); ++s) {
+        const buffer& b = rv.p.buffers[s];
+        if (b.size_bytes > rv.p.arena_bytes || b.offset_bytes > rv.p.arena_bytes - b.size_bytes)
+            rep(rv.rank, violation::whole_program, "structure",
+                "buffer " + std::to_string(s) + " [" + std::to_string(b.offset_bytes) + ", +" + std::to_string(b.size_bytes) +
+                    ") lies outside the arena of " + std::to_string(rv.p.arena_bytes) + " bytes");
+    }
+}
+
+/// pairing: every start has exactly one later wait of the same message.
+inline void check_pairing(const rank_view& rv, reporter& rep) {
+    using key = std::tuple<std::uint8_t, std::uint32_t, std::uint32_t, std::int32_t>;
+    std::map<key, std::uint32_t> open;
+    const auto& prog = rv.p.instructions;
+    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+        const instruction& ins = prog[i];
+        if (is_message_start(ins.kind)) {
+            const key k{static_cast<std::uint8_t>(ins.kind), ins.mb, ins.stage, ins.peer};
+            if (!open.emplace(k, i).second) rep(rv.rank, i, "pairing", describe(ins) + ": started again before its wait");
+        } else if (is_message_wait(ins.kind)) {
+            const key k{static_cast<std::uint8_t>(ins.kind) - 1, ins.mb, ins.stage, ins.peer};
+            auto it = open.find(k);
+            if (it == open.end()) {
+                rep(rv.rank, i, "pairing", describe(ins) + ": waits for a message that was not started");
+                continue;
+            }
+            const instruction& st = prog[it->second];
+            if (st.in != ins.in || st.out != ins.out)
+                rep(rv.rank, i, "pairing", describe(ins) + ": names another buffer than its start");
+            open.erase(it);
+        }
+    }
+    for (const auto& [k, i] : open) rep(rv.rank, i, "pairing", describe(prog[i]) + ": never waited for");
+}
+
+/// Per (mb, stage) facts gathered while walking a rank's program.
+struct unit_state {
+    std::int32_t fwd = -1, rec = -1, bwd = -1, wgt = -1;
+    std::uint8_t nfwd = 0, nrec = 0, nbwd = 0, nwgt = 0;
+    bool checkpoint = false, input_only = false, loaded = false;
+};
+
+/// The buffer walk: states, contents, lifetimes (rule "buffer").
+struct buffer_walk {
+    enum state_t : std::uint8_t { unborn, pending, ready, dead };
+    const rank_view& rv;
+    reporter& rep;
+    std::vector<state_t> state;
+    std::vector<content> holds;
+    std::vector<std::uint32_t> in_flight, birth, death;
+    std::vector<char> is_work;
+
+    buffer_walk(const rank_view& r, reporter& re)
+        : rv(r), rep(re), state(r.p.buffers.size(), unborn), holds(r.p.buffers.size()),
+          in_flight(r.p.buffers.size(), 0), birth(r.p.buffers.size(), 0), death(r.p.buffers.size(), 0),
+          is_work(r.p.buffers.size(), 0) {}
+
+    void bad(std::uint32_t i, const std::string& m) { rep(rv.rank, i, "buffer", describe(rv.p.instructions[i]) + ": " + m); }
+
+    /// A read of `slot` expecting `want` (tag none: anything written).
+    void read(std::uint32_t i, std::uint32_t slot, content want, const char* what) {
+        if (slot == no_slot) {
+            if (want.tag != content::none) bad(i, std::string("reads no ") + what + " (needs the " + describe(want) + ")");
+            return;
+        }
+        if (want.tag == content::none) {
+            bad(i, std::string("reads a ") + what + " buffer it should not have");
+            return;
+        }
+        const std::string sl = "slot " + std::to_string(slot);
+        switch (state[slot]) {
+            case unborn: return bad(i, sl + " is read before it is written");
+            case pending: return bad(i, sl + " is read before its receive completed");
+            case dead: return bad(i, sl + " is read after its free");
+            case ready: break;
+        }
+        if (!(holds[slot] == want)) bad(i, sl + " holds the " + describe(holds[slot]) + ", needs the " + describe(want));
+    }
+    /// A write of `slot` with `c` (state becomes `to`).
+    void write(std::uint32_t i, std::uint32_t slot, content c, state_t to) {
+        if (slot == no_slot) return;
+        if (state[slot] != unborn) return bad(i, "slot " + std::to_string(slot) + " is written twice");
+        state[slot] = to;
+        holds[slot] = c;
+        birth[slot] = i;
+        death[slot] = i;
+    }
+    void expect_slot(std::uint32_t i, std::uint32_t slot, bool wanted, const char* what) {
+        if (wanted && slot == no_slot) bad(i, std::string("writes no ") + what);
+        if (!wanted && slot != no_slot) bad(i, std::string("writes a ") + what + " it should not");
+    }
+    void scratch(std::uint32_t i, std::uint32_t slot) {
+        if (slot == no_slot) return;
+        if (state[slot] != unborn) return bad(i, "workspace slot " + std::to_string(slot) + " used by two ops");
+        state[slot] = dead;
+        is_work[slot] = 1;
+        birth[slot] = death[slot] = i;
+    }
+    void free(std::uint32_t i, std::uint32_t slot) {
+        if (slot == no_slot) return bad(i, "frees no slot");
+        const std::string sl = "slot " + std::to_string(slot);
+        if (state[slot] == unborn) return bad(i, sl + " is freed before it is written");
+        if (state[slot] == dead) return bad(i, sl + (is_work[slot] ? " is a workspace (never freed)" : " is freed twice"));
+        if (state[slot] == pending) return bad(i, sl + " is freed before its receive completed");
+        if (in_flight[slot] > 0) return bad(i, sl + " is freed while a send of it is in flight");
+        state[slot] = dead;
+        death[slot] = i;
+    }
+    /// No two buffers live at the same time overlap in the arena; nothing leaks.
+    void finish() {
+        std::vector<std::uint32_t> order;
+        for (std::uint32_t s = 0; s < state.size(); ++s) {
+            if (state[s] == ready || state[s] == pending) {
+                rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " is never freed");
+                death[s] = static_cast<std::uint32_t>(rv.p.instructions.size());
+            }
+            if (state[s] != unborn && rv.p.buffers[s].size_bytes > 0) order.push_back(s);
+        }
+        std::sort(order.begin(), order.end(), [&](auto a, auto b) { return birth[a] != birth[b] ? birth[a] < birth[b] : a < b; });
+        std::vector<std::uint32_t> active;
+        for (std::uint32_t s : order) {
+            std::erase_if(active, [&](std::uint32_t q) { return death[q] < birth[s]; });
+            const buffer& b = rv.p.buffers[s];
+            for (std::uint32_t q : active) {
+                const buffer& c = rv.p.buffers[q];
+                if (b.offset_bytes < c.offset_bytes + c.size_bytes && c.offset_bytes < b.offset_bytes + b.size_bytes) {
+                    rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " +
+                                                         std::to_string(q) + " in the arena");
+                    break;
+                }
+            }
+            active.push_back(s);
+        }
+    }
+};
+
+/// The data a backward (or recompute / backward_weight) reads as its stash.
+[[nodiscard]] inline content stash_wanted(const unit_state& u, std::uint32_t mb, std::uint32_t stage) {
+    if (u.checkpoint && u.rec < 0) {
+        if (stage == 0) return {};
+        return {content::activation, mb, stage - 1};
+    }
+    return {content::stash, mb, stage};
+}
+
+/// Walks one rank's program: buffer rule and the per-unit facts for the compute rule.
+inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state>& units) {
+    buffer_walk w(rv, rep);
+    const std::uint32_t V = rv.h.virtual_stages();
+    const auto& prog = rv.p.instructions;
+    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+        const instruction& x = prog[i];
+        if (!is_builtin(x.kind)) continue;
+        const std::uint32_t j = x.mb, v = x.stage;
+        unit_state* u = (is_compute(x.kind) || x.kind == instr_kind::load_microbatch) ? &units[std::size_t(v) * rv.h.microbatches.size() + j] : nullptr;
+        const content prev_act = v == 0 ? content{} : content{content::activation, j, v - 1};
+        switch (x.kind) {
+            case instr_kind::forward:
+                ++u->nfwd;
+                u->fwd = static_cast<std::int32_t>(i);
+                u->checkpoint = x.mode == static_cast<std::uint8_t>(forward_mode::checkpoint);
+                if (x.mode > 1) w.bad(i, "unknown forward mode");
+                w.read(i, x.in, prev_act, "input activation");
+                w.expect_slot(i, x.out, v + 1 < V, "output activation");
+                w.expect_slot(i, x.stash, !u->checkpoint, "stash");
+                w.write(i, x.out, {content::activation, j, v}, buffer_walk::ready);
+                w.write(i, x.stash, {content::stash, j, v}, buffer_walk::ready);
+                w.scratch(i, x.work);
+                break;
+            case instr_kind::recompute:
+                ++u->nrec;
+                u->rec = static_cast<std::int32_t>(i);
+                w.read(i, x.in, prev_act, "checkpoint");
+                w.expect_slot(i, x.stash, true, "stash");
+                w.write(i, x.stash, {content::stash, j, v}, buffer_walk::ready);
+                w.scratch(i, x.work);
+                break;
+            case instr_kind::backward:
+                ++u->nbwd;
+                u->bwd = static_cast<std::int32_t>(i);
+                u->input_only = x.mode == static_cast<std::uint8_t>(backward_mode::input_only);
+                if (x.mode > 1) w.bad(i, "unknown backward mode");
+                w.read(i, x.in, v + 1 < V ? content{content::gradient, j, v + 1} : content{}, "output gradient");
+                w.read(i, x.stash, stash_wanted(*u, j, v), "stash");
+                w.expect_slot(i, x.out, v > 0, "input gradient");
+                w.write(i, x.out, {content::gradient, j, v}, buffer_walk::ready);
+                w.scratch(i, x.work);
+                break;
+            case instr_kind::backward_weight:
+                ++u->nwgt;
+                u->wgt = static_cast<std::int32_t>(i);
+                w.read(i, x.stash, stash_wanted(*u, j, v), "stash");
+                w.scratch(i, x.work);
+                break;
+            case instr_kind::send_activation_start:
+            case instr_kind::send_grad_start:
+                w.read(i, x.in, {is_activation_message(x.kind) ? content::activation : content::gradient, j, v}, "message");
+                if (x.in != no_slot) ++w.in_flight[x.in];
+                break;
+            case instr_kind::send_activation_wait:
+            case instr_kind::send_grad_wait:
+                if (x.in != no_slot && w.in_flight[x.in] > 0) --w.in_flight[x.in];
+                break;
+            case instr_kind::recv_activation_start:
+            case instr_kind::recv_grad_start:
+                if (x.out == no_slot) w.bad(i, "receives into no buffer");
+                w.write(i, x.out, {is_activation_message(x.kind) ? content::activation : content::gradient, j, v}, buffer_walk::pending);
+                break;
+            case instr_kind::recv_activation_wait:
+            case instr_kind::recv_grad_wait:
+                if (x.out != no_slot && w.state[x.out] == buffer_walk::pending) w.state[x.out] = buffer_walk::ready;
+                break;
+            case instr_kind::load_microbatch: u->loaded = true; break;
+            case instr_kind::free: w.free(i, x.in); break;
+            default: break;
+        }
+        if (x.kind == instr_kind::forward && (v == 0 || v + 1 == V) && !u->loaded) {
+            // the load may sit on the unit of the other end stage (one load per rank and mb)
+            const unit_state& other = units[std::size_t(v == 0 ? V - 1 : 0) * rv.h.microbatches.size() + j];
+            if (!other.loaded || !rv.holds(v == 0 ? V - 1 : 0)) rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
+        }
+    }
+    w.finish();
+}
+
+/// compute: counts and order of each (mb, stage) the rank must run.
+inline void check_units(const rank_view& rv, const std::vector<unit_state>& units, reporter& rep) {
+    const std::size_t M = rv.h.microbatches.size();
+    for (std::uint32_t v = 0; v < rv.h.virtual_stages(); ++v) {
+        if (!rv.holds(v)) continue;
+        for (std::uint32_t j = 0; j < M; ++j) {
+            if (rv.h.microbatches[j].replica != rv.replica) continue;
+            const unit_state& u = units[std::size_t(v) * M + j];
+            const std::string what = "mb " + std::to_string(j) + " stage " + std::to_string(v) + ": ";
+            const auto at = [](std::int32_t x) { return x < 0 ? violation::whole_program : static_cast<std::uint32_t>(x); };
+            auto bad = [&](std::int32_t idx, const std::string& m) { rep(rv.rank, at(idx), "compute", what + m); };
+            if (u.nfwd != 1) bad(u.fwd, std::to_string(u.nfwd) + " forwards (needs exactly 1)");
+            if (u.nbwd != 1) bad(u.bwd, std::to_string(u.nbwd) + " backwards (needs exactly 1)");
+            if (u.nfwd == 1 && u.nbwd == 1 && u.bwd < u.fwd) bad(u.bwd, "backward before its forward");
+            if (u.input_only && u.nwgt != 1) bad(u.bwd, std::to_string(u.nwgt) + " backward_weights after an input-only backward (needs 1)");
+            if (!u.input_only && u.nwgt != 0) bad(u.wgt, "backward_weight after a whole backward");
+            if (u.nwgt == 1 && u.nbwd == 1 && u.wgt < u.bwd) bad(u.wgt, "backward_weight before its backward");
+            if (u.nrec > 1) bad(u.rec, "recomputed twice");
+            if (u.nrec == 1 && !u.checkpoint) bad(u.rec, "recompute of a forward that stored its activations");
+            if (u.nrec == 1 && (u.rec < u.fwd || (u.bwd >= 0 && u.rec > u.bwd))) bad(u.rec, "recompute outside its forward..backward");
+        }
+    }
+}
+
+/// reduce: one reduce_gradients after the last backward, then one optimizer_step, then nothing.
+inline void check_end(const rank_view& rv, reporter& rep) {
+    const auto& prog = rv.p.instructions;
+    std::int64_t reduce = -1, step = -1, last_bwd = -1, last_work = -1;
+    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+        const instr_kind k = prog[i].kind;
+        if (k == instr_kind::reduce_gradients) {
+            if (reduce >= 0) rep(rv.rank, i, "reduce", "reduce_gradients twice");
+            reduce = i;
+            const auto want = rv.h.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
+            if (prog[i].mode != static_cast<std::uint8_t>(want))
+                rep(rv.rank, i, "reduce", std::string("reduce_gradients should be ") +
+                                              (want == reduce_mode::reduce_scatter ? "reduce_scatter (ZeRO >= 2)" : "all_reduce"));
+        } else if (k == instr_kind::optimizer_step) {
+            if (step >= 0) rep(rv.rank, i, "reduce", "optimizer_step twice");
+            step = i;
+            if (reduce < 0) rep(rv.rank, i, "reduce", "optimizer_step before reduce_gradients");
+        }
+        if (k == instr_kind::backward || k == instr_kind::backward_weight) last_bwd = i;
+        if (is_compute(k) || is_message(k)) last_work = i;
+    }
+    if (reduce < 0) rep(rv.rank, violation::whole_program, "reduce", "no reduce_gradients");
+    else if (last_bwd > reduce) rep(rv.rank, static_cast<std::uint32_t>(last_bwd), "reduce", "backward after reduce_gradients");
+    else if (last_work > reduce) rep(rv.rank, static_cast<std::uint32_t>(last_work), "reduce", "compute or message after reduce_gradients");
+    if (step < 0) rep(rv.rank, violation::whole_program, "reduce", "no optimizer_step");
+}
+
+/// Every rule that concerns one rank alone.
+inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep) {
+    const rank_view rv(h, p);
+    const std::size_t before = rep.out.violations.size();
+    for (std::uint32_t i = 0; i < p.instructions.size() && !rep.full(); ++i) check_structure(rv, i, rep);
+    check_arena(rv, rep);
+    if (rep.out.violations.size() != before) return;  // the walks below index with these fields
+    check_pairing(rv, rep);
+    std::vector<unit_state> units(std::size_t(h.virtual_stages()) * h.microbatches.size());
+    walk_rank(rv, rep, units);
+    check_units(rv, units, rep);
+    check_end(rv, rep);
+}
+
+/// Index of each message start among the starts between its rank and its peer.
+struct pair_indices {
+    std::vector<std::vector<std::uint32_t>> k;  // [rank][instruction] (starts and waits)
+    std::vector<std::vector<std::vector<std::uint32_t>>> starts;  // [rank][peer] -> instruction indices
+};
+
+[[nodiscard]] inline pair_indices index_pairs(const execution_plan& plan) {
+    const std::size_t R = plan.programs.size();
+    pair_indices px;
+    px.k.resize(R);
+    px.starts.assign(R, std::vector<std::vector<std::uint32_t>>(R));
+    for (std::size_t r = 0; r < R; ++r) {
+        const auto& prog = plan.programs[r].instructions;
+        px.k[r].assign(prog.size(), 0);
+        std::map<std::tuple<std::uint8_t, std::uint32_t, std::uint32_t, std::int32_t>, std::uint32_t> open;
+        for (std::uint32_t i = 0; i < prog.size(); ++i) {
+            const instruction& x = prog[i];
+            if (is_message_start(x.kind)) {
+                auto& list = px.starts[r][static_cast<std::size_t>(x.peer)];
+                px.k[r][i] = static_cast<std::uint32_t>(list.size());
+                list.push_back(i);
+                open[{static_cast<std::uint8_t>(x.kind), x.mb, x.stage, x.peer}] = px.k[r][i];
+            } else if (is_message_wait(x.kind)) {
+                px.k[r][i] = open[{static_cast<std::uint8_t>(static_cast<std::uint8_t>(x.kind) - 1), x.mb, x.stage, x.peer}];
+            }
+        }
+    }
+    return px;
+}
+
+/// match: the k-th start on each side of every pair agree.
+inline bool check_match(const execution_plan& plan, const pair_indices& px, reporter& rep) {
+    const std::size_t before = rep.out.violations.size();
+    const std::size_t R = plan.programs.size();
+    for (std::uint32_t a = 0; a < R; ++a)
+        for (std::uint32_t b = a + 1; b < R; ++b) {
+            const auto& la = px.starts[a][b];
+            const auto& lb = px.starts[b][a];
+            const std::size_t n = std::min(la.size(), lb.size());
+            for (std::size_t k = 0; k < n; ++k) {
+                const instruction& x = plan.programs[a].instructions[la[k]];
+                const instruction& y = plan.programs[b].instructions[lb[k]];
+                std::string why;
+                if (matching_start(x.kind) != y.kind) why = "kinds do not pair";
+                else if (x.mb != y.mb || x.stage != y.stage) why = "micro-batch or stage differ";
+                else if (!(x.shape == y.shape)) why = "shapes differ";
+                else if (x.type != y.type) why = "dtypes differ";
+                else if (x.bytes != y.bytes) why = "byte counts differ";
+                if (!why.empty()) {
+                    rep(a, la[k], "match", "message " + std::to_string(k) + " with rank " + std::to_string(b) + " (" +
+                                               describe(x) + ") does not match rank " + std::to_string(b) +
+                                               "'s instruction " + std::to_string(lb[k]) + " (" + describe(y) + "): " + why);
+                    break;  // later ones are shifted: report the first per pair
+                }
+            }
+            if (la.size() != lb.size()) {
+                const bool a_more = la.size() > lb.size();
+                const auto& more = a_more ? la : lb;
+                rep(a_more ? a : b, more[n], "match",
+                    "rank " + std::to_string(a_more ? a : b) + " starts " + std::to_string(more.size()) + " messages with rank " +
+                        std::to_string(a_more ? b : a) + ", which starts " + std::to_string(n) + " with it");
+            }
+        }
+    return rep.out.violations.size() == before;
+}
+
+/// deadlock: runs the programs with blocking waits.
+inline void check_deadlock(const execution_plan& plan, const pair_indices& px, reporter& rep) {
+    const std::size_t R = plan.programs.size();
+    const plan_header& h = plan.header;
+    std::vector<std::uint32_t> pos(R, 0), posted(R * R, 0);
+    std::vector<char> at_reduce(R, 0);
+    std::size_t finished = 0;
+    auto can_run = [&](std::size_t r) {
+        const instruction& x = plan.programs[r].instructions[pos[r]];
+        if (is_message_wait(x.kind)) return posted[std::size_t(x.peer) * R + r] > px.k[r][pos[r]];
+        if (x.kind == instr_kind::reduce_gradients) {
+            at_reduce[r] = 1;
+            for (std::uint32_t q = h.device_of_rank(static_cast<std::uint32_t>(r)); q < R; q += h.devices)
+                if (!at_reduce[q]) return false;
+        }
+        return true;
+    };
+    bool progress = true;
+    while (finished < R && progress) {
+        progress = false;
+        for (std::size_t r = 0; r < R; ++r) {
+            const auto& prog = plan.programs[r].instructions;
+            const bool was_running = pos[r] < prog.size();
+            while (pos[r] < prog.size() && can_run(r)) {
+                const instruction& x = prog[pos[r]];
+                if (is_message_start(x.kind)) ++posted[r * R + std::size_t(x.peer)];
+                ++pos[r];
+                progress = true;
+            }
+            if (was_running && pos[r] == prog.size()) ++finished;
+        }
+    }
+    if (finished == R) return;
+    for (std::uint32_t r = 0; r < R; ++r) {
+        const auto& prog = plan.programs[r].instructions;
+        if (pos[r] >= prog.size()) continue;
+        const instruction& x = prog[pos[r]];
+        std::string why = x.kind == instr_kind::reduce_gradients ? "waits for its data-parallel group"
+                                                                 : "waits for rank " + std::to_string(x.peer);
+        if (is_message_wait(x.kind) && pos[std::size_t(x.peer)] < plan.programs[std::size_t(x.peer)].instructions.size())
+            why += ", which is blocked at instruction " + std::to_string(pos[std::size_t(x.peer)]) + " (" +
+                   describe(plan.programs[std::size_t(x.peer)].instructions[pos[std::size_t(x.peer)]]) + ")";
+        rep(r, pos[r], "deadlock", describe(x) + " " + why);
+    }
+}
+
+/// The cross-rank rules (match, deadlock).
+inline void check_messages(const execution_plan& plan, reporter& rep) {
+    const pair_indices px = index_pairs(plan);
+    if (check_match(plan, px, rep)) check_deadlock(plan, px, rep);
+}
+}  // namespace detail
+
+/// Checks every rule of the file comment; never throws on a malformed plan (a plan whose
+/// header and programs disagree on the rank count is reported as a structure violation).
+[[nodiscard]] inline validation_report validate(const execution_plan& plan, const validate_options& opt = {}) {
+    validation_report out;
+    detail::reporter rep{out, opt.max_violations};
+    const plan_header& h = plan.header;
+    if (h.devices == 0 || h.dp == 0 || h.chunks == 0 || plan.programs.size() != h.ranks()) {
+        rep(0, violation::whole_program, "structure",
+            "the header describes " + std::to_string(h.ranks()) + " ranks, the plan has " +
+                std::to_string(plan.programs.size()) + " programs");
+        return out;
+    }
+    if (h.placement == schedule::placement_kind::linear && h.chunks != 1) {
+        rep(0, violation::whole_program, "structure", "a linear placement has one chunk per device");
+        return out;
+    }
+    for (std::uint32_t r = 0; r < plan.programs.size(); ++r)
+        if (plan.programs[r].rank != r) {
+            rep(r, violation::whole_program, "structure", "program " + std::to_string(r) + " says it is rank " +
+                                                              std::to_string(plan.programs[r].rank));
+            return out;
+        }
+    const std::size_t before = out.violations.size();
+    for (const rank_program& p : plan.programs) detail::check_rank(h, p, rep);
+    // The cross-rank rules need sound local structure (matched starts and waits).
+    if (out.violations.size() == before) detail::check_messages(plan, rep);
+    return out;
+}
+
+/// validate(), throwing plan_error listing the violations when there are any.
+inline void validate_or_throw(const execution_plan& plan, const validate_options& opt = {}) {
+    validation_report r = validate(plan, opt);
+    if (!r.ok()) throw plan_error(std::move(r));
+}
+
+/// Checks one rank's share alone: every rule that needs no other rank.
+[[nodiscard]] inline validation_report validate_rank(const rank_plan& rp, const validate_options& opt = {}) {
+    validation_report out;
+    detail::reporter rep{out, opt.max_violations};
+    if (rp.header.devices == 0 || rp.header.dp == 0 || rp.header.chunks == 0 || rp.program.rank >= rp.header.ranks()) {
+        rep(rp.program.rank, violation::whole_program, "structure", "rank out of range of the header");
+        return out;
+    }
+    detail::check_rank(rp.header, rp.program, rep);
+    return out;
+}
+
+}  // namespace pipeplan::plan

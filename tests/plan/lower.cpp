@@ -1,0 +1,183 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "common.hpp"
+#include "pipeplan/plan/lower.hpp"
+#include "pipeplan/plan/validate.hpp"
+#include "pipeplan/schedule/simulator.hpp"
+
+using namespace pipeplan;
+using namespace pipeplan::plan;
+
+namespace {
+
+execution_plan lowered(const test::named_case& c) {
+    execution_plan p = lower(c.sc, c.sched);
+    p.header.microbatches.resize(c.sc.microbatches);
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("lower_compute: one compute op per schedule op, producers and a topological sequence") {
+    const auto sc = test::random_scenario(4, 6, 7);
+    for (const auto& c : test::all_schedules(sc)) {
+        CAPTURE(c.name);
+        const compute_programs cp = lower_compute(c.sc, c.sched);
+        REQUIRE(cp.ops.size() == c.sched.orders.size());
+        std::set<std::uint32_t> seqs;
+        for (std::size_t r = 0; r < cp.ops.size(); ++r) {
+            REQUIRE(cp.ops[r].size() == c.sched.orders[r].size());
+            for (std::size_t i = 0; i < cp.ops[r].size(); ++i) {
+                const auto& o = c.sched.orders[r][i];
+                const auto& x = cp.ops[r][i];
+                CHECK(x.mb == o.mb);
+                CHECK(x.stage == o.stage);
+                CHECK(is_compute(x.kind));
+                CHECK(seqs.insert(cp.seq[r][i]).second);
+                if (i > 0) CHECK(cp.seq[r][i] > cp.seq[r][i - 1]);  // program order kept
+                for (op_ref p : {cp.input_from[r][i], cp.stash_from[r][i]})
+                    if (p.valid()) CHECK(cp.seq[p.rank][p.index] < cp.seq[r][i]);  // producers first
+                if (x.kind == instr_kind::forward && x.stage > 0) {
+                    REQUIRE(cp.input_from[r][i].valid());
+                    const auto& p = cp.ops[cp.input_from[r][i].rank][cp.input_from[r][i].index];
+                    CHECK(p.kind == instr_kind::forward);
+                    CHECK(p.stage + 1 == x.stage);
+                    CHECK(p.mb == x.mb);
+                }
+                if (x.kind == instr_kind::backward && x.stage + 1 < cp.stages) {
+                    const auto& p = cp.ops[cp.input_from[r][i].rank][cp.input_from[r][i].index];
+                    CHECK(p.kind == instr_kind::backward);
+                    CHECK(p.stage == x.stage + 1);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("lower_compute: a schedule that cannot run is rejected naming the rank") {
+    const auto sc = test::random_scenario(2, 2, 1);
+    schedule::pipeline_schedule s = schedule::one_f_one_b{}(sc);
+    // device 1 runs B0 before F0 can have happened: swap its first two ops if B comes later
+    std::swap(s.orders[0][0], s.orders[0][s.orders[0].size() - 1]);
+    CHECK_THROWS_WITH_AS((void)lower_compute(sc, s), doctest::Contains("rank"), invalid_argument);
+}
+
+TEST_CASE("insert_communication: sends after producers, receives before consumers, same order on both sides") {
+    const auto sc = test::random_scenario(4, 5, 3);
+    for (const auto& c : test::all_schedules(sc)) {
+        CAPTURE(c.name);
+        const compute_programs cp = lower_compute(c.sc, c.sched);
+        const auto progs = insert_communication(cp, c.sc);
+        const std::size_t R = progs.size();
+        std::map<std::pair<std::size_t, std::size_t>, std::vector<std::tuple<bool, std::uint32_t, std::uint32_t>>> seen;
+        for (std::size_t r = 0; r < R; ++r) {
+            const auto& prog = progs[r].instructions;
+            // compute ops keep their order
+            std::vector<instruction> comp;
+            for (const auto& x : prog)
+                if (is_compute(x.kind)) comp.push_back(x);
+            REQUIRE(comp.size() == cp.ops[r].size());
+            for (std::size_t i = 0; i < comp.size(); ++i) CHECK(comp[i].kind == cp.ops[r][i].kind);
+            for (std::size_t i = 0; i < prog.size(); ++i) {
+                const auto& x = prog[i];
+                if (category(x.kind) == kind_category::send_start) {
+                    // right after its producer (only other starts in between)
+                    std::size_t k = i;
+                    while (k > 0 && is_message_start(prog[k - 1].kind)) --k;
+                    REQUIRE(k > 0);
+                    CHECK(is_compute(prog[k - 1].kind));
+                    CHECK(prog[k - 1].out == x.in);
+                }
+                if (category(x.kind) == kind_category::recv_wait) {
+                    // right before its consumer (only waits and loads in between)
+                    std::size_t k = i + 1;
+                    while (k < prog.size() && !is_compute(prog[k].kind)) ++k;
+                    REQUIRE(k < prog.size());
+                    CHECK(prog[k].in == x.out);
+                }
+                if (is_message_start(x.kind)) {
+                    const bool send = category(x.kind) == kind_category::send_start;
+                    const auto key = std::minmax(r, static_cast<std::size_t>(x.peer));
+                    (void)send;
+                    seen[{r, static_cast<std::size_t>(x.peer)}].push_back({is_activation_message(x.kind), x.mb, x.stage});
+                    (void)key;
+                }
+            }
+            CHECK(prog[prog.size() - 2].kind == instr_kind::reduce_gradients);
+            CHECK(prog.back().kind == instr_kind::optimizer_step);
+        }
+        for (const auto& [k, v] : seen) CHECK(seen[{k.second, k.first}] == v);
+    }
+}
+
+TEST_CASE("plan_buffers: arena never below the live peak, frees after last use, no overlaps") {
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 4, 3 + seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            const execution_plan p = lowered(c);
+            for (const auto& prog : p.programs) {
+                CHECK(prog.arena_bytes >= prog.live_peak_bytes);
+                CHECK(prog.live_peak_bytes > 0);
+                // every non-workspace buffer that is used is freed exactly once
+                std::vector<int> frees(prog.buffers.size(), 0);
+                for (const auto& x : prog.instructions)
+                    if (x.kind == instr_kind::free) ++frees[x.in];
+                const auto life = buffer_lifetimes(prog);
+                for (std::size_t s = 0; s < prog.buffers.size(); ++s) {
+                    CHECK(life[s].used());
+                    CHECK(frees[s] == (prog.buffers[s].role == buffer_role::workspace ? 0 : 1));
+                    if (prog.buffers[s].role != buffer_role::workspace)
+                        CHECK(prog.instructions[life[s].last].kind == instr_kind::free);
+                    CHECK(prog.buffers[s].offset_bytes % 256 == 0);
+                }
+                // brute force: no two buffers overlap in both time and space
+                for (std::size_t a = 0; a < prog.buffers.size(); ++a)
+                    for (std::size_t b = a + 1; b < prog.buffers.size(); ++b) {
+                        const auto &x = prog.buffers[a], &y = prog.buffers[b];
+                        if (x.size_bytes == 0 || y.size_bytes == 0 || !life[a].overlaps(life[b])) continue;
+                        CHECK((x.offset_bytes + x.size_bytes <= y.offset_bytes || y.offset_bytes + y.size_bytes <= x.offset_bytes));
+                    }
+            }
+        }
+    }
+}
+
+TEST_CASE("plan_buffers: best fit reuses a freed gap (closed form)") {
+    rank_program p;
+    p.buffers.resize(3);
+    p.buffers[0].size_bytes = 1024;  // lives 0..1
+    p.buffers[1].size_bytes = 512;   // lives 1..3
+    p.buffers[2].size_bytes = 1024;  // lives 2..3: fits where 0 was
+    instruction a, b, c, d;
+    a.kind = b.kind = c.kind = d.kind = instr_kind::forward;
+    a.out = 0;
+    b.in = 0;
+    b.out = 1;
+    c.out = 2;
+    d.in = 1;
+    d.stash = 2;
+    p.instructions = {a, b, c, d};
+    assign_offsets(p);
+    CHECK(p.live_peak_bytes == 1536);
+    CHECK(p.arena_bytes == 1536);
+    CHECK(p.buffers[0].offset_bytes == p.buffers[2].offset_bytes);
+}
+
+TEST_CASE("lower: every schedule gives a valid plan") {
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+        const auto sc = test::random_scenario(1 + seed % 5, 1 + seed * 2 % 9, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            CAPTURE(seed);
+            const execution_plan p = lowered(c);
+            const auto rep = validate(p);
+            CHECK_MESSAGE(rep.ok(), rep.to_string());
+        }
+    }
+}
