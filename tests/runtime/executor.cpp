@@ -1,4 +1,5 @@
-// The executor on hand-written rank plans: dispatch, messages through the arena, the checks
+// The executor on hand-written rank plans (fragments of iterations, so the plan tier's rules
+// are off except where a test turns them on): dispatch, messages through the arena, the checks
 // that reject a plan before anything runs, and the faults (stopped rank, throwing handler).
 #include <doctest/doctest.h>
 
@@ -86,7 +87,7 @@ std::vector<std::string> run_ranks(const std::vector<plan::rank_plan>& plans, st
         ts.emplace_back([&, r] {
             if (r == skip_rank) return;  // a rank that stopped
             auto t = hub.endpoint(r);
-            executor<cpu::thread_transport> ex(t, rec[r].registry(throw_in_forward), {timeout});
+            executor<cpu::thread_transport> ex(t, rec[r].registry(throw_in_forward), {timeout, false});
             try {
                 ex.run(plans[r]);
             } catch (const pipeplan::error& e) {
@@ -132,7 +133,7 @@ TEST_CASE("executor: a plan that breaks a rule is rejected before any handler ru
         cpu::thread_hub hub(2);
         auto t = hub.endpoint(0);
         recorder rec;
-        executor<cpu::thread_transport> ex(t, rec.registry(), {50ms});
+        executor<cpu::thread_transport> ex(t, rec.registry(), {50ms, false});
         CHECK_THROWS_WITH_AS(ex.run(plans[0]), doctest::Contains(rule), rejected_plan_error);
         CHECK(rec.calls == 0);
     }
@@ -140,8 +141,14 @@ TEST_CASE("executor: a plan that breaks a rule is rejected before any handler ru
     cpu::thread_hub hub(2);
     auto t = hub.endpoint(1);
     recorder rec;
-    executor<cpu::thread_transport> ex(t, rec.registry(), {50ms});
+    executor<cpu::thread_transport> ex(t, rec.registry(), {50ms, false});
     CHECK_THROWS_AS(ex.run(two_rank_plans()[0]), rejected_plan_error);
+    // With the plan tier's rules on (the default), this fragment of an iteration (no backward,
+    // no gradient reduction) is refused as a whole.
+    auto t0 = hub.endpoint(0);
+    executor<cpu::thread_transport> strict(t0, rec.registry(), {50ms});
+    CHECK_THROWS_WITH_AS(strict.run(two_rank_plans()[0]), doctest::Contains("invalid plan"), rejected_plan_error);
+    CHECK(rec.calls == 0);
 }
 
 TEST_CASE("executor: a rank that stopped makes its peer fail with a timeout naming rank, peer and micro-batch") {
@@ -187,7 +194,7 @@ TEST_CASE("executor: reduce_gradients handlers all-reduce over the data-parallel
                 result[ctx.rank()] = v[0];
             });
             auto t = hub.endpoint(r);
-            executor<cpu::thread_transport> ex(t, reg, {10s});
+            executor<cpu::thread_transport> ex(t, reg, {10s, false});
             ex.run(p);
         });
     for (auto& t : ts) t.join();

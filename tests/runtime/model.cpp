@@ -152,8 +152,8 @@ TEST_CASE("tiny model: layer split, bad inputs, optimizers") {
     adam a;
     a.lr = 0.05;
     for (int it = 0; it < 5; ++it) {
-        s.step(p, reference_step(c, p, ids, lens).grads, whole_model(p));
-        a.step(q, reference_step(c, q, ids, lens).grads, whole_model(q));
+        s.step(p, reference_step(c, p, ids, lens).grads, std::vector{whole_model(p)});
+        a.step(q, reference_step(c, q, ids, lens).grads, std::vector{whole_model(q)});
     }
     CHECK(reference_step(c, p, ids, lens).loss < start);
     CHECK(reference_step(c, q, ids, lens).loss < start);

@@ -3,7 +3,8 @@
 // The trainer registers a handler per instruction kind (as DynaPipe's register_handler) in a
 // handler_registry; an executor owns the rank's arena (sized by the plan's buffer planner,
 // grown, never shrunk), checks the rank's plan before running any instruction
-// (check_rank_plan), then runs the program in order:
+// (check_before_run: the plan tier's rank rules, then what the executor itself relies on),
+// then runs the program in order:
 //   - message starts and waits go to the transport (start_send / start_recv / wait) on the
 //     arena bytes of the instruction's buffer; a wait that exceeds the timeout throws
 //     timeout_error naming the rank, the peer, the instruction and the micro-batch;
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "pipeplan/plan/plan.hpp"
+#include "pipeplan/plan/validate.hpp"
 #include "pipeplan/runtime/errors.hpp"
 #include "pipeplan/runtime/transport.hpp"
 
@@ -247,7 +249,21 @@ inline void check_fields(const plan::rank_plan& p, std::size_t i, std::size_t ra
 
 struct executor_options {
     timeout_ms timeout{30000};  ///< longest wait for one message or collective
+    bool validate = true;       ///< also run the plan tier's rank rules (plan::validate_rank)
 };
+
+/// Everything an executor checks before running a rank's plan: with `full`, the plan tier's
+/// rank rules (plan::validate_rank: buffer lifetimes, compute order, end of iteration), then
+/// check_rank_plan. Throws rejected_plan_error; returns the request map.
+[[nodiscard]] inline request_map check_before_run(const plan::rank_plan& p, std::size_t ranks,
+                                                  const handler_registry& handlers, bool full) {
+    if (full) {
+        const plan::validation_report rep = plan::validate_rank(p);
+        if (!rep.ok())
+            throw rejected_plan_error("rank " + std::to_string(p.program.rank) + ": invalid plan:\n" + rep.to_string());
+    }
+    return check_rank_plan(p, ranks, handlers);
+}
 
 /// Runs rank plans on a transport (see the file comment). Reusable across iterations.
 template <transport T>
@@ -264,7 +280,7 @@ public:
         if (p.program.rank != t_->rank())
             throw rejected_plan_error("rank " + std::to_string(t_->rank()) + ": was given the plan of rank " +
                                       std::to_string(p.program.rank));
-        const request_map reqs = check_rank_plan(p, t_->ranks(), handlers_);
+        const request_map reqs = check_before_run(p, t_->ranks(), handlers_, o_.validate);
         arena_.resize(p.program.arena_bytes);
         requests_.assign(reqs.slots, typename T::request{});
         group_ = dp_group(p.header, p.program.rank);

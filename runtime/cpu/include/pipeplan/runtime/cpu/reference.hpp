@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "pipeplan/runtime/cpu/tiny_model.hpp"
@@ -40,20 +41,21 @@ struct step_result {
     return r;
 }
 
-/// Plain SGD: p ← p − lr·g.
+/// Plain SGD: p ← p − lr·g. step() updates the tensors of `layouts` (a rank's stages).
 struct sgd {
     double lr = 0.1;
-    void step(model_params& p, const model_params& g, const stage_layout& l) {
-        for_each_tensor(l, [&](auto& pt, const auto& gt) { pt -= lr * gt; }, p, g);
+    void step(model_params& p, const model_params& g, std::span<const stage_layout> layouts) {
+        for (const auto& l : layouts) for_each_tensor(l, [&](auto& pt, const auto& gt) { pt -= lr * gt; }, p, g);
     }
 };
 
-/// Adam (Kingma & Ba) with bias correction; its moments live per parameter tensor.
+/// Adam (Kingma & Ba) with bias correction; its moments live per parameter tensor. One
+/// step() is one time step for every tensor of `layouts` (a rank's stages).
 struct adam {
     double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
     model_params m, v;
     std::size_t t = 0;
-    void step(model_params& p, const model_params& g, const stage_layout& l) {
+    void step(model_params& p, const model_params& g, std::span<const stage_layout> layouts) {
         if (m.blocks.size() != p.blocks.size()) {
             m = zero_like(p);
             v = zero_like(p);
@@ -61,14 +63,15 @@ struct adam {
         ++t;
         const double c1 = 1.0 - std::pow(beta1, static_cast<double>(t));
         const double c2 = 1.0 - std::pow(beta2, static_cast<double>(t));
-        for_each_tensor(
-            l,
-            [&](auto& pt, const auto& gt, auto& mt, auto& vt) {
-                mt = beta1 * mt + (1.0 - beta1) * gt;
-                vt = beta2 * vt + (1.0 - beta2) * gt.cwiseProduct(gt);
-                pt.array() -= lr * (mt.array() / c1) / ((vt.array() / c2).sqrt() + eps);
-            },
-            p, g, m, v);
+        for (const auto& l : layouts)
+            for_each_tensor(
+                l,
+                [&](auto& pt, const auto& gt, auto& mt, auto& vt) {
+                    mt = beta1 * mt + (1.0 - beta1) * gt;
+                    vt = beta2 * vt + (1.0 - beta2) * gt.cwiseProduct(gt);
+                    pt.array() -= lr * (mt.array() / c1) / ((vt.array() / c2).sqrt() + eps);
+                },
+                p, g, m, v);
     }
 
 private:
