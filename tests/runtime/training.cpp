@@ -10,7 +10,9 @@
 
 #include "pipeplan/core/random.hpp"
 #include "pipeplan/runtime/cpu/plans.hpp"
+#include "pipeplan/runtime/cpu/split.hpp"
 #include "pipeplan/runtime/cpu/trainer.hpp"
+#include "batching/real_batches.hpp"
 
 using namespace pipeplan;
 using namespace pipeplan::runtime;
@@ -91,6 +93,51 @@ TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gra
                 ++runs;
             }
     CHECK(runs == 48);
+}
+
+TEST_CASE("cpu backend: real batches split exactly (and with a fixed mbs) train like the reference" * PIPEPLAN_NEEDS_DATA()) {
+    const model_config c = test_model();
+    const model_params init = init_params(c);
+    for (std::uint64_t seed : {1, 2})
+        for (std::size_t dp : {1, 2})
+            for (std::size_t mbs : {0, 3}) {
+                CAPTURE(seed);
+                CAPTURE(dp);
+                CAPTURE(mbs);
+                const auto samples = test::draw_batch("superni_gpt.csv", 9000, seed);
+                REQUIRE(samples.size() >= 8);
+                tiny_split_options so;
+                so.devices = 4;
+                so.dp = dp;
+                so.mbs = mbs;
+                so.max_seqlen_tokens = 24;
+                const tiny_batch b = split_for_tiny(c, samples, so);
+                std::size_t mbs_total = 0, samples_total = 0, sizes_seen = 0;
+                std::vector<std::size_t> sizes;
+                for (const auto& r : b.split)
+                    for (const auto& m : r) {
+                        ++mbs_total;
+                        samples_total += m.size();
+                        sizes.push_back(m.size());
+                    }
+                std::sort(sizes.begin(), sizes.end());
+                sizes_seen = std::size_t(std::unique(sizes.begin(), sizes.end()) - sizes.begin());
+                CHECK(samples_total == samples.size());
+                if (mbs == 0) CHECK(sizes_seen > 1);  // the exact split makes variable-size micro-batches
+                const step_result ref = reference_step(c, init, all_ids(b.lengths_tokens.size()), b.lengths_tokens);
+                for (auto name : every_schedule) {
+                    CAPTURE(schedule::to_string(name));
+                    tiny_plan_options o;
+                    o.schedule = name;
+                    o.devices = 4;
+                    const plan::execution_plan p = plan_tiny(c, b.split, b.lengths_tokens, o);
+                    cpu_cluster cluster(c, p.programs.size(), sgd{0.1}, {10s});
+                    const iteration_result r = cluster.run(rank_plans(p), b.lengths_tokens);
+                    CHECK(std::abs(r.loss - ref.loss) <= 1e-9 * ref.loss);
+                    CHECK(max_relative_error(r.grads, ref.grads, whole_model(init)) <= 1e-9);
+                }
+                (void)mbs_total;
+            }
 }
 
 TEST_CASE("cpu backend: a plan with a micro-batch dropped or run twice does not match") {
