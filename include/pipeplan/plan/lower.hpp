@@ -366,6 +366,7 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
             ld.kind = instr_kind::load_microbatch;
             ld.mb = c.mb;
             ld.stage = c.stage;
+            ld.type = opt.type;
             if (c.mb < opt.shapes.size()) ld.shape = opt.shapes[c.mb];
             out[r].push_back({i, 3, c.mb, ld});
         }
@@ -416,8 +417,10 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
     return progs;
 }
 
-/// All passes: schedule → compute → communication → buffers. The header's schedule fields
-/// (placement, chunks, devices, schedule name, dtype) are filled; the planner adds the rest.
+/// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
+/// mb_offset 0). The header's schedule fields (placement, chunks, devices, schedule name,
+/// dtype) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
+/// the rest.
 [[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
                                           const lowering_options& opt = {}) {
     const compute_programs cp = lower_compute(sc, s);
@@ -427,6 +430,8 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
     p.header.placement = s.placement.kind();
     p.header.schedule = s.name;
     p.header.type = opt.type;
+    p.header.microbatches.resize(sc.microbatches);
+    for (std::size_t j = 0; j < sc.microbatches && j < opt.shapes.size(); ++j) p.header.microbatches[j].shape = opt.shapes[j];
     p.programs = insert_communication(cp, sc, opt);
     for (auto& prog : p.programs) plan_buffers(prog);
     return p;

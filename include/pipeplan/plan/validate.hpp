@@ -3,10 +3,10 @@
 // validate(plan) reports every violation (up to a cap) as rank, instruction index, rule and
 // message. Rules:
 //   structure  known kinds; slots, micro-batches, stages and peers in range; compute ops on a
-//              stage of their rank; messages to the rank holding the adjacent stage of the
+//              stage of their rank; shapes as in the micro-batch table, dtype as the plan's; messages to the rank holding the adjacent stage of the
 //              same replica; buffers inside the arena
-//   pairing    every *_start has exactly one later *_wait of the same message, and no wait
-//              comes without its start
+//   pairing    every *_start has exactly one later *_wait of the same message (same buffer,
+//              bytes, shape, dtype), and no wait comes without its start
 //   match      on every pair of ranks, the k-th message start on one side matches the k-th on
 //              the other: send vs receive of the same kind, micro-batch, stage, shape, dtype and
 //              bytes (same count on both sides)
@@ -148,6 +148,8 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     if (ins.mb >= rv.h.microbatches.size())
         return bad("micro-batch out of range (the table has " + std::to_string(rv.h.microbatches.size()) + ")");
     if (rv.h.microbatches[ins.mb].replica != rv.replica) bad("micro-batch of replica " + std::to_string(rv.h.microbatches[ins.mb].replica));
+    if (!(ins.shape == rv.h.microbatches[ins.mb].shape)) bad("shape differs from the micro-batch table's");
+    if (ins.type != rv.h.type) bad("dtype differs from the plan's");
     if (ins.stage >= rv.h.virtual_stages()) return bad("stage out of range (" + std::to_string(rv.h.virtual_stages()) + " stages)");
     const std::uint32_t V = rv.h.virtual_stages();
     if (is_compute(ins.kind) || ins.kind == instr_kind::load_microbatch) {
@@ -195,6 +197,8 @@ inline void check_pairing(const rank_view& rv, reporter& rep) {
             const instruction& st = prog[it->second];
             if (st.in != ins.in || st.out != ins.out)
                 rep(rv.rank, i, "pairing", describe(ins) + ": names another buffer than its start");
+            else if (st.bytes != ins.bytes || !(st.shape == ins.shape) || st.type != ins.type)
+                rep(rv.rank, i, "pairing", describe(ins) + ": bytes, shape or dtype differ from its start");
             open.erase(it);
         }
     }

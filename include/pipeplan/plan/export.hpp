@@ -1,0 +1,157 @@
+// pipeplan/plan/export.hpp — plans in other tools' formats: torch.distributed.pipelining's
+// schedule CSV, and a Chrome / Perfetto trace with flow arrows for messages.
+//
+// Torch CSV (docs/formats.md): one row per pipeline rank of one data-parallel replica, the
+// rank's actions comma-separated in PyTorch's `_Action` text form `<stage><type><mb>`
+// (torch/distributed/pipelining/schedules.py, `_Action.from_str`; micro-batch numbers are the
+// replica's own, 0-based). Compute-only form: `F` per forward (a checkpointed forward and its
+// recompute fold into it), `B` per whole backward, `I` + `W` for a split one. With
+// communication: also `<s>SEND_F<mb>` on the sender (s = the sending stage), `<s+1>RECV_F<mb>`
+// on the receiver, `<s>SEND_B<mb>` / `<s-1>RECV_B<mb>` for gradients, at the position of the
+// message's start (PyTorch's runtime waits itself), and `<s>REDUCE_GRAD` for each stage of
+// the rank where reduce_gradients is.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/plan/plan.hpp"
+#include "pipeplan/schedule/simulator.hpp"
+#include "pipeplan/schedule/trace.hpp"
+
+namespace pipeplan::plan {
+
+/// Micro-batch numbers local to each replica (PyTorch numbers a schedule's micro-batches 0..n-1).
+[[nodiscard]] inline std::vector<std::uint32_t> local_microbatch_numbers(const plan_header& h) {
+    std::vector<std::uint32_t> local(h.microbatches.size()), next(h.dp, 0);
+    for (std::size_t j = 0; j < h.microbatches.size(); ++j) {
+        const auto rep = h.microbatches[j].replica;
+        local[j] = rep < next.size() ? next[rep]++ : 0;
+    }
+    return local;
+}
+
+/// One instruction as PyTorch actions (none for instructions PyTorch has no action for).
+[[nodiscard]] inline std::vector<std::string> torch_actions(const instruction& x, std::uint32_t local_mb, bool comms,
+                                                            const std::vector<std::uint32_t>& stages_of_rank) {
+    const std::string mb = std::to_string(local_mb);
+    const auto s = [](std::uint32_t v) { return std::to_string(v); };
+    switch (x.kind) {
+        case instr_kind::forward: return {s(x.stage) + "F" + mb};
+        case instr_kind::backward:
+            return {s(x.stage) + (x.mode == static_cast<std::uint8_t>(backward_mode::input_only) ? "I" : "B") + mb};
+        case instr_kind::backward_weight: return {s(x.stage) + "W" + mb};
+        default: break;
+    }
+    if (!comms) return {};
+    switch (x.kind) {
+        case instr_kind::send_activation_start: return {s(x.stage) + "SEND_F" + mb};
+        case instr_kind::recv_activation_start: return {s(x.stage + 1) + "RECV_F" + mb};
+        case instr_kind::send_grad_start: return {s(x.stage) + "SEND_B" + mb};
+        case instr_kind::recv_grad_start: return {s(x.stage - 1) + "RECV_B" + mb};
+        case instr_kind::reduce_gradients: {
+            std::vector<std::string> out;
+            for (auto v : stages_of_rank) out.push_back(s(v) + "REDUCE_GRAD");
+            return out;
+        }
+        default: return {};
+    }
+}
+
+/// The torch.distributed.pipelining CSV of replica `replica` (see the file comment).
+[[nodiscard]] inline std::string to_torch_csv(const execution_plan& p, bool with_comms, std::uint32_t replica = 0) {
+    const plan_header& h = p.header;
+    if (replica >= h.dp || p.programs.size() != h.ranks())
+        throw invalid_argument("to_torch_csv: replica " + std::to_string(replica) + " out of range or plan incomplete");
+    const auto local = local_microbatch_numbers(h);
+    const auto pl = h.stage_placement();
+    std::string out;
+    for (std::uint32_t d = 0; d < h.devices; ++d) {
+        const rank_program& prog = p.programs[replica * h.devices + d];
+        std::vector<std::uint32_t> stages;
+        for (std::uint32_t v = 0; v < h.virtual_stages(); ++v)
+            if (pl.device_of(v) == d) stages.push_back(v);
+        bool first = true;
+        for (const instruction& x : prog.instructions) {
+            const std::uint32_t mb = x.mb < local.size() ? local[x.mb] : x.mb;
+            for (const std::string& a : torch_actions(x, mb, with_comms, stages)) {
+                if (!first) out += ',';
+                out += a;
+                first = false;
+            }
+        }
+        out += '\n';
+    }
+    return out;
+}
+
+/// Writes a Chrome / Perfetto trace of the plan of replica 0 with the compute times of the
+/// simulation `sim` of its schedule (timeline recorded): one track per rank, a complete event
+/// per compute instruction (named like "F3 s1", args mb, stage, instruction index), and a flow
+/// arrow per message from the end of its producing op to the start of its consumer.
+inline void write_plan_trace(std::ostream& out, const execution_plan& p, const schedule::simulation_result& sim) {
+    using schedule::detail::num;
+    const plan_header& h = p.header;
+    if (sim.timeline.size() != h.devices) throw invalid_argument("write_plan_trace: the simulation has another device count");
+    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    out << R"({"name":"process_name","ph":"M","pid":0,"args":{"name":"plan )" << schedule::detail::escape(h.schedule) << "\"}}";
+    struct span { double start_ms, end_ms; };
+    std::vector<std::vector<span>> when(h.devices);  // per rank, per instruction
+    for (std::uint32_t r = 0; r < h.devices; ++r) {
+        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+        const auto& prog = p.programs[r].instructions;
+        when[r].assign(prog.size(), {0.0, 0.0});
+        std::size_t k = 0;
+        double last_end = 0.0;
+        for (std::size_t i = 0; i < prog.size(); ++i) {
+            const instruction& x = prog[i];
+            if (!is_compute(x.kind)) {
+                when[r][i] = {last_end, last_end};
+                continue;
+            }
+            if (k >= sim.timeline[r].size()) throw invalid_argument("write_plan_trace: the simulation does not match the plan");
+            const auto& t = sim.timeline[r][k++];
+            when[r][i] = {t.start_ms, t.end_ms};
+            last_end = t.end_ms;
+            const char* letter = x.kind == instr_kind::forward ? (x.mode ? "f" : "F")
+                                 : x.kind == instr_kind::recompute ? "R"
+                                 : x.kind == instr_kind::backward ? "B" : "W";
+            out << ",\n{\"name\":\"" << letter << x.mb << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
+                << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
+                << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.mb
+                << ",\"stage\":" << x.stage << ",\"instruction\":" << i << "}}";
+        }
+    }
+    // flows: a send start's producer (the compute op before it) -> the consumer after the receive's wait
+    std::uint64_t id = 0;
+    for (std::uint32_t a = 0; a < h.devices; ++a) {
+        const auto& prog = p.programs[a].instructions;
+        for (std::size_t i = 0; i < prog.size(); ++i) {
+            const instruction& x = prog[i];
+            if (category(x.kind) != kind_category::send_start || x.peer < 0 || std::uint32_t(x.peer) >= h.devices) continue;
+            std::size_t prod = i;
+            while (prod > 0 && !is_compute(prog[prod].kind)) --prod;
+            const auto& other = p.programs[std::size_t(x.peer)].instructions;
+            const instr_kind want = wait_of(matching_start(x.kind));
+            std::size_t w = 0;
+            while (w < other.size() && !(other[w].kind == want && other[w].mb == x.mb && other[w].stage == x.stage)) ++w;
+            std::size_t cons = w;
+            while (cons < other.size() && !is_compute(other[cons].kind)) ++cons;
+            if (cons >= other.size()) continue;
+            const span sp = when[a][prod], sc = when[std::size_t(x.peer)][cons];
+            const std::string name = is_activation_message(x.kind) ? "activation" : "gradient";
+            out << ",\n{\"name\":\"" << name << "\",\"cat\":\"message\",\"ph\":\"s\",\"id\":" << id << ",\"pid\":0,\"tid\":" << a
+                << ",\"ts\":" << num((sp.start_ms + sp.end_ms) * 500.0) << "}";
+            out << ",\n{\"name\":\"" << name << "\",\"cat\":\"message\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id++
+                << ",\"pid\":0,\"tid\":" << x.peer << ",\"ts\":" << num((sc.start_ms + sc.end_ms) * 500.0) << "}";
+        }
+    }
+    out << "\n]}\n";
+}
+
+}  // namespace pipeplan::plan

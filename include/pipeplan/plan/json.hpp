@@ -1,0 +1,261 @@
+// pipeplan/plan/json.hpp — the JSON form of plans (nlohmann-json; see docs/formats.md).
+//
+// {"format": "pipeplan-plan", "version": 1, "header": {...}, "programs": [{...}]}: every field
+// of plan.hpp under its own name; instructions as objects with the kind's name, dtype name,
+// slots as integers or null (no slot), peer -1 for none, shape as [size, seqlen, dec_seqlen,
+// hidden]. Doubles are printed so that they read back bit-for-bit, so the round trip is exact.
+// Reading checks every field and names it (`programs[0].instructions[12].kind`) in the
+// pipeplan::input_error; a newer version is refused.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/plan/plan.hpp"
+
+namespace pipeplan::plan {
+
+namespace detail {
+
+inline nlohmann::json slot_json(std::uint32_t s) { return s == no_slot ? nlohmann::json(nullptr) : nlohmann::json(s); }
+inline nlohmann::json shape_json(const tensor_shape& s) {
+    return nlohmann::json::array({s.microbatch_size, s.seqlen, s.dec_seqlen, s.hidden});
+}
+
+inline nlohmann::json header_json(const plan_header& h) {
+    nlohmann::json mbs = nlohmann::json::array();
+    for (const auto& m : h.microbatches)
+        mbs.push_back({{"replica", m.replica}, {"sample_ids", m.sample_ids}, {"shape", shape_json(m.shape)}});
+    return {{"version", h.version},
+            {"iteration", h.iteration},
+            {"devices", h.devices},
+            {"dp", h.dp},
+            {"chunks", h.chunks},
+            {"placement", std::string(schedule::to_string(h.placement))},
+            {"schedule", h.schedule},
+            {"dtype", std::string(to_string(h.type))},
+            {"zero_stage", h.zero_stage},
+            {"predicted_makespan_ms", h.predicted_makespan_ms},
+            {"predicted_peak_memory_mb", h.predicted_peak_memory_mb},
+            {"microbatches", std::move(mbs)}};
+}
+
+inline nlohmann::json program_json(const rank_program& p) {
+    nlohmann::json bufs = nlohmann::json::array(), ins = nlohmann::json::array();
+    for (const auto& b : p.buffers)
+        bufs.push_back({{"offset_bytes", b.offset_bytes}, {"size_bytes", b.size_bytes},
+                        {"role", std::string(to_string(b.role))}, {"mb", b.mb}, {"stage", b.stage}});
+    for (const auto& x : p.instructions)
+        ins.push_back({{"kind", kind_name(x.kind)}, {"mode", x.mode}, {"dtype", std::string(to_string(x.type))},
+                       {"reserved", x.reserved}, {"mb", x.mb}, {"stage", x.stage}, {"peer", x.peer},
+                       {"in", slot_json(x.in)}, {"out", slot_json(x.out)}, {"stash", slot_json(x.stash)},
+                       {"work", slot_json(x.work)}, {"shape", shape_json(x.shape)}, {"bytes", x.bytes}});
+    return {{"rank", p.rank}, {"arena_bytes", p.arena_bytes}, {"live_peak_bytes", p.live_peak_bytes},
+            {"buffers", std::move(bufs)}, {"instructions", std::move(ins)}};
+}
+
+inline std::string plan_json_text(const plan_header& h, const rank_program* const* progs, std::size_t n) {
+    nlohmann::json j = {{"format", "pipeplan-plan"}, {"version", plan_format_version}, {"header", header_json(h)}};
+    nlohmann::json ps = nlohmann::json::array();
+    for (std::size_t i = 0; i < n; ++i) ps.push_back(program_json(*progs[i]));
+    j["programs"] = std::move(ps);
+    return j.dump(1) + "\n";
+}
+
+/// Strict field access naming the path in errors.
+struct json_reader {
+    std::string file;
+    [[noreturn]] void fail(const std::string& path, const std::string& why) const { throw input_error(file, 0, path, why); }
+    const nlohmann::json& at(const nlohmann::json& j, const char* key, const std::string& path) const {
+        if (!j.is_object()) fail(path, "expected an object");
+        auto it = j.find(key);
+        if (it == j.end()) fail(path + "." + key, "missing");
+        return *it;
+    }
+    template <class T>
+    T num(const nlohmann::json& j, const char* key, const std::string& path) const {
+        const auto& v = at(j, key, path);
+        const std::string p = path + "." + key;
+        if constexpr (std::is_floating_point_v<T>) {
+            if (!v.is_number()) fail(p, "expected a number");
+            return v.get<T>();
+        } else if constexpr (std::is_signed_v<T>) {
+            if (!v.is_number_integer()) fail(p, "expected an integer");
+            const auto x = v.get<std::int64_t>();
+            if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) fail(p, "out of range");
+            return static_cast<T>(x);
+        } else {
+            if (!v.is_number_unsigned()) fail(p, "expected an integer >= 0");
+            const auto x = v.get<std::uint64_t>();
+            if (x > std::numeric_limits<T>::max()) fail(p, "out of range");
+            return static_cast<T>(x);
+        }
+    }
+    std::string text(const nlohmann::json& j, const char* key, const std::string& path) const {
+        const auto& v = at(j, key, path);
+        if (!v.is_string()) fail(path + "." + key, "expected a string");
+        return v.get<std::string>();
+    }
+    const nlohmann::json& array(const nlohmann::json& j, const char* key, const std::string& path) const {
+        const auto& v = at(j, key, path);
+        if (!v.is_array()) fail(path + "." + key, "expected an array");
+        return v;
+    }
+    std::uint32_t slot(const nlohmann::json& j, const char* key, const std::string& path) const {
+        if (at(j, key, path).is_null()) return no_slot;
+        return num<std::uint32_t>(j, key, path);
+    }
+    tensor_shape shape(const nlohmann::json& j, const std::string& path) const {
+        const auto& a = array(j, "shape", path);
+        if (a.size() != 4) fail(path + ".shape", "expected [size, seqlen, dec_seqlen, hidden]");
+        tensor_shape s;
+        std::uint32_t* f[] = {&s.microbatch_size, &s.seqlen, &s.dec_seqlen, &s.hidden};
+        for (std::size_t i = 0; i < 4; ++i) {
+            if (!a[i].is_number_unsigned() || a[i].get<std::uint64_t>() > UINT32_MAX) fail(path + ".shape", "expected integers >= 0");
+            *f[i] = a[i].get<std::uint32_t>();
+        }
+        return s;
+    }
+};
+
+inline plan_header header_from_json(const json_reader& r, const nlohmann::json& j) {
+    const std::string p = "header";
+    plan_header h;
+    h.version = r.num<std::uint32_t>(j, "version", p);
+    h.iteration = r.num<std::uint64_t>(j, "iteration", p);
+    h.devices = r.num<std::uint32_t>(j, "devices", p);
+    h.dp = r.num<std::uint32_t>(j, "dp", p);
+    h.chunks = r.num<std::uint32_t>(j, "chunks", p);
+    if (h.devices == 0 || h.dp == 0 || h.chunks == 0) r.fail(p + ".devices", "devices, dp and chunks must be >= 1");
+    const std::string pl = r.text(j, "placement", p);
+    bool found = false;
+    for (auto k : {schedule::placement_kind::linear, schedule::placement_kind::interleaved, schedule::placement_kind::v_shape})
+        if (schedule::to_string(k) == pl) h.placement = k, found = true;
+    if (!found) r.fail(p + ".placement", "unknown placement '" + pl + "' (linear|interleaved|v-shape)");
+    h.schedule = r.text(j, "schedule", p);
+    const auto t = parse_dtype(r.text(j, "dtype", p));
+    if (!t) r.fail(p + ".dtype", "unknown dtype (fp32|fp16|bf16|fp8)");
+    h.type = *t;
+    h.zero_stage = r.num<std::uint8_t>(j, "zero_stage", p);
+    h.predicted_makespan_ms = r.num<double>(j, "predicted_makespan_ms", p);
+    const auto& peaks = r.array(j, "predicted_peak_memory_mb", p);
+    for (const auto& x : peaks) {
+        if (!x.is_number()) r.fail(p + ".predicted_peak_memory_mb", "expected numbers");
+        h.predicted_peak_memory_mb.push_back(x.get<double>());
+    }
+    const auto& mbs = r.array(j, "microbatches", p);
+    for (std::size_t k = 0; k < mbs.size(); ++k) {
+        const std::string q = p + ".microbatches[" + std::to_string(k) + "]";
+        microbatch_entry m;
+        m.replica = r.num<std::uint32_t>(mbs[k], "replica", q);
+        for (const auto& id : r.array(mbs[k], "sample_ids", q)) {
+            if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX) r.fail(q + ".sample_ids", "expected integers >= 0");
+            m.sample_ids.push_back(id.get<std::uint32_t>());
+        }
+        m.shape = r.shape(mbs[k], q);
+        h.microbatches.push_back(std::move(m));
+    }
+    return h;
+}
+
+inline instruction instruction_from_json(const json_reader& r, const nlohmann::json& j, const std::string& q) {
+    instruction x;
+    const auto k = parse_kind(r.text(j, "kind", q));
+    if (!k) r.fail(q + ".kind", "unknown instruction kind");
+    x.kind = *k;
+    x.mode = r.num<std::uint8_t>(j, "mode", q);
+    const auto t = parse_dtype(r.text(j, "dtype", q));
+    if (!t) r.fail(q + ".dtype", "unknown dtype (fp32|fp16|bf16|fp8)");
+    x.type = *t;
+    x.reserved = r.num<std::uint8_t>(j, "reserved", q);
+    x.mb = r.num<std::uint32_t>(j, "mb", q);
+    x.stage = r.num<std::uint32_t>(j, "stage", q);
+    x.peer = r.num<std::int32_t>(j, "peer", q);
+    x.in = r.slot(j, "in", q);
+    x.out = r.slot(j, "out", q);
+    x.stash = r.slot(j, "stash", q);
+    x.work = r.slot(j, "work", q);
+    x.shape = r.shape(j, q);
+    x.bytes = r.num<std::uint64_t>(j, "bytes", q);
+    return x;
+}
+
+inline rank_program program_from_json(const json_reader& r, const nlohmann::json& j, const std::string& p) {
+    rank_program prog;
+    prog.rank = r.num<std::uint32_t>(j, "rank", p);
+    prog.arena_bytes = r.num<std::uint64_t>(j, "arena_bytes", p);
+    prog.live_peak_bytes = r.num<std::uint64_t>(j, "live_peak_bytes", p);
+    const auto& bufs = r.array(j, "buffers", p);
+    for (std::size_t s = 0; s < bufs.size(); ++s) {
+        const std::string q = p + ".buffers[" + std::to_string(s) + "]";
+        buffer b;
+        b.offset_bytes = r.num<std::uint64_t>(bufs[s], "offset_bytes", q);
+        b.size_bytes = r.num<std::uint64_t>(bufs[s], "size_bytes", q);
+        const std::string role = r.text(bufs[s], "role", q);
+        bool found = false;
+        for (std::size_t k = 0; k < buffer_role_count; ++k)
+            if (to_string(static_cast<buffer_role>(k)) == role) b.role = static_cast<buffer_role>(k), found = true;
+        if (!found) r.fail(q + ".role", "unknown buffer role '" + role + "'");
+        b.mb = r.num<std::uint32_t>(bufs[s], "mb", q);
+        b.stage = r.num<std::uint32_t>(bufs[s], "stage", q);
+        prog.buffers.push_back(b);
+    }
+    const auto& ins = r.array(j, "instructions", p);
+    prog.instructions.reserve(ins.size());
+    for (std::size_t i = 0; i < ins.size(); ++i)
+        prog.instructions.push_back(instruction_from_json(r, ins[i], p + ".instructions[" + std::to_string(i) + "]"));
+    return prog;
+}
+
+inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::string_view text, const std::string& file) {
+    json_reader r{file};
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        r.fail("", std::string("not valid JSON: ") + e.what());
+    }
+    if (!j.is_object() || j.value("format", std::string()) != "pipeplan-plan") r.fail("format", "not a pipeplan plan (format != \"pipeplan-plan\")");
+    const auto version = r.num<std::uint32_t>(j, "version", "");
+    if (version > plan_format_version)
+        r.fail("version", "plan version " + std::to_string(version) + " is newer than this reader's (" + std::to_string(plan_format_version) + ")");
+    std::pair<plan_header, std::vector<rank_program>> out;
+    out.first = header_from_json(r, r.at(j, "header", ""));
+    const auto& ps = r.array(j, "programs", "");
+    for (std::size_t k = 0; k < ps.size(); ++k) out.second.push_back(program_from_json(r, ps[k], "programs[" + std::to_string(k) + "]"));
+    return out;
+}
+
+}  // namespace detail
+
+/// JSON text of one rank's share / of a whole plan.
+[[nodiscard]] inline std::string to_json_text(const rank_plan& rp) {
+    const rank_program* p = &rp.program;
+    return detail::plan_json_text(rp.header, &p, 1);
+}
+[[nodiscard]] inline std::string to_json_text(const execution_plan& plan) {
+    std::vector<const rank_program*> ps;
+    for (const auto& p : plan.programs) ps.push_back(&p);
+    return detail::plan_json_text(plan.header, ps.data(), ps.size());
+}
+
+/// Reads a JSON plan with any number of programs.
+[[nodiscard]] inline execution_plan execution_plan_from_json(std::string_view text, const std::string& file = "<memory>") {
+    auto [h, ps] = detail::parse_plan_json(text, file);
+    return execution_plan{std::move(h), std::move(ps)};
+}
+/// Reads a JSON rank file (exactly one program).
+[[nodiscard]] inline rank_plan rank_plan_from_json(std::string_view text, const std::string& file = "<memory>") {
+    auto [h, ps] = detail::parse_plan_json(text, file);
+    if (ps.size() != 1) throw input_error(file, 0, "programs", "a rank file holds one program, this one " + std::to_string(ps.size()));
+    return rank_plan{std::move(h), std::move(ps.front())};
+}
+
+}  // namespace pipeplan::plan

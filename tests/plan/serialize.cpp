@@ -1,0 +1,173 @@
+#include <doctest/doctest.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "pipeplan/plan/export.hpp"
+#include "pipeplan/plan/json.hpp"
+#include "pipeplan/plan/lower.hpp"
+#include "pipeplan/plan/serialize.hpp"
+#include "pipeplan/plan/validate.hpp"
+
+using namespace pipeplan;
+using namespace pipeplan::plan;
+
+namespace {
+
+execution_plan sample_plan(const test::named_case& c) {
+    lowering_options o;
+    o.shapes.assign(c.sc.microbatches, tensor_shape{2, 512, 0, 4096});
+    execution_plan p = lower(c.sc, c.sched, o);
+    p.header.iteration = 42;
+    p.header.predicted_makespan_ms = 1.0 / 3.0;
+    p.header.predicted_peak_memory_mb.assign(p.programs.size(), 1234.5678901234567);
+    for (std::size_t j = 0; j < p.header.microbatches.size(); ++j) p.header.microbatches[j].sample_ids = {std::uint32_t(2 * j), std::uint32_t(2 * j + 1)};
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("serialize: binary and JSON round trips are exact, for whole plans and rank files") {
+    const auto sc = test::random_scenario(3, 4, 2);
+    for (const auto& c : test::all_schedules(sc)) {
+        CAPTURE(c.name);
+        const execution_plan p = sample_plan(c);
+        REQUIRE(validate(p).ok());
+        CHECK(execution_plan_from_binary(to_binary(p)) == p);
+        CHECK(execution_plan_from_json(to_json_text(p)) == p);
+        for (std::size_t r = 0; r < p.programs.size(); ++r) {
+            const rank_plan rp = share_of(p, r);
+            CHECK(rank_plan_from_binary(to_binary(rp)) == rp);
+            CHECK(rank_plan_from_json(to_json_text(rp)) == rp);
+            CHECK(to_binary(rank_plan_from_binary(to_binary(rp))) == to_binary(rp));  // byte-identical
+        }
+    }
+}
+
+TEST_CASE("serialize: equal inputs give byte-identical files") {
+    const auto sc = test::random_scenario(4, 6, 3);
+    const auto a = test::all_schedules(sc), b = test::all_schedules(sc);
+    for (std::size_t k = 0; k < a.size(); ++k) {
+        CHECK(to_binary(sample_plan(a[k])) == to_binary(sample_plan(b[k])));
+        CHECK(to_json_text(sample_plan(a[k])) == to_json_text(sample_plan(b[k])));
+    }
+}
+
+TEST_CASE("serialize: truncated, corrupted, newer and foreign files give clear errors") {
+    const auto sc = test::random_scenario(2, 3, 4);
+    const auto c = test::all_schedules(sc)[1];
+    const std::string bin = to_binary(share_of(sample_plan(c), 0));
+    auto message = [](auto&& f) {
+        try {
+            f();
+        } catch (const input_error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    // every truncation is refused
+    for (std::size_t n = 0; n < bin.size(); n += 1 + n / 8)
+        CHECK(message([&] { (void)rank_plan_from_binary(bin.substr(0, n), "r.plan"); }).find("r.plan") == 0);
+    CHECK(message([&] { (void)rank_plan_from_binary(bin.substr(0, bin.size() - 1), "r.plan"); }).find("truncated") != std::string::npos);
+    // every single-byte corruption of the payload is refused by the checksum
+    for (std::size_t i = 32; i < bin.size(); i += 7) {
+        std::string bad = bin;
+        bad[i] = static_cast<char>(bad[i] ^ 0x5A);
+        CHECK(message([&] { (void)rank_plan_from_binary(bad, "r.plan"); }).find("checksum") != std::string::npos);
+    }
+    std::string newer = bin;
+    newer[8] = 9;  // format version 9
+    CHECK(message([&] { (void)rank_plan_from_binary(newer, "r.plan"); }).find("newer") != std::string::npos);
+    CHECK(message([&] { (void)rank_plan_from_binary("hello world, not a plan", "x"); }).find("magic") != std::string::npos);
+    CHECK(message([&] { (void)rank_plan_from_binary(bin + "x", "r.plan"); }).find("after the payload") != std::string::npos);
+    CHECK(message([&] { (void)rank_plan_from_binary(to_binary(sample_plan(c)), "all.plan"); }).find("one program") != std::string::npos);
+    // JSON: bad syntax, wrong field, newer version
+    const std::string js = to_json_text(share_of(sample_plan(c), 0));
+    CHECK(message([&] { (void)rank_plan_from_json(js.substr(0, js.size() / 2), "r.json"); }).find("not valid JSON") != std::string::npos);
+    auto j = nlohmann::json::parse(js);
+    j["programs"][0]["instructions"][3]["kind"] = "fly";
+    CHECK(message([&] { (void)rank_plan_from_json(j.dump(), "r.json"); }).find("programs[0].instructions[3].kind") != std::string::npos);
+    j = nlohmann::json::parse(js);
+    j["version"] = 99;
+    CHECK(message([&] { (void)rank_plan_from_json(j.dump(), "r.json"); }).find("newer") != std::string::npos);
+    j = nlohmann::json::parse(js);
+    j["header"].erase("devices");
+    CHECK(message([&] { (void)rank_plan_from_json(j.dump(), "r.json"); }).find("header.devices") != std::string::npos);
+}
+
+TEST_CASE("export: torch CSV follows PyTorch's action grammar") {
+    // _Action.from_str: (\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*)
+    const std::regex action(R"((\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*))");
+    const auto sc = test::random_scenario(3, 4, 5);
+    for (const auto& c : test::all_schedules(sc)) {
+        CAPTURE(c.name);
+        const execution_plan p = sample_plan(c);
+        for (bool comms : {false, true}) {
+            const std::string csv = to_torch_csv(p, comms);
+            std::istringstream in(csv);
+            std::string row;
+            std::size_t rank = 0, forwards = 0, backwards = 0;
+            std::set<std::string> seen;
+            while (std::getline(in, row)) {
+                std::istringstream cells(row);
+                std::string a;
+                while (std::getline(cells, a, ',')) {
+                    std::smatch m;
+                    REQUIRE_MESSAGE(std::regex_match(a, m, action), a);
+                    const std::uint32_t stage = static_cast<std::uint32_t>(std::stoul(m[1]));
+                    CHECK(p.header.stage_placement().device_of(stage) == rank);  // every action on its stage's rank
+                    const std::string t = m[2];
+                    CHECK((t == "REDUCE_GRAD") == m[3].str().empty());
+                    if (t == "F") ++forwards;
+                    if (t == "B" || t == "I") ++backwards;
+                    if (!comms) CHECK((t == "F" || t == "B" || t == "I" || t == "W"));
+                    CHECK(seen.insert(a).second);  // no action twice
+                }
+                ++rank;
+            }
+            CHECK(rank == p.header.devices);
+            CHECK(forwards == c.sc.stages * c.sc.microbatches);   // one F per mb and stage (recompute folded)
+            CHECK(backwards == c.sc.stages * c.sc.microbatches);
+        }
+    }
+    // golden: 1F1B on 2 stages, 2 micro-batches
+    const auto sc2 = test::random_scenario(2, 2, 1);
+    const execution_plan p = lower(sc2, schedule::one_f_one_b{}(sc2));
+    CHECK(to_torch_csv(p, false) == "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+    CHECK(to_torch_csv(p, true) ==
+          "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0B0,0B1,0REDUCE_GRAD\n"
+          "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD\n");
+}
+
+TEST_CASE("export: Chrome trace has a track per rank and a flow per message") {
+    const auto sc = test::random_scenario(3, 4, 6);
+    for (const auto& c : test::all_schedules(sc)) {
+        CAPTURE(c.name);
+        const execution_plan p = sample_plan(c);
+        const auto sim = schedule::simulate(c.sc, c.sched);
+        std::ostringstream os;
+        write_plan_trace(os, p, sim);
+        const auto j = nlohmann::json::parse(os.str());
+        std::size_t threads = 0, flows_s = 0, flows_f = 0, slices = 0, sends = 0;
+        for (const auto& e : j["traceEvents"]) {
+            const std::string ph = e["ph"];
+            threads += e["name"] == "thread_name";
+            flows_s += ph == "s";
+            flows_f += ph == "f";
+            slices += ph == "X";
+        }
+        for (const auto& prog : p.programs)
+            for (const auto& x : prog.instructions) sends += category(x.kind) == kind_category::send_start;
+        CHECK(threads == p.header.devices);
+        CHECK(flows_s == sends);
+        CHECK(flows_f == sends);
+        std::size_t ops = 0;
+        for (const auto& o : c.sched.orders) ops += o.size();
+        CHECK(slices == ops);
+    }
+}

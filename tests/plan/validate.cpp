@@ -1,0 +1,220 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "common.hpp"
+#include "pipeplan/plan/lower.hpp"
+#include "pipeplan/plan/validate.hpp"
+#include "reference_run.hpp"
+
+using namespace pipeplan;
+using namespace pipeplan::plan;
+
+namespace {
+
+execution_plan one_f_one_b_plan(std::size_t stages, std::size_t mbs) {
+    const auto sc = test::random_scenario(stages, mbs, 5);
+    return lower(sc, schedule::one_f_one_b{}(sc));
+}
+
+std::string first_rule(const execution_plan& p) {
+    const auto r = validate(p);
+    return r.ok() ? "ok" : r.violations.front().rule;
+}
+
+std::size_t find(const rank_program& p, instr_kind k, std::size_t nth = 0) {
+    for (std::size_t i = 0; i < p.instructions.size(); ++i)
+        if (p.instructions[i].kind == k && nth-- == 0) return i;
+    FAIL("not found");
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("validate: lowered plans of every schedule run correctly on the reference executor") {
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        const auto sc = test::random_scenario(1 + seed % 4, 2 + seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            const execution_plan p = lower(c.sc, c.sched);
+            REQUIRE(validate(p).ok());
+            const auto run = test::reference_run(p);
+            CHECK_MESSAGE(run.finished, run.fault);
+            std::size_t units = 0;
+            for (const auto& g : run.grads) units += g.size();
+            CHECK(units == c.sc.stages * c.sc.microbatches);
+        }
+    }
+}
+
+TEST_CASE("validate: each rule names rank, instruction and rule") {
+    SUBCASE("structure: peer") {
+        auto p = one_f_one_b_plan(3, 3);
+        auto& x = p.programs[0].instructions[find(p.programs[0], instr_kind::send_activation_start)];
+        x.peer = 2;
+        const auto r = validate(p);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.violations[0].rank == 0);
+        CHECK(r.violations[0].rule == "structure");
+        CHECK(r.to_string().find("rank 0, instruction") != std::string::npos);
+        CHECK(r.to_string().find("peer should be rank 1") != std::string::npos);
+    }
+    SUBCASE("structure: slot out of range") {
+        auto p = one_f_one_b_plan(2, 2);
+        p.programs[1].instructions[0].in = 999;
+        CHECK(first_rule(p) == "structure");
+    }
+    SUBCASE("pairing: a wait dropped") {
+        auto p = one_f_one_b_plan(2, 2);
+        auto& prog = p.programs[1].instructions;
+        prog.erase(prog.begin() + static_cast<long>(find(p.programs[1], instr_kind::recv_activation_wait)));
+        CHECK(first_rule(p) == "pairing");
+    }
+    SUBCASE("match: bytes differ") {
+        auto p = one_f_one_b_plan(2, 2);
+        p.programs[1].instructions[find(p.programs[1], instr_kind::recv_activation_start)].bytes += 1;
+        p.programs[1].instructions[find(p.programs[1], instr_kind::recv_activation_wait)].bytes += 1;
+        CHECK(first_rule(p) == "match");
+    }
+    SUBCASE("buffer: read after free") {
+        auto p = one_f_one_b_plan(2, 2);
+        auto& prog = p.programs[0].instructions;
+        const std::size_t f = find(p.programs[0], instr_kind::free);
+        const instruction fr = prog[f];
+        prog.erase(prog.begin() + static_cast<long>(f));
+        prog.insert(prog.begin() + 1, fr);  // free right after the first instruction
+        CHECK(first_rule(p) == "buffer");
+    }
+    SUBCASE("buffer: overlapping live buffers") {
+        auto p = one_f_one_b_plan(2, 3);
+        auto& prog = p.programs[0];
+        // move every buffer to offset 0: live ones now overlap
+        for (auto& b : prog.buffers) b.offset_bytes = 0;
+        const auto r = validate(p);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.to_string().find("overlaps live slot") != std::string::npos);
+    }
+    SUBCASE("compute: a backward dropped") {
+        auto p = one_f_one_b_plan(2, 2);
+        auto& prog = p.programs[0].instructions;
+        prog.erase(prog.begin() + static_cast<long>(find(p.programs[0], instr_kind::backward)));
+        const auto r = validate(p);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.to_string().find("backwards (needs exactly 1)") != std::string::npos);
+    }
+    SUBCASE("reduce: reduce_gradients before the last backward") {
+        auto p = one_f_one_b_plan(2, 2);
+        auto& prog = p.programs[1].instructions;
+        const instruction red = prog[prog.size() - 2];
+        prog.erase(prog.end() - 2);
+        prog.insert(prog.begin(), red);
+        CHECK(first_rule(p) == "reduce");
+    }
+    SUBCASE("reduce: ZeRO >= 2 needs reduce-scatter") {
+        auto p = one_f_one_b_plan(2, 2);
+        p.header.zero_stage = 2;
+        CHECK(first_rule(p) == "reduce");
+    }
+    SUBCASE("header and programs disagree") {
+        auto p = one_f_one_b_plan(2, 2);
+        p.programs.pop_back();
+        CHECK(first_rule(p) == "structure");
+    }
+}
+
+TEST_CASE("validate: the deadlock rule agrees with the reference executor") {
+    // With the pair rule, two ranks cannot deadlock each other (a rank blocked on the pair's
+    // k-th message has posted every earlier start of the pair), so a linear pipeline cannot
+    // deadlock at all; a wrap-around placement can. Move receives (start and wait) of an
+    // interleaved plan on 3 devices earlier until the only rule broken is "deadlock".
+    const auto sc = test::random_scenario(3, 6, 11);
+    const auto ch = schedule::split_into_chunks(sc, 2);
+    const execution_plan base = lower(ch, schedule::interleaved_1f1b{2}(ch));
+    REQUIRE(validate(base).ok());
+    splitmix64 rng(9);
+    int deadlocks = 0;
+    for (int t = 0; t < 3000 && deadlocks < 5; ++t) {
+        execution_plan p = base;
+        auto& ins = p.programs[rng.below(3)].instructions;
+        // move a receive (start and wait) earlier, the wait right after the start
+        const std::size_t s = rng.below(ins.size());
+        if (category(ins[s].kind) != kind_category::recv_start) continue;
+        std::size_t w = s + 1;
+        while (w < ins.size() && !(ins[w].kind == wait_of(ins[s].kind) && ins[w].mb == ins[s].mb && ins[w].stage == ins[s].stage)) ++w;
+        if (w == ins.size() || s == 0) continue;
+        const std::size_t to = rng.below(s);
+        const instruction xs = ins[s], xw = ins[w];
+        ins.erase(ins.begin() + static_cast<long>(w));
+        ins.erase(ins.begin() + static_cast<long>(s));
+        ins.insert(ins.begin() + static_cast<long>(to), xw);
+        ins.insert(ins.begin() + static_cast<long>(to), xs);
+        const auto r = validate(p);
+        if (r.ok() || r.violations.front().rule != "deadlock") continue;
+        ++deadlocks;
+        CHECK(r.to_string().find("waits for rank") != std::string::npos);
+        CHECK_FALSE(test::reference_run(p).finished);
+    }
+    CHECK(deadlocks > 0);
+}
+
+TEST_CASE("validate: mutation test — every edit that breaks the plan is rejected") {
+    // Edits: drop, duplicate, swap (adjacent and anywhere), change a peer, a shape, a slot,
+    // the bytes or the dtype. The oracle is the reference executor: an edit that makes it
+    // deadlock, fault or compute other gradients broke the plan and must be rejected. Edits of
+    // a message's peer, shape, bytes or dtype always break a rule (structure or match).
+    std::size_t edits = 0, rejected = 0, broken = 0, harmless_accepted = 0;
+    splitmix64 rng(2024);
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 3, 3 + seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            const execution_plan base = lower(c.sc, c.sched);
+            const auto want = test::reference_run(base);
+            REQUIRE(want.finished);
+            for (int e = 0; e < 100; ++e, ++edits) {
+                execution_plan p = base;
+                auto& prog = p.programs[rng.below(p.programs.size())];
+                auto& ins = prog.instructions;
+                const std::size_t i = rng.below(ins.size());
+                bool must_break = false;
+                switch (rng.below(8)) {
+                    case 0: ins.erase(ins.begin() + static_cast<long>(i)); break;
+                    case 1: ins.insert(ins.begin() + static_cast<long>(i), ins[i]); break;
+                    case 2: std::swap(ins[i], ins[i + 1 < ins.size() ? i + 1 : 0]); break;
+                    case 3: std::swap(ins[i], ins[rng.below(ins.size())]); break;
+                    case 4:
+                        ins[i].peer = static_cast<std::int32_t>(rng.below(p.programs.size() + 1));
+                        must_break = is_message(ins[i].kind) && ins[i].peer != base.programs[prog.rank].instructions[i].peer;
+                        break;
+                    case 5:
+                        ins[i].shape.seqlen += 1 + static_cast<std::uint32_t>(rng.below(3));
+                        must_break = is_message(ins[i].kind) || is_compute(ins[i].kind);
+                        break;
+                    case 6: {
+                        std::uint32_t* f[] = {&ins[i].in, &ins[i].out, &ins[i].stash, &ins[i].work};
+                        *f[rng.below(4)] = rng.below(4) == 0 ? no_slot : static_cast<std::uint32_t>(rng.below(prog.buffers.size()));
+                        break;
+                    }
+                    default:
+                        if (rng.below(2)) ins[i].bytes += 1;
+                        else ins[i].type = ins[i].type == dtype::fp16 ? dtype::bf16 : dtype::fp16;
+                        must_break = is_message_start(ins[i].kind) || (ins[i].type != base.header.type && (is_compute(ins[i].kind) || is_message(ins[i].kind)));
+                        break;
+                }
+                const bool accepted = validate(p).ok();
+                const auto run = test::reference_run(p);
+                const bool breaks = !(run == want);
+                rejected += !accepted;
+                broken += breaks;
+                if (accepted) {
+                    ++harmless_accepted;
+                    CHECK_MESSAGE(!breaks, c.name << ": an accepted edit broke the run: " << run.fault);
+                }
+                if (must_break) CHECK_MESSAGE(!accepted, c.name << ": a rule-breaking edit was accepted");
+            }
+        }
+    }
+    CHECK(edits >= 2000);
+    MESSAGE("mutation test: " << edits << " edits, " << broken << " broke the run, " << rejected
+                              << " rejected, " << harmless_accepted << " accepted (all harmless)");
+    CHECK(rejected >= broken);
+}
