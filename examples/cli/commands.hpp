@@ -14,6 +14,10 @@ void register_calibrate(CLI::App& app);
 void register_split(CLI::App& app);
 /// `pipeplan simulate ...` (cmd_simulate.cpp)
 void register_simulate(CLI::App& app);
+/// `pipeplan run-cpu ...` (cmd_runtime.cpp)
+void register_run_cpu(CLI::App& app);
+/// `pipeplan serve-plans ...` (cmd_runtime.cpp)
+void register_serve_plans(CLI::App& app);
 /// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_default.cpp).
 void run_default();
 

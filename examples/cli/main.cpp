@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     pipeplan::cli::register_calibrate(app);
     pipeplan::cli::register_split(app);
     pipeplan::cli::register_simulate(app);
+    pipeplan::cli::register_run_cpu(app);
+    pipeplan::cli::register_serve_plans(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) pipeplan::cli::run_default();

@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pipeplan/core/random.hpp"
@@ -184,29 +187,6 @@ TEST_CASE("cpu backend: three iterations with SGD and with Adam keep matching th
         }
 }
 
-TEST_CASE("cpu backend: a handler that throws ends its rank's step with that error and aborts the others") {
-    const model_config c = test_model();
-    const test_batch b = random_batch(12, 1, 9);
-    tiny_plan_options o;
-    o.devices = 4;
-    auto plans = rank_plans(plan_tiny(c, b.split, b.lengths, o));
-    // Rank 2's copy of the micro-batch table says the last micro-batch is padded to 1 token,
-    // shorter than its samples: the data handler of its forward throws.
-    const std::size_t last = b.split[0].size() - 1;
-    REQUIRE(padded_length(b.split[0][last], b.lengths) > 1);
-    plans[2].header.microbatches[last].shape.seqlen = 1;
-    cpu_cluster cluster(c, 4, sgd{0.1}, {20s});
-    const auto start = std::chrono::steady_clock::now();
-    CHECK_THROWS_AS((void)cluster.run(plans, b.lengths), pipeplan::error);
-    CHECK(std::chrono::steady_clock::now() - start < 10s);
-    CHECK(cluster.errors[2].find("does not fit the padded length") != std::string::npos);
-    CHECK(cluster.errors[2].find("rank 2: instruction #") != std::string::npos);
-    for (std::size_t r : {0, 1, 3}) {
-        CAPTURE(r);
-        CHECK(cluster.errors[r].find("aborted") != std::string::npos);
-    }
-}
-
 TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before anything runs") {
     const model_config c = test_model();
     const test_batch b = random_batch(12, 1, 11);
@@ -220,4 +200,87 @@ TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before any
     cpu_cluster cluster(c, 2, sgd{0.1}, {2s});
     CHECK_THROWS_AS((void)cluster.run(rank_plans(p), b.lengths), rejected_plan_error);
     CHECK(cluster.rank(1).loss() == 0.0);
+}
+
+namespace {
+/// A rank that dies cannot warn anybody: its transport's abort does nothing.
+struct dying_transport : thread_transport {
+    using thread_transport::thread_transport;
+    void abort(const std::string&) {}
+};
+struct rank_died : std::runtime_error {
+    rank_died() : std::runtime_error("rank died") {}
+};
+
+/// Runs the 4 ranks of a tiny-model plan with real trainers; rank 2's third forward throws
+/// rank_died. With `dies`, rank 2 cannot abort the others (a crashed process); otherwise its
+/// executor aborts the step (a handler error). Returns each rank's error, prefixed by its type.
+std::vector<std::string> run_with_fault(bool dies, timeout_ms timeout) {
+    const model_config c = test_model();
+    const test_batch b = random_batch(16, 1, 21);
+    tiny_plan_options o;
+    o.devices = 4;
+    const auto plans = rank_plans(plan_tiny(c, b.split, b.lengths, o));
+    thread_hub hub(4);
+    std::vector<std::string> err(4);
+    std::vector<std::thread> ts;
+    for (std::size_t r = 0; r < 4; ++r)
+        ts.emplace_back([&, r] {
+            rank_trainer trainer(c, init_params(c), sgd{0.1});
+            trainer.begin(plans[r], b.lengths);
+            handler_registry h = trainer.handlers();
+            if (r == 2) {
+                auto inner = h[plan::instr_kind::forward];
+                auto forwards = std::make_shared<int>(0);
+                h.on(plan::instr_kind::forward, [inner, forwards](const plan::instruction& in, step_context& ctx) {
+                    if (++*forwards == 3) throw rank_died();
+                    inner(in, ctx);
+                });
+            }
+            try {
+                if (r == 2 && dies) {
+                    dying_transport t(hub, r);
+                    executor<dying_transport>(t, h, {timeout}).run(plans[r]);
+                } else {
+                    thread_transport t(hub, r);
+                    executor<thread_transport>(t, h, {timeout}).run(plans[r]);
+                }
+            } catch (const timeout_error& e) {
+                err[r] = std::string("timeout: ") + e.what();
+            } catch (const aborted_error& e) {
+                err[r] = std::string("aborted: ") + e.what();
+            } catch (const std::exception& e) {
+                err[r] = std::string("other: ") + e.what();
+            }
+        });
+    for (auto& t : ts) t.join();
+    return err;
+}
+}  // namespace
+
+TEST_CASE("cpu backend: a rank that stops mid-iteration makes every other rank fail with a timeout, not hang") {
+    const auto start = std::chrono::steady_clock::now();
+    const auto err = run_with_fault(true, 300ms);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+    CHECK(err[2].find("rank died") != std::string::npos);
+    for (std::size_t r : {0, 1, 3}) {
+        CAPTURE(err[r]);
+        CHECK(err[r].rfind("timeout: rank " + std::to_string(r) + ": instruction #", 0) == 0);
+        CHECK(err[r].find("peer") != std::string::npos);
+        CHECK(err[r].find("micro-batch") != std::string::npos);
+    }
+}
+
+TEST_CASE("cpu backend: a handler that throws ends its rank's step with that error and aborts the others") {
+    const auto start = std::chrono::steady_clock::now();
+    const auto err = run_with_fault(false, 20s);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);  // not the 20 s timeout
+    CHECK(err[2].rfind("other: rank 2: instruction #", 0) == 0);
+    CHECK(err[2].find("forward") != std::string::npos);
+    CHECK(err[2].find("rank died") != std::string::npos);
+    for (std::size_t r : {0, 1, 3}) {
+        CAPTURE(err[r]);
+        CHECK(err[r].rfind("aborted: rank " + std::to_string(r), 0) == 0);
+        CHECK(err[r].find("rank died") != std::string::npos);
+    }
 }

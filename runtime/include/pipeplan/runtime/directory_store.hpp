@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -50,11 +48,8 @@ public:
         const auto deadline = std::chrono::steady_clock::now() + timeout;
         auto pause = std::chrono::microseconds(200);
         for (;;) {
-            std::ifstream in(path, std::ios::binary);
-            if (in) {
-                std::string record((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-                return unseal(record, path.string());
-            }
+            std::error_code ec;
+            if (std::filesystem::exists(path, ec)) return unseal(plan::read_file_bytes(path), path.string());
             const auto now = std::chrono::steady_clock::now();
             if (now >= deadline)
                 throw timeout_error("plan store " + describe() + ": plan " + key.str() + " not available after " +

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/runtime/transport.hpp"
 
 namespace pipeplan::runtime {
@@ -52,16 +53,6 @@ concept plan_store = requires(S& s, const plan_key& key, std::string_view bytes,
     { s.describe() } -> std::convertible_to<std::string>;
 };
 
-/// FNV-1a, 64 bits.
-[[nodiscard]] constexpr std::uint64_t fnv1a64(std::string_view bytes) noexcept {
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (char ch : bytes) {
-        h ^= static_cast<unsigned char>(ch);
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 inline constexpr std::string_view store_magic = "PPSTORE1";
 inline constexpr std::size_t store_header_bytes = 24;
 
@@ -72,7 +63,7 @@ inline constexpr std::size_t store_header_bytes = 24;
         for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
     };
     put_u64(payload.size());
-    put_u64(fnv1a64(payload));
+    put_u64(plan::fnv1a64(payload));
     out.append(payload);
     return out;
 }
@@ -92,7 +83,7 @@ inline constexpr std::size_t store_header_bytes = 24;
     if (payload.size() != size)
         throw input_error(where, 0, "", "torn record: header announces " + std::to_string(size) + " bytes, " +
                                             std::to_string(payload.size()) + " present");
-    if (fnv1a64(payload) != sum) throw input_error(where, 0, "", "corrupted record: checksum mismatch");
+    if (plan::fnv1a64(payload) != sum) throw input_error(where, 0, "", "corrupted record: checksum mismatch");
     return std::string(payload);
 }
 

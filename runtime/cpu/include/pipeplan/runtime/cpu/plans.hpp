@@ -93,7 +93,10 @@ struct tiny_plan_options {
                                  static_cast<std::uint32_t>(padded_length(ids, lengths_tokens)), 0,
                                  static_cast<std::uint32_t>(c.hidden)});
         plan::execution_plan part = plan::lower(sc, s, lo);
-        if (k == 0) out.header = part.header;
+        if (k == 0) {
+            out.header = part.header;
+            out.header.microbatches.clear();  // the joined table is built below, replica by replica
+        }
         for (std::size_t j = 0; j < split[k].size(); ++j)
             out.header.microbatches.push_back({static_cast<std::uint32_t>(k), split[k][j], lo.shapes[j]});
         for (auto& p : part.programs) out.programs.push_back(std::move(p));

@@ -200,11 +200,11 @@ public:
         if (plans.size() != trainers_.size())
             throw invalid_argument("cpu_cluster: " + std::to_string(plans.size()) + " rank plans for " +
                                    std::to_string(trainers_.size()) + " ranks");
+        errors.assign(trainers_.size(), {});
         // Every rank's plan is checked before any rank runs anything.
         for (std::size_t r = 0; r < plans.size(); ++r)
             (void)check_before_run(plans[r], plans.size(), trainers_[r].handlers(), o_.validate);
         thread_hub hub(trainers_.size());
-        errors.assign(trainers_.size(), {});
         std::vector<std::exception_ptr> failures(trainers_.size());
         std::vector<std::thread> threads;
         for (std::size_t r = 0; r < trainers_.size(); ++r)
