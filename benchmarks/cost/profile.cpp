@@ -70,7 +70,7 @@ void BM_profile_forward_only(benchmark::State& state, const std::string& name, i
     const auto scheme = pipeplan::scheme_of(mode);
     std::size_t i = 0;
     for (auto _ : state) {
-        benchmark::DoNotOptimize(m->metric(qs[i], pipeplan::profile_metric::forward_ms, scheme));
+        benchmark::DoNotOptimize(m->metric(qs[i], pipeplan::cost_metric::forward_ms, scheme));
         i = (i + 1) & (qs.size() - 1);
     }
     state.SetItemsProcessed(state.iterations());

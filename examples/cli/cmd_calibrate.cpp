@@ -43,7 +43,7 @@ std::vector<layer_query> profiled_points(const profile_cost_model& p, const std:
     for (int tp : tps)
         for (recompute_mode r : modes)
             for (component c : all_components)
-                for (profile_metric m : all_profile_metrics) {
+                for (cost_metric m : all_cost_metrics) {
                     const profile_grid* g = p.grid(tp, r, c, m);
                     if (!g) continue;
                     for (std::size_t i = 0; i < g->size(0); ++i)

@@ -134,10 +134,10 @@ void run_profile_error(const error_options& o) {
         for (int tp : m.tp_degrees())
             for (recompute_mode r : all_recompute_modes)
                 for (component c : all_components)
-                    for (profile_metric metric : all_profile_metrics) {
+                    for (cost_metric metric : all_cost_metrics) {
                         const profile_grid* g = m.grid(tp, r, c, metric);
                         if (!g) continue;
-                        const std::size_t quantity = metric <= profile_metric::backward_ms ? 0 : 1;
+                        const std::size_t quantity = metric <= cost_metric::backward_ms ? 0 : 1;
                         for (std::size_t i = 0; i < g->size(0); ++i)
                             for (std::size_t j = 0; j < g->size(1); ++j)
                                 for (std::size_t l = 0; l < g->size(2); ++l) {

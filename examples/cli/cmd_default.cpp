@@ -10,7 +10,7 @@
 
 #include "commands.hpp"
 #include "pipeplan/batching.hpp"
-#include "pipeplan/batching/to_scenario.hpp"
+#include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/schedule.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/model_state.hpp"
@@ -59,7 +59,7 @@ void plan_one_iteration(const analytic_cost_model& model) {
                "1f1b_ms", "adaptive_ms");
     const auto report = [&](const char* name, const batching::split_result& r) {
         const schedule::scenario sc =
-            batching::make_scenario_from_split(model, r, cfg, {.hidden_size = hidden});
+            bridge::make_scenario_from_split(model, r, cfg, {.hidden_size = hidden});
         const auto opt = schedule::simulation_options{false, false, true};
         const auto f1b = schedule::simulate(sc, schedule::one_f_one_b{}, opt);
         schedule::adaptive ad;

@@ -113,7 +113,7 @@ void serve(serve_args& a) {
 /// The options that describe the tiny model's job (shared by run-cpu and serve-plans).
 void add_job_options(CLI::App* sub, runtime::cpu::run_cpu_options& o, std::string& schedule) {
     sub->add_option("--stages", o.devices, "Pipeline stages S (devices per replica)")->required();
-    sub->add_option("--schedule", schedule, std::string(schedule::schedule_names))->capture_default_str();
+    sub->add_option("--schedule", schedule, name_list<schedule::schedule_name>(" | "))->capture_default_str();
     sub->add_option("--dp", o.dp, "Data-parallel replicas")->capture_default_str();
     sub->add_option("--chunks", o.chunks, "Chunks per device for interleaved (default 2)");
     sub->add_option("--mbs", o.mbs, "Fixed micro-batch size (default: the exact split)");

@@ -1,14 +1,19 @@
 // `pipeplan simulate`: run a pipeline schedule on a scenario file through the event simulator.
 //
-//   pipeplan simulate --scenario FILE.json --schedule gpipe|1f1b|interleaved|adaptive|zb-h1|
-//                     merak-early|merak-last|merak-critical [--chunks C] [--memory-limit-mb M]
-//                     [--search-order] [--seed N] [--trace out.json] [--svg out.svg] [--json]
+//   pipeplan simulate --scenario FILE.json (--schedule gpipe|1f1b|interleaved|adaptive|zb-h1|
+//                     merak-early|merak-last|merak-critical | --orders FILE.txt) [--chunks C]
+//                     [--checkpoint-ratio r] [--memory-limit-mb M] [--search-order] [--seed N]
+//                     [--trace out.json] [--svg out.svg] [--json]
+//
+// A fixed-order schedule (gpipe, 1f1b, interleaved, merak-*, --orders) whose peak exceeds
+// --memory-limit-mb fails with exit status 3 (pipeplan::limit_exceeded) after its output.
 //
 // Output files are rendered in memory first and then written atomically (temporary file in
 // the same folder, then rename), so a failure never leaves a half-written file behind.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -35,8 +40,11 @@ namespace ps = pipeplan::schedule;
 
 struct simulate_args {
     std::string scenario_path;
-    std::string schedule = "1f1b";
-    std::size_t chunks = 2;
+    std::string schedule;
+    std::string orders_path;
+    std::size_t chunks = 0;
+    bool chunks_given = false;
+    double checkpoint_ratio = std::numeric_limits<double>::quiet_NaN();
     double memory_limit_mb = std::numeric_limits<double>::infinity();
     bool search = false;
     std::uint64_t seed = 1;
@@ -44,32 +52,63 @@ struct simulate_args {
     bool json = false;
 };
 
-void run_simulate(const simulate_args& a) {
-    const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
-    if (a.chunks < 1) throw invalid_argument("--chunks must be >= 1");
-    if (!(a.memory_limit_mb > 0)) throw invalid_argument("--memory-limit-mb must be > 0");
-    const ps::scenario base = ps::read_scenario_json(a.scenario_path);
+/// The scenario file, validated.
+ps::scenario read_scenario(const std::string& path) {
+    ps::scenario sc = ps::read_scenario_json(path);
     try {
-        base.validate();
+        sc.validate();
     } catch (const invalid_argument& e) {
-        throw input_error(a.scenario_path, 0, "", e.what());
+        throw input_error(path, 0, "", e.what());
     }
+    return sc;
+}
 
-    ps::named_schedule_options opt;
-    opt.chunks = a.chunks;
-    opt.memory_limit_mb = a.memory_limit_mb;
-    ps::scenario sc = ps::prepare_scenario(name, base, opt);
+/// `--orders FILE`: the device orders of the file on the scenario as placed; a deadlock
+/// names the line of the device that waits.
+ps::simulation_result run_orders(const simulate_args& a, const ps::scenario& sc, ps::pipeline_schedule& sched) {
+    if (a.chunks_given || a.search || !std::isnan(a.checkpoint_ratio))
+        throw invalid_argument("--chunks, --checkpoint-ratio and --search-order do not apply to --orders "
+                               "(the orders run on the scenario as placed)");
+    const ps::orders_text t =
+        ps::parse_orders_text(read_text_file(a.orders_path), a.orders_path, sc, ps::placement_of(sc));
+    sched = t.schedule;
+    try {
+        return ps::simulate(sc, sched);
+    } catch (const ps::schedule_deadlock& e) {
+        throw input_error(a.orders_path, t.line_of_device[e.device()],
+                          "device " + std::to_string(e.device()) + ", position " + std::to_string(e.position()) +
+                              ", op " + ps::op_label(sched, e.at()),
+                          "deadlock: an op it depends on (on another device) is ordered after it");
+    }
+}
 
-    std::vector<std::uint32_t> order(sc.microbatches);
-    for (std::size_t j = 0; j < order.size(); ++j) order[j] = static_cast<std::uint32_t>(j);
+/// What one run produced.
+struct simulate_run {
+    ps::scenario sc;
+    ps::pipeline_schedule sched;
+    ps::simulation_result res;
+    std::vector<std::uint32_t> order;  ///< micro-batch order (scenario indices)
     ps::order_search_result search;
+    bool plans_under_limit = false;  ///< adaptive and zb-h1 plan under the limit; the others are fixed
+};
+
+/// `--schedule NAME`: prepare the scenario (placement, chunks, checkpoint ratio), optionally
+/// search the order, generate and simulate.
+void run_named(const simulate_args& a, const ps::scenario& base, simulate_run& run) {
+    const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
+    run.plans_under_limit = name == ps::schedule_name::adaptive || name == ps::schedule_name::zb_h1;
+    ps::named_schedule_options opt;
+    opt.chunks = a.chunks_given ? a.chunks : 0;
+    opt.memory_limit_mb = a.memory_limit_mb;
+    opt.checkpoint_ratio = a.checkpoint_ratio;
+    run.sc = ps::prepare_scenario(name, base, opt);
     if (a.search) {
         ps::order_search_options so;
         so.memory_limit_mb = a.memory_limit_mb;
         so.seed = a.seed;
         so.search_inflight_limit = name == ps::schedule_name::adaptive;
-        search = ps::search_order_with(
-            sc,
+        run.search = ps::search_order_with(
+            run.sc,
             [&](std::size_t limit) {
                 auto o = opt;
                 o.inflight_limit = limit;
@@ -77,66 +116,88 @@ void run_simulate(const simulate_args& a) {
                 return ps::make_generator(name, o);
             },
             so);
-        if (!search.feasible)
-            throw error("--search-order: no micro-batch order of schedule '" + a.schedule + "' fits " +
-                        std::to_string(a.memory_limit_mb) + " MB");
-        order = search.order;
-        opt.inflight_limit = search.inflight_limit;
-        sc = ps::reorder(sc, order);
+        if (!run.search.feasible)
+            throw limit_exceeded("--search-order: no micro-batch order of schedule '" + a.schedule + "' fits " +
+                                 std::to_string(a.memory_limit_mb) + " MB");
+        run.order = run.search.order;
+        opt.inflight_limit = run.search.inflight_limit;
+        run.sc = ps::reorder(run.sc, run.order);
     }
-    ps::pipeline_schedule sched = ps::make_generator(name, opt)(sc);
-    ps::simulation_result res = ps::simulate(sc, sched);
-
-    // Report micro-batches by their index in the scenario file.
-    if (a.search) {
-        for (auto& dev : sched.orders)
-            for (auto& o : dev) o.mb = order[o.mb];
-        for (auto& dev : res.timeline)
-            for (auto& t : dev) t.o.mb = order[t.o.mb];
+    run.sched = ps::make_generator(name, opt)(run.sc);
+    run.res = ps::simulate(run.sc, run.sched);
+    if (a.search) {  // report micro-batches by their index in the scenario file
+        for (auto& dev : run.sched.orders)
+            for (auto& o : dev) o.mb = run.order[o.mb];
+        for (auto& dev : run.res.timeline)
+            for (auto& t : dev) t.o.mb = run.order[t.o.mb];
+        for (auto& o : run.res.peak_memory_op) o.mb = run.order[o.mb];
     }
+}
 
+/// Output files, JSON or the summary; then exit status 3 for a fixed-order schedule over the limit.
+void report(const simulate_args& a, const simulate_run& run, std::size_t microbatches) {
+    const ps::simulation_result& res = run.res;
     std::string trace_text, svg_text;
     if (!a.trace_path.empty()) {
         std::ostringstream ss;
-        ps::write_chrome_trace(ss, res, sched);
+        ps::write_chrome_trace(ss, res, run.sched);
         trace_text = ss.str();
     }
     if (!a.svg_path.empty()) {
         std::ostringstream ss;
         ps::svg_options so;
         so.memory_limit_mb = a.memory_limit_mb;
-        ps::write_svg(ss, res, sched, so);
+        ps::write_svg(ss, res, run.sched, so);
         svg_text = ss.str();
     }
     const double peak = *std::max_element(res.peak_memory_mb.begin(), res.peak_memory_mb.end());
     const bool limited = a.memory_limit_mb < std::numeric_limits<double>::infinity();
-    nlohmann::json j = ps::simulation_to_json(res, sched);
-    if (limited) {
-        j["memory_limit_mb"] = a.memory_limit_mb;
-        j["within_memory_limit"] = peak <= a.memory_limit_mb + 1e-6;
-    }
-    if (a.search) {
-        j["microbatch_order"] = order;
-        j["inflight_limit"] = search.inflight_limit;
-        j["search_evaluations"] = search.evaluations;
-    }
     if (!a.trace_path.empty()) write_file_atomically(a.trace_path, trace_text);
     if (!a.svg_path.empty()) write_file_atomically(a.svg_path, svg_text);
-
     if (a.json) {
+        nlohmann::json j = ps::simulation_to_json(res, run.sched);
+        if (limited) {
+            j["memory_limit_mb"] = a.memory_limit_mb;
+            j["within_memory_limit"] = peak <= a.memory_limit_mb + 1e-6;
+        }
+        if (a.search) {
+            j["microbatch_order"] = run.order;
+            j["inflight_limit"] = run.search.inflight_limit;
+            j["search_evaluations"] = run.search.evaluations;
+        }
         std::printf("%s\n", j.dump(2).c_str());
-        return;
+    } else {
+        std::printf("schedule %s on %zu devices (%zu micro-batches)\n", run.sched.name.c_str(),
+                    run.sched.placement.devices(), microbatches);
+        std::printf("makespan %.3f ms, lower bound %.3f ms (x%.3f)\n", res.makespan_ms, res.lower_bound_ms,
+                    res.makespan_over_lower_bound);
+        for (std::size_t d = 0; d < res.peak_memory_mb.size(); ++d)
+            std::printf("device %zu: peak memory %.1f MB, bubble %.1f %%\n", d, res.peak_memory_mb[d],
+                        100.0 * res.bubble_fraction[d]);
+        if (limited)
+            std::printf("memory limit %.1f MB: %s\n", a.memory_limit_mb,
+                        peak <= a.memory_limit_mb + 1e-6 ? "met" : "EXCEEDED");
     }
-    std::printf("schedule %s on %zu devices (%zu micro-batches)\n", sched.name.c_str(), sched.placement.devices(),
-                base.microbatches);
-    std::printf("makespan %.3f ms, lower bound %.3f ms (x%.3f)\n", res.makespan_ms, res.lower_bound_ms,
-                res.makespan_over_lower_bound);
-    for (std::size_t d = 0; d < res.peak_memory_mb.size(); ++d)
-        std::printf("device %zu: peak memory %.1f MB, bubble %.1f %%\n", d, res.peak_memory_mb[d],
-                    100.0 * res.bubble_fraction[d]);
-    if (limited)
-        std::printf("memory limit %.1f MB: %s\n", a.memory_limit_mb,
-                    peak <= a.memory_limit_mb + 1e-6 ? "met" : "EXCEEDED");
+    std::fflush(stdout);
+    if (limited && !run.plans_under_limit) ps::check_memory_limit(res, run.sched, a.memory_limit_mb);
+}
+
+void run_simulate(const simulate_args& a) {
+    if (a.schedule.empty() == a.orders_path.empty())
+        throw invalid_argument("give exactly one of --schedule NAME and --orders FILE");
+    if (a.chunks_given && a.chunks < 1) throw invalid_argument("--chunks must be >= 1");
+    if (!(a.memory_limit_mb > 0)) throw invalid_argument("--memory-limit-mb must be > 0");
+    const ps::scenario base = read_scenario(a.scenario_path);
+    simulate_run run;
+    run.order.resize(base.microbatches);
+    for (std::size_t j = 0; j < run.order.size(); ++j) run.order[j] = static_cast<std::uint32_t>(j);
+    if (!a.orders_path.empty()) {
+        run.sc = base;
+        run.res = run_orders(a, run.sc, run.sched);
+    } else {
+        run_named(a, base, run);
+    }
+    report(a, run, base.microbatches);
 }
 
 }  // namespace
@@ -146,17 +207,26 @@ void register_simulate(CLI::App& app) {
     CLI::App* sub = app.add_subcommand("simulate", "Simulate a pipeline schedule on a scenario (JSON) file");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
     sub->add_option("--schedule", args->schedule,
-                    "gpipe|1f1b|interleaved|adaptive|zb-h1|merak-early|merak-last|merak-critical")
-        ->required();
-    sub->add_option("--chunks", args->chunks, "Model chunks per device for interleaved (default 2)");
+                    "gpipe|1f1b|interleaved|adaptive|zb-h1|merak-early|merak-last|merak-critical");
+    sub->add_option("--orders", args->orders_path,
+                    "Run device orders from a text file instead of --schedule: one device per line, ops as "
+                    "printed (F0 B0 F1.1 ...)");
+    sub->add_option("--chunks", args->chunks,
+                    "Model chunks per device for interleaved (default: the scenario's placement, else 2)");
+    sub->add_option("--checkpoint-ratio", args->checkpoint_ratio,
+                    "Merak's activation checkpoint ratio r in [0, 1] (merak-* only), spread by stage");
     sub->add_option("--memory-limit-mb", args->memory_limit_mb,
-                    "Per-device memory limit (MB): adaptive and zb-h1 plan under it, --search-order keeps to it");
+                    "Per-device memory limit (MB): adaptive and zb-h1 plan under it, --search-order keeps to "
+                    "it, a fixed-order schedule that exceeds it fails (exit 3)");
     sub->add_flag("--search-order", args->search, "Search the micro-batch order (and adaptive's in-flight limit)");
     sub->add_option("--seed", args->seed, "Seed of --search-order (default 1)");
     sub->add_option("--trace", args->trace_path, "Write a Chrome/Perfetto trace (JSON) here");
     sub->add_option("--svg", args->svg_path, "Write an SVG Gantt chart with the memory curve here");
     sub->add_flag("--json", args->json, "Print the result as JSON");
-    sub->callback([args] { run_simulate(*args); });
+    sub->callback([args, sub] {
+        args->chunks_given = sub->count("--chunks") > 0;
+        run_simulate(*args);
+    });
 }
 
 }  // namespace pipeplan::cli

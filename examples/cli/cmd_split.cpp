@@ -11,7 +11,7 @@
 #include "model_spec.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/batching/json.hpp"
-#include "pipeplan/batching/to_scenario.hpp"
+#include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/schedule/scenario_json.hpp"
 #include "pipeplan/core/error.hpp"
@@ -131,9 +131,9 @@ void run_split(const split_cli_options& o) {
         }
         if (o.dp > 0) batching::balance_result(r, o.dp);
         if (!o.scenario_out.empty()) {
-            batching::scenario_options so;
+            bridge::scenario_options so;
             so.hidden_size = o.hidden_size;
-            const nlohmann::json sj = batching::make_scenario_from_split(model, r, cfg, so);
+            const nlohmann::json sj = bridge::make_scenario_from_split(model, r, cfg, so);
             write_file_atomically(o.scenario_out, sj.dump(2) + "\n");
         }
         if (o.json) {

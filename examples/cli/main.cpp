@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
         if (app.get_subcommands().empty()) pipeplan::cli::run_default();
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
+    } catch (const pipeplan::limit_exceeded& e) {
+        std::fprintf(stderr, "pipeplan: error: %s\n", e.what());
+        return 3;
     } catch (const pipeplan::error& e) {
         std::fprintf(stderr, "pipeplan: error: %s\n", e.what());
         return 1;

@@ -160,10 +160,10 @@ TEST_CASE("cli simulate: bad input names file, line and field; nothing is writte
 
     r = run_cli({"simulate", "--scenario", golden_file(), "--schedule", "2f2b"});
     CHECK(r.exit_code == 1);
-    CHECK(r.err.find("gpipe|1f1b|interleaved") != std::string::npos);
+    CHECK(r.err.find("unknown schedule '2f2b' (valid: gpipe, 1f1b, interleaved") != std::string::npos);
 
     r = run_cli({"simulate", "--scenario", golden_file(), "--schedule", "adaptive", "--memory-limit-mb", "1000"});
-    CHECK(r.exit_code == 1);
+    CHECK(r.exit_code == 3);  // one micro-batch alone does not fit: a limit failure
     CHECK(r.err.find("memory limit") != std::string::npos);
 
     r = run_cli({"simulate", "--scenario", golden_file(), "--schedule", "interleaved", "--chunks", "0"});
@@ -172,4 +172,128 @@ TEST_CASE("cli simulate: bad input names file, line and field; nothing is writte
     r = run_cli({"simulate", "--schedule", "1f1b"});
     CHECK(r.exit_code != 0);  // --scenario is required (CLI11 usage error)
     std::filesystem::remove(broken);
+}
+
+namespace {
+
+/// 1F1B orders of the golden case (S = 4, M = 8) as `--orders` text, one device per line.
+std::vector<std::string> one_f_one_b_lines() {
+    std::vector<std::string> lines;
+    for (int s = 0; s < 4; ++s) {
+        std::string l;
+        const int w = 3 - s;
+        auto add = [&](char k, int j) { l += (l.empty() ? "" : " ") + std::string(1, k) + std::to_string(j); };
+        for (int j = 0; j < w; ++j) add('F', j);
+        for (int i = 0; i + w < 8; ++i) {
+            add('F', i + w);
+            add('B', i);
+        }
+        for (int j = 8 - w; j < 8; ++j) add('B', j);
+        lines.push_back(l);
+    }
+    return lines;
+}
+
+std::string orders_file(const std::vector<std::string>& lines) {
+    const std::string path = temp_path(".txt");
+    std::ofstream out(path);
+    out << "# device orders, one device per line\n";
+    for (const auto& l : lines) out << l << "\n";
+    written().paths.push_back(path);
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("cli simulate: a fixed-order schedule over --memory-limit-mb fails with exit 3") {
+    const std::string file = golden_file();
+    // 1F1B's peak on device 0 is 48000 MB (docs/schedules.md): 4000 model + 3 stored + 1 peak.
+    auto r = run_cli({"simulate", "--scenario", file, "--schedule", "1f1b", "--memory-limit-mb", "40000", "--json"});
+    CHECK(r.exit_code == 3);
+    INFO("stderr: " << r.err);
+    CHECK(r.err.find("exceeds the memory limit on device 0") != std::string::npos);
+    CHECK(r.err.find("peak 48000") != std::string::npos);
+    CHECK(r.err.find("during op ") != std::string::npos);
+    CHECK(r.err.find("limit 40000") != std::string::npos);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["within_memory_limit"] == false);
+    // Within the limit: exit 0; adaptive plans under the same limit.
+    CHECK(run_cli({"simulate", "--scenario", file, "--schedule", "1f1b", "--memory-limit-mb", "48000"}).exit_code == 0);
+    const auto a = run_cli({"simulate", "--scenario", file, "--schedule", "adaptive", "--memory-limit-mb", "40000", "--json"});
+    CHECK(a.exit_code == 0);
+    CHECK(nlohmann::json::parse(a.out)["within_memory_limit"] == true);
+    // Merak and --orders are fixed orders too.
+    CHECK(run_cli({"simulate", "--scenario", file, "--schedule", "merak-last", "--memory-limit-mb", "4100"}).exit_code == 3);
+    CHECK(run_cli({"simulate", "--scenario", file, "--orders", orders_file(one_f_one_b_lines()), "--memory-limit-mb",
+                   "40000"})
+              .exit_code == 3);
+}
+
+TEST_CASE("cli simulate: --checkpoint-ratio for the merak-* schedules only") {
+    const std::string file = golden_file();
+    auto r = run_cli({"simulate", "--scenario", file, "--schedule", "merak-early", "--checkpoint-ratio", "0.5", "--json"});
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    // r = 0.5 on S = 4: stages 0, 1 checkpoint (r_s = 0.5, 0.25), stages 2, 3 do not (F).
+    CHECK(j["device_orders"][0][0] == "f0");
+    CHECK(j["device_orders"][1][0] == "f0");
+    CHECK(j["device_orders"][2][0] == "F0");
+    CHECK(j["device_orders"][3][0] == "F0");
+    r = run_cli({"simulate", "--scenario", file, "--schedule", "1f1b", "--checkpoint-ratio", "0.5"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("merak-* schedules only") != std::string::npos);
+    r = run_cli({"simulate", "--scenario", file, "--schedule", "merak-last", "--checkpoint-ratio", "1.5"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("[0, 1]") != std::string::npos);
+}
+
+TEST_CASE("cli simulate --orders: researchers' own device orders") {
+    const std::string file = golden_file();
+    const auto lines = one_f_one_b_lines();
+    auto r = run_cli({"simulate", "--scenario", file, "--orders", orders_file(lines), "--json"});
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["schedule"] == "orders");
+    CHECK(j["makespan_ms"].get<double>() == doctest::Approx(120.4).epsilon(1e-12));  // = 1F1B's
+    CHECK(j["device_orders"][0][0] == "F0");
+
+    auto fails = [&](const std::vector<std::string>& ls, const std::string& what, int line) {
+        const std::string path = orders_file(ls);
+        const auto e = run_cli({"simulate", "--scenario", file, "--orders", path});
+        CHECK(e.exit_code == 1);
+        INFO("stderr: " << e.err);
+        CHECK(e.err.find(path + ":" + std::to_string(line) + ":") != std::string::npos);
+        CHECK(e.err.find(what) != std::string::npos);
+    };
+    auto edit = [&](int device, const std::string& from, const std::string& to) {
+        auto ls = lines;
+        const auto p = ls[static_cast<std::size_t>(device)].find(from);
+        REQUIRE(p != std::string::npos);
+        ls[static_cast<std::size_t>(device)].replace(p, from.size(), to);
+        return ls;
+    };
+    // Line 1 is a comment, so device d is on line d + 2.
+    fails(edit(2, " B7", ""), "device 2, position 15, op B7': missing", 4);
+    fails(edit(1, "F4", "F3"), "device 1, position 6, op F3': appears twice", 3);
+    fails(edit(3, "F0 B0", "B0 F0"), "device 3, position 0, op B0': B before its forward", 5);
+    fails(edit(0, "F0", "X0"), "device 0, position 0, op X0': not an op", 2);
+    fails(edit(0, "F0", "F9"), "op F9': micro-batch out of range", 2);
+    fails(edit(0, "F0", "F0.1"), "op F0.1': chunk out of range", 2);
+    fails(edit(0, "F0", "R0"), "R before its forward", 2);
+    // Device 0 runs B0 before F1; device 1 needs F1 before its B0: a deadlock across devices.
+    fails(edit(0, "F0 F1 F2 F3 B0", "F0 B0 F1 F2 F3"), "device 0, position 1, op B0': deadlock", 2);
+    auto three = lines;
+    three.pop_back();
+    const std::string short_file = orders_file(three);
+    r = run_cli({"simulate", "--scenario", file, "--orders", short_file});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("has 3 device lines, the placement has 4 devices") != std::string::npos);
+    r = run_cli({"simulate", "--scenario", file, "--orders", orders_file(lines), "--schedule", "1f1b"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("exactly one of --schedule") != std::string::npos);
+    r = run_cli({"simulate", "--scenario", file, "--orders", "/nonexistent/orders.txt"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("cannot open file") != std::string::npos);
 }

@@ -14,6 +14,7 @@
 #include "run_cli.hpp"
 #include "support.hpp"
 
+using pipeplan::test::read_text_file;
 using pipeplan::test::run_cli;
 
 namespace {
@@ -247,6 +248,40 @@ TEST_CASE("cli split --scenario-out feeds cli simulate") {
     CHECK(s["makespan_ms"].get<double>() >= s["lower_bound_ms"].get<double>() * (1 - 1e-9));
     // The simulated 1F1B time is at least the split's total work of the bottleneck device.
     CHECK(s["makespan_ms"].get<double>() >= j["tmax_ms"].get<double>());
+    std::filesystem::remove(scenario);
+
+    // C = 2: the scenario carries its placement (8 chunks on 4 devices), so interleaved runs it
+    // as placed (no second split into chunks); a contradicting --chunks is an error.
+    auto c2 = base("analytic:gpt-6.7b", batch);
+    for (const char* s2 : {"--chunks", "2", "--scenario-out", scenario.c_str()}) c2.push_back(s2);
+    const auto j2 = split_json(c2);
+    const auto sj = nlohmann::json::parse(read_text_file(scenario));
+    CHECK(sj["stages"] == 8);
+    CHECK(sj["devices"] == 4);
+    CHECK(sj["placement"] == nlohmann::json({0, 1, 2, 3, 0, 1, 2, 3}));
+    for (const char* chunks : {"", "2"}) {
+        CAPTURE(chunks);
+        std::vector<std::string> cmd{"simulate", "--scenario", scenario, "--schedule", "interleaved", "--json"};
+        if (*chunks) cmd.insert(cmd.end(), {"--chunks", chunks});
+        const auto i2 = run_cli(cmd);
+        INFO("stderr: " << i2.err);
+        REQUIRE(i2.exit_code == 0);
+        const auto s2 = nlohmann::json::parse(i2.out);
+        CHECK(s2["devices"] == 4);
+        CHECK(s2["chunks"] == 2);
+        CHECK(s2["device_orders"].size() == 4);
+        CHECK(s2["device_orders"][0].size() == 2 * 2 * j2["microbatches"].size());
+        CHECK(s2["device_orders"][0][0] == "F0.0");
+    }
+    auto bad3 = run_cli({"simulate", "--scenario", scenario, "--schedule", "interleaved", "--chunks", "3"});
+    CHECK(bad3.exit_code == 1);
+    CHECK(bad3.err.find("--chunks 3 contradicts the scenario") != std::string::npos);
+    auto lin = run_cli({"simulate", "--scenario", scenario, "--schedule", "1f1b"});
+    CHECK(lin.exit_code == 1);
+    CHECK(lin.err.find("runs one stage per device") != std::string::npos);
+    const auto ad = run_cli({"simulate", "--scenario", scenario, "--schedule", "adaptive", "--json"});
+    REQUIRE(ad.exit_code == 0);
+    CHECK(nlohmann::json::parse(ad.out)["devices"] == 4);
     std::filesystem::remove(scenario);
 
     // dynapipe accounting has no per-chunk layout: a clear error, and no file written.

@@ -46,6 +46,12 @@ inline ps::scenario random_scenario(std::size_t S, std::size_t M, std::uint64_t 
     return ps::make_scenario(f, b, st, pk, std::vector<double>(S, 1000.0), act, nw);
 }
 
+/// S stages, M equal micro-batches: forward f and backward b ms per stage, model state 100 MB,
+/// stored 10 MB, peak 20 MB, no communication.
+inline ps::scenario uniform_scenario(std::size_t S, std::size_t M, double f = 1.0, double b = 2.0) {
+    return ps::scaled_scenario(std::vector<double>(S, f), std::vector<double>(M, 1.0), b / f, 100, 10, 20);
+}
+
 /// Checks the invariants every simulated schedule must satisfy; returns the result.
 inline ps::simulation_result check_schedule(const ps::scenario& sc, const ps::pipeline_schedule& s) {
     const ps::simulation_result r = ps::simulate(sc, s);

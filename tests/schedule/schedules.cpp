@@ -1,5 +1,5 @@
 // Schedule generators: invariants for every schedule, closed forms, golden cases, the exact
-// Merak / 1F1B orders of issue 4.
+// 1F1B orders of issue 4 (Merak's variants: merak.cpp).
 #include <doctest/doctest.h>
 
 #include <limits>
@@ -24,7 +24,7 @@ scenario golden() {
 }
 
 scenario uniform(std::size_t S, std::size_t M, double f = 1.0, double b = 2.0) {
-    return scaled_scenario(std::vector<double>(S, f), std::vector<double>(M, 1.0), b / f, 100, 10, 20);
+    return pipeplan::test::uniform_scenario(S, M, f, b);
 }
 
 std::vector<std::pair<std::string, any_generator>> all_generators(double memory_limit_mb) {
@@ -76,6 +76,8 @@ TEST_CASE("schedule: invariants of every schedule on random scenarios") {
                 CAPTURE(name);
                 CAPTURE(seed);
                 CAPTURE(net);
+                // Merak requires M >= S (and M >= 4 for the shifted critical path; tests/schedule/merak.cpp).
+                if (name.rfind("merak", 0) == 0 && (M < S || (name == "merak-critical" && M < 4))) continue;
                 const pipeline_schedule s = gen(sc);
                 const simulation_result r = check_schedule(sc, s);
                 if (name == "adaptive-limit" || name == "zb-h1")
@@ -180,38 +182,8 @@ TEST_CASE("schedule: exact per-stage orders for S = 4, M = 6 (issue 4)") {
     CHECK(joined(f.orders[1]) == "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
     CHECK(joined(f.orders[2]) == "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
     CHECK(joined(f.orders[3]) == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
-    const auto e = merak{merak_variant::early_recompute}(sc);
-    CHECK(joined(e.orders[0]) == "F0 F1 F2 f3 B0 f4 B1 f5 B2 R3 B3 R4 B4 R5 B5");
-    CHECK(joined(e.orders[1]) == "F0 F1 F2 B0 F3 B1 f4 B2 f5 B3 R4 B4 R5 B5");
-    CHECK(joined(e.orders[2]) == "F0 F1 B0 F2 B1 F3 B2 F4 B3 f5 B4 R5 B5");
-    CHECK(joined(e.orders[3]) == joined(f.orders[3]));
-    check_schedule(sc, e);
-    // Last-stage-no-recomputation: checkpointed everywhere but the last stage, recomputed
-    // inline by B; shifted critical path: explicit R right before each B.
-    const auto l = merak{merak_variant::last_stage_no_recompute}(sc);
-    CHECK(joined(l.orders[0]) == "f0 f1 f2 f3 B0 f4 B1 f5 B2 B3 B4 B5");
-    CHECK(joined(l.orders[3]) == joined(f.orders[3]));
-    const auto c = merak{merak_variant::shifted_critical_path}(sc);
-    CHECK(joined(c.orders[2]) == "f0 f1 R0 B0 f2 R1 B1 f3 R2 B2 f4 R3 B3 f5 R4 B4 R5 B5");
-    CHECK(joined(c.orders[3]) == joined(f.orders[3]));
-    // Checkpointing lowers memory; shifting the recomputation off the gradient path is faster
-    // than recomputing inside the backward; the last stage never recomputes.
-    const auto rf = check_schedule(sc, f), re = check_schedule(sc, e), rl = check_schedule(sc, l),
-               rc = check_schedule(sc, c);
-    // Held activations on stage 0 once its 4th forward (F3 / f3) ended: it then idles until
-    // the gradient of micro-batch 0 arrives.
-    auto held = [](const simulation_result& r) {
-        const double t = r.timeline[0][3].end_ms;
-        double m = -1.0;
-        for (const auto& p : r.memory_mb[0])
-            if (p.time_ms == t) m = p.memory_mb;
-        return m;
-    };
-    CHECK(re.peak_memory_mb[0] <= rf.peak_memory_mb[0]);
-    CHECK(held(re) < held(rf));
-    CHECK(rl.peak_memory_mb[0] < re.peak_memory_mb[0]);
-    CHECK(rc.makespan_ms < rl.makespan_ms);
-    CHECK(rf.makespan_ms <= re.makespan_ms);
+    check_schedule(sc, f);
+    // Merak's variants: tests/schedule/merak.cpp.
 }
 
 TEST_CASE("schedule: golden case of issue 4 (1F1B and adaptive)") {
@@ -240,7 +212,7 @@ TEST_CASE("schedule: golden case of issue 4 (1F1B and adaptive)") {
 TEST_CASE("schedule: adaptive rejects a limit below one micro-batch") {
     adaptive a;
     a.memory_limit_mb = 10000.0;
-    CHECK_THROWS_AS((void)a(golden()), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)a(golden()), pipeplan::limit_exceeded);
 }
 
 TEST_CASE("schedule: generators are deterministic") {

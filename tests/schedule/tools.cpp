@@ -1,6 +1,7 @@
 // Simulator details, lower bounds, order search, scenario JSON, trace and SVG output.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -39,6 +40,8 @@ const char* good_json = R"({
   "model_state_mb": [100, 100],
   "network": {"latency_ms": 0.5, "bandwidth_gbps": 8, "activation_mb": [5, 5]}
 })";
+/// S = 3, M = 4 equal micro-batches (forward 1, backward 2 ms; model 100, stored 10, peak 20 MB).
+scenario uniform_scenario_for_limits() { return pipeplan::test::uniform_scenario(3, 4); }
 }  // namespace
 
 TEST_CASE("simulator: latency and per-link bandwidth (messages queue on a link)") {
@@ -246,4 +249,145 @@ TEST_CASE("trace and SVG output") {
     std::size_t rects = 0;
     for (std::size_t p = svg.find("<title>"); p != std::string::npos; p = svg.find("<title>", p + 1)) ++rects;
     CHECK(rects == 3 * 5 * 2 * 2);
+}
+
+TEST_CASE("scenario JSON: devices, placement and checkpoint_ratio") {
+    std::string t = good_json;
+    auto with = [&](const std::string& extra) {
+        std::string s = t;
+        s.replace(s.find("\"model_state_mb\""), 0, extra + ",\n  ");
+        return s;
+    };
+    // Two stages as two chunks on one device (interleaved with D = 1), ratios per stage.
+    const scenario sc = parse_scenario_json(with(R"("devices": 1, "placement": [0, 0], "checkpoint_ratio": [0.5, 1])"),
+                                            "s.json");
+    CHECK(sc.devices == 1);
+    CHECK(sc.placement == std::vector<std::uint32_t>{0, 0});
+    CHECK(sc.ratio(0) == 0.5);
+    CHECK(placement_of(sc).chunks() == 2);
+    nlohmann::json j = sc;
+    const scenario back = j.get<scenario>();
+    CHECK(back.devices == 1);
+    CHECK(back.placement == sc.placement);
+    CHECK(back.checkpoint_ratio == sc.checkpoint_ratio);
+    CHECK(error_of(with(R"("devices": 3)")).find("column 'devices': expected an integer in 1..2") != std::string::npos);
+    CHECK(error_of(with(R"("devices": 1)")).find("need a 'placement'") != std::string::npos);
+    CHECK(error_of(with(R"("devices": 2, "placement": [0, 2])")).find("'placement[1]': expected a device index in 0..1") !=
+          std::string::npos);
+    CHECK(error_of(with(R"("devices": 2, "placement": [0])")).find("column 'placement'") != std::string::npos);
+    CHECK(error_of(with(R"("devices": 2, "placement": [1, 1])")).find("no stage runs on device 0") != std::string::npos);
+    CHECK(error_of(with(R"("checkpoint_ratio": [0.5, 1.5])")).find("'checkpoint_ratio[1]'") != std::string::npos);
+}
+
+TEST_CASE("placement_of and prepare_scenario: a scenario carries its placement") {
+    scenario sc = split_into_chunks(random_scenario(2, 4, 5), 2);  // 4 chunks on 2 devices
+    CHECK(sc.device_count() == 2);
+    CHECK(sc.placement == std::vector<std::uint32_t>{0, 1, 0, 1});
+    CHECK(placement_of(sc).kind() == placement_kind::interleaved);
+    named_schedule_options o;
+    const scenario p = prepare_scenario(schedule_name::interleaved, sc, o);
+    CHECK(p.stages == 4);  // as placed: not split again
+    CHECK(o.chunks == 2);
+    check_schedule(p, make_generator(schedule_name::interleaved, o)(p));
+    named_schedule_options ad;
+    const scenario pa = prepare_scenario(schedule_name::adaptive, sc, ad);
+    CHECK(make_generator(schedule_name::adaptive, ad)(pa).placement.devices() == 2);
+    named_schedule_options three;
+    three.chunks = 3;
+    CHECK_THROWS_WITH_AS((void)prepare_scenario(schedule_name::interleaved, sc, three),
+                         doctest::Contains("--chunks 3 contradicts the scenario"), pipeplan::invalid_argument);
+    named_schedule_options plain;
+    CHECK_THROWS_WITH_AS((void)prepare_scenario(schedule_name::one_f_one_b, sc, plain),
+                         doctest::Contains("runs one stage per device"), pipeplan::invalid_argument);
+    // A V-shaped map is recognized; any other map is an error.
+    sc.placement = {0, 1, 1, 0};
+    CHECK(placement_of(sc).kind() == placement_kind::v_shape);
+    sc.placement = {0, 0, 1, 1};
+    CHECK_THROWS_AS((void)placement_of(sc), pipeplan::invalid_argument);
+    // --checkpoint-ratio: merak-* only.
+    named_schedule_options r;
+    r.checkpoint_ratio = 0.5;
+    const scenario lin = random_scenario(4, 6, 7);
+    CHECK(prepare_scenario(schedule_name::merak_early, lin, r).checkpoint_ratio ==
+          merak_checkpoint_ratios(4, 0.5, merak_variant::early_recompute));
+    CHECK_THROWS_WITH_AS((void)prepare_scenario(schedule_name::one_f_one_b, lin, r),
+                         doctest::Contains("merak-* schedules only"), pipeplan::invalid_argument);
+}
+
+TEST_CASE("memory limits: fixed orders fail naming device, op, peak and limit") {
+    const scenario sc = uniform_scenario_for_limits();
+    const pipeline_schedule s = one_f_one_b{}(sc);
+    const simulation_result r = simulate(sc, s);
+    // Stage 0 of 1F1B, S = 3, M = 4: F0 F1 F2 B0 F3 B1 B2 B3; peak while F2 runs with F0, F1
+    // stored: 100 + 2·10 + 20 = 140 MB.
+    CHECK(r.peak_memory_mb[0] == 140.0);
+    CHECK(r.peak_memory_op[0] == op{op_kind::F, 2, 0});
+    CHECK_NOTHROW(check_memory_limit(r, s, 140.0));
+    CHECK_THROWS_WITH_AS(check_memory_limit(r, s, 130.0),
+                         doctest::Contains("exceeds the memory limit on device 0: peak 140.000000 MB during op F2 "
+                                           "(stage 0), limit 130.000000 MB"),
+                         pipeplan::limit_exceeded);
+}
+
+TEST_CASE("order search: invalid or deadlocking schedules are errors; one workspace") {
+    const scenario sc = random_scenario(3, 6, 11);
+    // A generator whose device 0 runs its ops backwards (B before F): a deadlock.
+    auto broken = [](const scenario& s) {
+        pipeline_schedule p = one_f_one_b{}(s);
+        std::reverse(p.orders[0].begin(), p.orders[0].end());
+        return p;
+    };
+    CHECK_THROWS_AS((void)search_order(sc, broken), schedule_deadlock);
+    auto missing = [](const scenario& s) {
+        pipeline_schedule p = one_f_one_b{}(s);
+        p.orders[1].pop_back();
+        return p;
+    };
+    CHECK_THROWS_WITH_AS((void)search_order(sc, missing), doctest::Contains("has no B op"), pipeplan::invalid_argument);
+    // A generator that cannot meet the limit makes the order infeasible, not an error.
+    adaptive tight;
+    tight.memory_limit_mb = 1.0;
+    order_search_options so;
+    so.memory_limit_mb = 1.0;
+    so.max_evaluations = 8;
+    const auto none = search_order(sc, tight, so);
+    CHECK_FALSE(none.feasible);
+    // One evaluator, many orders: the same figures as fresh simulations.
+    order_evaluator ev(sc);
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+        std::vector<std::uint32_t> order{0, 1, 2, 3, 4, 5};
+        pipeplan::splitmix64 rng(seed);
+        for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+        const auto [ms, peak] = ev(one_f_one_b{}, order, std::numeric_limits<double>::infinity());
+        const simulation_result fresh = simulate(reorder(sc, order), one_f_one_b{});
+        CHECK(ms == fresh.makespan_ms);
+        CHECK(peak == *std::max_element(fresh.peak_memory_mb.begin(), fresh.peak_memory_mb.end()));
+    }
+}
+
+TEST_CASE("orders text: chunks, comments, errors name line, device, position and op") {
+    scenario sc = split_into_chunks(random_scenario(2, 2, 3), 2);
+    const stage_placement pl = placement_of(sc);
+    const pipeline_schedule ref = interleaved_1f1b{2}(sc);
+    std::string text = "# interleaved, 2 devices x 2 chunks\n\n";
+    for (const auto& dev : ref.orders) {
+        for (const op& o : dev) text += op_label(ref, o) + " ";
+        text += "\n";
+    }
+    const orders_text t = parse_orders_text(text, "o.txt", sc, pl);
+    CHECK(t.schedule.orders == ref.orders);
+    CHECK(t.line_of_device == std::vector<std::size_t>{3, 4});
+    CHECK(simulate(sc, t.schedule).makespan_ms == simulate(sc, ref).makespan_ms);
+    auto err = [&](const std::string& s) {
+        try {
+            (void)parse_orders_text(s, "o.txt", sc, pl);
+        } catch (const pipeplan::input_error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    CHECK(err("F0.0 F0.2\n").find("o.txt:1: column 'device 0, position 1, op F0.2': chunk out of range") !=
+          std::string::npos);
+    CHECK(err("F0 W0 B0\nF0\n").find("W before its B") != std::string::npos);
+    CHECK(err("F0\nF0\nF0\n").find("more device lines than the 2 devices") != std::string::npos);
 }

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan::batching {
 
@@ -23,17 +24,16 @@ enum class split_failure : std::uint8_t {
     unpriceable = 5,       ///< the cost model has no data for a needed query
 };
 
-[[nodiscard]] constexpr std::string_view to_string(split_failure f) noexcept {
-    switch (f) {
-        case split_failure::empty_batch: return "empty batch";
-        case split_failure::sample_too_long: return "sample too long";
-        case split_failure::model_states: return "model states exceed device memory";
-        case split_failure::stored_memory: return "stored activations exceed the limit";
-        case split_failure::peak_memory: return "peak memory exceeds the available memory";
-        case split_failure::unpriceable: return "cost model cannot price the query";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(split_failure) noexcept {
+    return name_table<split_failure, 6>{"split failure",
+                                        {{{split_failure::empty_batch, "empty batch"},
+                                          {split_failure::sample_too_long, "sample too long"},
+                                          {split_failure::model_states, "model states exceed device memory"},
+                                          {split_failure::stored_memory, "stored activations exceed the limit"},
+                                          {split_failure::peak_memory, "peak memory exceeds the available memory"},
+                                          {split_failure::unpriceable, "cost model cannot price the query"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(split_failure f) noexcept { return name_of(f); }
 
 /// No split exists (or none of the requested kind); nothing is returned.
 class split_error : public error {

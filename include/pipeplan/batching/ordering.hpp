@@ -21,6 +21,7 @@
 
 #include "pipeplan/batching/sample.hpp"
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan::batching {
 
@@ -33,24 +34,17 @@ enum class ordering_method : std::uint8_t {
     dataset = 4,        ///< as given (for comparisons)
 };
 
-[[nodiscard]] constexpr std::string_view to_string(ordering_method m) noexcept {
-    switch (m) {
-        case ordering_method::automatic: return "auto";
-        case ordering_method::sorted: return "sorted";
-        case ordering_method::lexicographic: return "lexicographic";
-        case ordering_method::tour: return "tour";
-        case ordering_method::dataset: return "dataset";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(ordering_method) noexcept {
+    return name_table<ordering_method, 5>{"ordering",
+                                          {{{ordering_method::automatic, "auto"},
+                                            {ordering_method::sorted, "sorted"},
+                                            {ordering_method::lexicographic, "lexicographic"},
+                                            {ordering_method::tour, "tour"},
+                                            {ordering_method::dataset, "dataset"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(ordering_method m) noexcept { return name_of(m); }
 /// Parses an ordering name; throws invalid_argument listing the valid ones.
-[[nodiscard]] inline ordering_method parse_ordering_method(std::string_view s) {
-    for (auto m : {ordering_method::automatic, ordering_method::sorted, ordering_method::lexicographic,
-                   ordering_method::tour, ordering_method::dataset})
-        if (to_string(m) == s) return m;
-    throw invalid_argument("unknown ordering '" + std::string(s) +
-                           "' (valid: auto, sorted, lexicographic, tour, dataset)");
-}
+[[nodiscard]] inline ordering_method parse_ordering_method(std::string_view s) { return parse_name<ordering_method>(s); }
 
 namespace detail {
 

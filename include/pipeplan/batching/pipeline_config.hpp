@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan::batching {
 
@@ -22,15 +23,13 @@ enum class accounting_mode : std::uint8_t {
     dynapipe = 1,  ///< the published DynaPipe planner's accounting, for number-for-number comparison
 };
 
-[[nodiscard]] constexpr std::string_view to_string(accounting_mode m) noexcept {
-    return m == accounting_mode::pipeplan ? "pipeplan" : "dynapipe";
+[[nodiscard]] constexpr auto enum_names(accounting_mode) noexcept {
+    return name_table<accounting_mode, 2>{
+        "accounting mode", {{{accounting_mode::pipeplan, "pipeplan"}, {accounting_mode::dynapipe, "dynapipe"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(accounting_mode m) noexcept { return name_of(m); }
 /// Parses "pipeplan" or "dynapipe"; throws invalid_argument otherwise.
-[[nodiscard]] inline accounting_mode parse_accounting_mode(std::string_view s) {
-    if (s == "pipeplan") return accounting_mode::pipeplan;
-    if (s == "dynapipe") return accounting_mode::dynapipe;
-    throw invalid_argument("unknown accounting mode '" + std::string(s) + "' (valid: pipeplan, dynapipe)");
-}
+[[nodiscard]] inline accounting_mode parse_accounting_mode(std::string_view s) { return parse_name<accounting_mode>(s); }
 
 /// What one virtual chunk (a pipeline stage when C = 1) holds.
 struct stage_layout {

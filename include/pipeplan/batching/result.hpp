@@ -14,6 +14,7 @@
 #include "pipeplan/batching/pipeline_config.hpp"
 #include "pipeplan/batching/sample.hpp"
 #include "pipeplan/batching/stage_cost.hpp"
+#include "pipeplan/core/names.hpp"
 #include "pipeplan/cost/types.hpp"
 
 namespace pipeplan::batching {
@@ -23,9 +24,11 @@ enum class memory_limit_kind : std::uint8_t {
     preferred = 0,  ///< available / S (or the caller's fraction of available)
     available = 1,  ///< device memory − model states
 };
-[[nodiscard]] constexpr std::string_view to_string(memory_limit_kind k) noexcept {
-    return k == memory_limit_kind::preferred ? "preferred" : "available";
+[[nodiscard]] constexpr auto enum_names(memory_limit_kind) noexcept {
+    return name_table<memory_limit_kind, 2>{
+        "memory limit", {{{memory_limit_kind::preferred, "preferred"}, {memory_limit_kind::available, "available"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(memory_limit_kind k) noexcept { return name_of(k); }
 
 /// (S − 1) · t_max / C + Σ t / dp, in ms.
 [[nodiscard]] constexpr double pipeline_objective_ms(int stages, int virtual_chunks, int dp, double tmax_ms,

@@ -30,6 +30,7 @@
 
 #include "pipeplan/batching/pipeline_config.hpp"
 #include "pipeplan/batching/sample.hpp"
+#include "pipeplan/core/error.hpp"
 #include "pipeplan/core/estimate.hpp"
 #include "pipeplan/cost/concept.hpp"
 #include "pipeplan/cost/model_state.hpp"
@@ -45,6 +46,16 @@ struct microbatch_cost {
     friend constexpr bool operator==(const microbatch_cost&, const microbatch_cost&) noexcept = default;
 };
 
+/// What one micro-batch costs one pipeline chunk (or one device: the sum of its chunks'
+/// layers), in the `pipeplan` accounting: forward and backward time, stored activations and
+/// the peak while it runs (stored + the largest transient excess of a component it holds).
+struct chunk_cost {
+    double forward_ms = 0;
+    double backward_ms = 0;
+    double stored_mb = 0;
+    double peak_mb = 0;
+};
+
 /// Prices micro-batch shapes for one model, pipeline configuration and accounting mode.
 template <cost_model Model>
 class stage_cost_evaluator {
@@ -54,15 +65,17 @@ public:
         : model_(&model), config_(std::move(config)), mode_(mode), enc_dec_(model.is_encoder_decoder()) {
         config_.validate(enc_dec_);
         const auto chunks = config_.layout(enc_dec_);
-        devices_.assign(static_cast<std::size_t>(config_.stages), device_load{});
+        devices_.assign(static_cast<std::size_t>(config_.stages), load{});
+        chunks_.assign(chunks.size(), load{});
         for (std::size_t k = 0; k < chunks.size(); ++k) {
-            auto& d = devices_[static_cast<std::size_t>(config_.device_of_chunk(static_cast<int>(k)))];
             const auto& c = chunks[k];
-            d.count[0] += c.encoder_layers;
-            d.count[1] += c.decoder_layers;
-            d.count[2] += c.embedding ? 1 : 0;
-            d.count[3] += c.postprocess ? 1 : 0;
-            d.head_copies += (c.postprocess && !c.embedding) ? 1 : 0;
+            for (load* d : {&devices_[static_cast<std::size_t>(config_.device_of_chunk(static_cast<int>(k)))], &chunks_[k]}) {
+                d->count[0] += c.encoder_layers;
+                d->count[1] += c.decoder_layers;
+                d->count[2] += c.embedding ? 1 : 0;
+                d->count[3] += c.postprocess ? 1 : 0;
+                d->head_copies += (c.postprocess && !c.embedding) ? 1 : 0;
+            }
         }
         for (const auto& d : devices_)
             for (std::size_t c = 0; c < 4; ++c) used_[c] = used_[c] || d.count[c] > 0;
@@ -80,24 +93,15 @@ public:
     /// than ok when the model cannot price it (e.g. beyond the profiled range).
     [[nodiscard]] estimate<microbatch_cost> evaluate(const microbatch_shape& s, recompute_mode r) const {
         std::array<part, 4> p{};
-        for (std::size_t c = 0; c < 4; ++c) {
-            if (!used_[c]) continue;
-            p[c] = price(static_cast<component>(c), s, r);
-            if (p[c].status != estimate_status::ok) return estimate<microbatch_cost>::failed(p[c].status);
-        }
+        if (const estimate_status st = price_all(s, r, p, nullptr); st != estimate_status::ok)
+            return estimate<microbatch_cost>::failed(st);
         microbatch_cost out;
         if (mode_ == accounting_mode::pipeplan) {
             for (const auto& d : devices_) {
-                double t = 0, st = 0, excess = 0;
-                for (std::size_t c = 0; c < 4; ++c) {
-                    if (d.count[c] == 0) continue;
-                    t += d.count[c] * p[c].fb_ms;
-                    st += d.count[c] * p[c].stored_mb;
-                    excess = std::max(excess, p[c].peak_mb - p[c].stored_mb);
-                }
-                out.time_ms = std::max(out.time_ms, t);
-                out.stored_mb = std::max(out.stored_mb, st);
-                out.peak_mb = std::max(out.peak_mb, st + excess);
+                const chunk_cost c = sum_load(d, p);
+                out.time_ms = std::max(out.time_ms, c.forward_ms + c.backward_ms);
+                out.stored_mb = std::max(out.stored_mb, c.stored_mb);
+                out.peak_mb = std::max(out.peak_mb, c.peak_mb);
             }
             return out;
         }
@@ -106,13 +110,13 @@ public:
         const part& enc = p[0];
         const part& head = p[3];
         if (!enc_dec_) {
-            out.time_ms = C * (L * enc.fb_ms + head.fb_ms);
+            out.time_ms = C * (L * (enc.f_ms + enc.b_ms) + (head.f_ms + head.b_ms));
             out.stored_mb = L * enc.stored_mb;
             out.peak_mb = enc.peak_mb + (L - 1) * enc.stored_mb;
         } else {
             const part& dec = p[1];
-            const double enc_t = L * enc.fb_ms;
-            const double dec_t = L * dec.fb_ms + head.fb_ms;
+            const double enc_t = L * (enc.f_ms + enc.b_ms);
+            const double dec_t = L * (dec.f_ms + dec.b_ms) + (head.f_ms + head.b_ms);
             out.time_ms = config_.virtual_chunks == 1 ? std::max(enc_t, dec_t) : (enc_t + dec_t) * C / 2;
             out.stored_mb = std::max(L * enc.stored_mb, L * dec.stored_mb);
             out.peak_mb = std::max(enc.peak_mb + (L - 1) * enc.stored_mb, dec.peak_mb + (L - 1) * dec.stored_mb);
@@ -123,48 +127,124 @@ public:
     /// Model-state memory (MB) of the most loaded device under recomputation `r` (parameters
     /// may depend on it in a profile); unsupported when a layer's parameters are unknown.
     [[nodiscard]] estimate<double> model_state_mb(recompute_mode r) const {
-        const auto param = [&](component c, bool required) -> estimate<double> {
-            const estimate<double> e = model_->parameter_mb(c, config_.tp, r);
-            if (e.ok() || required) return e;
-            return 0.0;
-        };
-        const auto emb = param(component::embedding, false);
-        if (!emb.ok()) return emb;
         double fp16_mb = 0;
         if (mode_ == accounting_mode::dynapipe) {
-            const auto enc = param(component::encoder, true);
+            const auto emb = param(component::embedding, false, r);
+            if (!emb.ok()) return emb;
+            const auto enc = param(component::encoder, true, r);
             if (!enc.ok()) return enc;
             double layer = enc.value();
             if (enc_dec_) {
-                const auto dec = param(component::decoder, true);
+                const auto dec = param(component::decoder, true, r);
                 if (!dec.ok()) return dec;
                 layer = std::max(layer, dec.value());
             }
             fp16_mb = emb.value() + config_.layers_per_stage * layer;
         } else {
             for (const auto& d : devices_) {
-                double mb = (d.count[2] + d.head_copies) * emb.value();
-                for (std::size_t c = 0; c < 2; ++c) {
-                    if (d.count[c] == 0) continue;
-                    const auto l = param(static_cast<component>(c), true);
-                    if (!l.ok()) return l;
-                    mb += d.count[c] * l.value();
-                }
-                fp16_mb = std::max(fp16_mb, mb);
+                const estimate<double> mb = load_fp16_mb(d, r);
+                if (!mb.ok()) return mb;
+                fp16_mb = std::max(fp16_mb, mb.value());
             }
         }
         return model_state_from_fp16_mb(fp16_mb, config_.zero_stage, config_.dp).total_mb;
     }
 
+    /// Number of pipeline chunks (S·C, in pipeline order; chunk k runs on device k mod S).
+    [[nodiscard]] std::size_t chunks() const noexcept { return chunks_.size(); }
+
+    /// Per pipeline chunk, what a micro-batch of shape `s` costs it (`pipeplan` accounting,
+    /// chunk by chunk; the per-device costs of evaluate() are sums of these over a device's
+    /// chunks). Fills `out` (one entry per chunk) and returns ok, or the failing status and, in
+    /// `failed` (if given), the component that could not be priced.
+    [[nodiscard]] estimate_status chunk_costs(const microbatch_shape& s, recompute_mode r, std::vector<chunk_cost>& out,
+                                              component* failed = nullptr) const {
+        require_chunk_layout("chunk_costs");
+        std::array<part, 4> p{};
+        out.clear();
+        if (const estimate_status st = price_all(s, r, p, failed); st != estimate_status::ok) return st;
+        out.reserve(chunks_.size());
+        for (const auto& c : chunks_) out.push_back(sum_load(c, p));
+        return estimate_status::ok;
+    }
+
+    /// Model-state memory (MB) of pipeline chunk `k`: its fp16 parameters (an LM-head chunk
+    /// without its own embedding keeps a tied copy) × 16 B/param, ZeRO-sharded over dp.
+    [[nodiscard]] estimate<double> chunk_model_state_mb(std::size_t k, recompute_mode r) const {
+        require_chunk_layout("chunk_model_state_mb");
+        const estimate<double> mb = load_fp16_mb(chunks_.at(k), r);
+        if (!mb.ok()) return mb;
+        return model_state_from_fp16_mb(mb.value(), config_.zero_stage, config_.dp).total_mb;
+    }
+
 private:
     struct part {
-        double fb_ms = 0, stored_mb = 0, peak_mb = 0;
+        double f_ms = 0, b_ms = 0, stored_mb = 0, peak_mb = 0;
         estimate_status status = estimate_status::ok;
     };
-    struct device_load {
+    /// What a device or a chunk holds.
+    struct load {
         std::array<int, 4> count{};  // encoder layers, decoder layers, embeddings, heads
         int head_copies = 0;         // LM-head chunks without their own embedding
     };
+
+    void require_chunk_layout(const char* what) const {
+        if (mode_ != accounting_mode::pipeplan)
+            throw invalid_argument(std::string("stage_cost_evaluator::") + what + ": the '" +
+                                   std::string(to_string(mode_)) +
+                                   "' accounting has no per-chunk layout; use 'pipeplan' accounting");
+    }
+
+    /// Prices every component the accounting uses; the first failing one goes to `failed`.
+    estimate_status price_all(const microbatch_shape& s, recompute_mode r, std::array<part, 4>& p,
+                              component* failed) const {
+        for (std::size_t c = 0; c < 4; ++c) {
+            if (!used_[c]) continue;
+            p[c] = price(static_cast<component>(c), s, r);
+            if (p[c].status != estimate_status::ok) {
+                if (failed) *failed = static_cast<component>(c);
+                return p[c].status;
+            }
+        }
+        return estimate_status::ok;
+    }
+
+    /// The `pipeplan` accounting of one load: sums of times and stored activations over its
+    /// components; peak = stored + the largest transient excess of a component it holds.
+    [[nodiscard]] static chunk_cost sum_load(const load& d, const std::array<part, 4>& p) noexcept {
+        chunk_cost out;
+        double excess = 0;
+        for (std::size_t c = 0; c < 4; ++c) {
+            if (d.count[c] == 0) continue;
+            out.forward_ms += d.count[c] * p[c].f_ms;
+            out.backward_ms += d.count[c] * p[c].b_ms;
+            out.stored_mb += d.count[c] * p[c].stored_mb;
+            excess = std::max(excess, p[c].peak_mb - p[c].stored_mb);
+        }
+        out.peak_mb = out.stored_mb + excess;
+        return out;
+    }
+
+    /// Parameters of `c` (MB, fp16); an optional one the model does not know counts 0.
+    [[nodiscard]] estimate<double> param(component c, bool required, recompute_mode r) const {
+        const estimate<double> e = model_->parameter_mb(c, config_.tp, r);
+        if (e.ok() || required) return e;
+        return 0.0;
+    }
+
+    /// fp16 parameter memory of one load (its embeddings, tied head copies and layers).
+    [[nodiscard]] estimate<double> load_fp16_mb(const load& d, recompute_mode r) const {
+        const auto emb = param(component::embedding, false, r);
+        if (!emb.ok()) return emb;
+        double mb = (d.count[2] + d.head_copies) * emb.value();
+        for (std::size_t c = 0; c < 2; ++c) {
+            if (d.count[c] == 0) continue;
+            const auto l = param(static_cast<component>(c), true, r);
+            if (!l.ok()) return l;
+            mb += d.count[c] * l.value();
+        }
+        return mb;
+    }
 
     [[nodiscard]] part price(component c, const microbatch_shape& s, recompute_mode r) const {
         layer_query q;
@@ -182,12 +262,10 @@ private:
             else if (layer || e.status() != estimate_status::unsupported)
                 out.status = std::max(out.status, e.status());
         };
-        double f = 0, b = 0;
-        take(lc.forward_ms, f);
-        take(lc.backward_ms, b);
+        take(lc.forward_ms, out.f_ms);
+        take(lc.backward_ms, out.b_ms);
         take(lc.stored_mb, out.stored_mb);
         take(lc.peak_mb, out.peak_mb);
-        out.fb_ms = f + b;
         if (!lc.peak_mb.ok()) out.peak_mb = out.stored_mb;  // no transient data: no excess
         return out;
     }
@@ -196,7 +274,8 @@ private:
     pipeline_config config_;
     accounting_mode mode_;
     bool enc_dec_;
-    std::vector<device_load> devices_;
+    std::vector<load> devices_;  // per device (the sum of its chunks)
+    std::vector<load> chunks_;   // per pipeline chunk
     std::array<bool, 4> used_{};
 };
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/file.hpp"
 
 namespace pipeplan {
 
@@ -26,11 +27,7 @@ class csv_table {
 public:
     /// Reads and parses a whole file. Throws input_error if it cannot be opened or is malformed.
     static csv_table read(const std::filesystem::path& path) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) throw input_error(path.string(), 0, "", "cannot open file");
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        return parse(ss.str(), path.string());
+        return parse(read_text_file(path), path.string());
     }
 
     /// Parses text; `source` names it in error messages (a path, or e.g. "<stdin>").

@@ -24,6 +24,13 @@ public:
     using error::error;
 };
 
+/// A plan does not fit a resource limit (e.g. a schedule's peak memory exceeds the device
+/// memory limit). The CLI exits with status 3 on it.
+class limit_exceeded : public error {
+public:
+    using error::error;
+};
+
 /// A file (or in-memory text) could not be read or is malformed. `file()`, `line()` (1-based,
 /// 0 when the problem concerns the whole file) and `column()` (a column name, or empty) say
 /// where; `what()` holds the full message "file:line: column 'c': reason".

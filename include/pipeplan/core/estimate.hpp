@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan {
 
@@ -20,14 +21,13 @@ enum class estimate_status : std::uint8_t {
     unsupported = 2,            ///< the model has no data for this query at all
 };
 
-[[nodiscard]] constexpr std::string_view to_string(estimate_status s) noexcept {
-    switch (s) {
-        case estimate_status::ok: return "ok";
-        case estimate_status::out_of_profiled_range: return "out of profiled range";
-        case estimate_status::unsupported: return "unsupported";
-    }
-    return "unknown";
+[[nodiscard]] constexpr auto enum_names(estimate_status) noexcept {
+    return name_table<estimate_status, 3>{"estimate status",
+                                          {{{estimate_status::ok, "ok"},
+                                            {estimate_status::out_of_profiled_range, "out of profiled range"},
+                                            {estimate_status::unsupported, "unsupported"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(estimate_status s) noexcept { return name_of(s); }
 
 template <class T = double>
 class estimate {

@@ -1,8 +1,10 @@
-// pipeplan/core/file.hpp — writing output files so that nothing is ever half-written.
+// pipeplan/core/file.hpp — reading input files whole, and writing output files so that nothing
+// is ever half-written.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -12,6 +14,16 @@
 #include "pipeplan/core/error.hpp"
 
 namespace pipeplan {
+
+/// The whole content of the file at `path`; throws input_error(path, 0, "", "cannot open
+/// file") when it cannot be read.
+[[nodiscard]] inline std::string read_text_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw input_error(path.string(), 0, "", "cannot open file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
 
 /// Writes `text` to `path` atomically: into a temporary file beside it, then renamed over the
 /// target. On failure the target is untouched, the temporary file is removed, and

@@ -62,6 +62,7 @@
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/estimate.hpp"
+#include "pipeplan/core/names.hpp"
 #include "pipeplan/cost/concept.hpp"
 #include "pipeplan/cost/hardware.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
@@ -73,9 +74,10 @@ namespace pipeplan {
 enum class time_phase : std::uint8_t { forward = 0, backward = 1 };
 inline constexpr std::array<time_phase, 2> all_time_phases{time_phase::forward, time_phase::backward};
 
-[[nodiscard]] constexpr std::string_view to_string(time_phase p) noexcept {
-    return p == time_phase::forward ? "forward" : "backward";
+[[nodiscard]] constexpr auto enum_names(time_phase) noexcept {
+    return name_table<time_phase, 2>{"phase", {{{time_phase::forward, "forward"}, {time_phase::backward, "backward"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(time_phase p) noexcept { return name_of(p); }
 
 /// Time factors of one (component, phase). Defaults: large fp16 GEMMs on A100 reach about
 /// 75% of peak tensor throughput and streaming kernels about 80% of HBM bandwidth; NCCL

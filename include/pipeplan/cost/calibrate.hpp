@@ -51,33 +51,6 @@
 
 namespace pipeplan {
 
-/// The four quantities a cost model answers per query.
-enum class cost_metric : std::uint8_t { forward_ms = 0, backward_ms = 1, stored_mb = 2, peak_mb = 3 };
-inline constexpr std::array<cost_metric, 4> all_cost_metrics{cost_metric::forward_ms, cost_metric::backward_ms,
-                                                             cost_metric::stored_mb, cost_metric::peak_mb};
-[[nodiscard]] constexpr std::string_view to_string(cost_metric m) noexcept {
-    switch (m) {
-        case cost_metric::forward_ms: return "forward_ms";
-        case cost_metric::backward_ms: return "backward_ms";
-        case cost_metric::stored_mb: return "stored_mb";
-        case cost_metric::peak_mb: return "peak_mb";
-    }
-    return "?";
-}
-[[nodiscard]] constexpr bool is_time_metric(cost_metric m) noexcept {
-    return m == cost_metric::forward_ms || m == cost_metric::backward_ms;
-}
-/// The field of a layer_cost for a metric.
-[[nodiscard]] constexpr const estimate<double>& metric_of(const layer_cost& c, cost_metric m) noexcept {
-    switch (m) {
-        case cost_metric::forward_ms: return c.forward_ms;
-        case cost_metric::backward_ms: return c.backward_ms;
-        case cost_metric::stored_mb: return c.stored_mb;
-        case cost_metric::peak_mb: break;
-    }
-    return c.peak_mb;
-}
-
 /// Options of calibrate().
 struct calibration_options {
     bool fit_time = true;              ///< fit the time factors per (component, phase)

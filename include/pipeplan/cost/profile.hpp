@@ -38,22 +38,6 @@
 
 namespace pipeplan {
 
-/// The four per-layer metrics of a profile, in layer_cost's order.
-enum class profile_metric : std::uint8_t { forward_ms = 0, backward_ms = 1, stored_mb = 2, peak_mb = 3 };
-inline constexpr std::array<profile_metric, 4> all_profile_metrics{
-    profile_metric::forward_ms, profile_metric::backward_ms, profile_metric::stored_mb,
-    profile_metric::peak_mb};
-
-[[nodiscard]] constexpr std::string_view to_string(profile_metric m) noexcept {
-    switch (m) {
-        case profile_metric::forward_ms: return "forward_ms";
-        case profile_metric::backward_ms: return "backward_ms";
-        case profile_metric::stored_mb: return "stored_mb";
-        case profile_metric::peak_mb: return "peak_mb";
-    }
-    return "?";
-}
-
 class profile_cost_model {
 public:
     /// Loads `<dir>/<model_name>_timing.csv`, `_activation.csv` and `_model_state.csv`.
@@ -192,7 +176,7 @@ public:
     }
 
     /// One metric of a query.
-    [[nodiscard]] estimate<double> metric(const layer_query& q, profile_metric which,
+    [[nodiscard]] estimate<double> metric(const layer_query& q, cost_metric which,
                                           interpolation_scheme scheme) const noexcept {
         const profile_grid* g = grid(q.tp, q.recompute, q.comp, which);
         if (!g) return estimate<double>::unsupported();
@@ -213,7 +197,7 @@ public:
 
     /// The grid of one metric, or nullptr when the profile has none.
     [[nodiscard]] const profile_grid* grid(int tp, recompute_mode r, component comp,
-                                           profile_metric which) const noexcept {
+                                           cost_metric which) const noexcept {
         const int t = tp_slot(tp);
         if (t < 0 || static_cast<std::size_t>(r) >= recompute_modes || static_cast<std::size_t>(comp) >= components)
             return nullptr;
@@ -226,7 +210,7 @@ public:
 private:
     static constexpr std::size_t components = all_components.size();
     static constexpr std::size_t recompute_modes = all_recompute_modes.size();
-    static constexpr std::size_t metrics = all_profile_metrics.size();
+    static constexpr std::size_t metrics = all_cost_metrics.size();
     static constexpr std::size_t grid_slots_per_tp = recompute_modes * components * metrics;
     static constexpr std::size_t state_slots_per_tp = recompute_modes * components;
 
@@ -234,7 +218,7 @@ private:
         int tp;
         recompute_mode rc;
         component comp;
-        profile_metric metric;
+        cost_metric metric;
         int mbs, enc, dec;
         double value;
         const csv_table* table;  // for error messages
@@ -290,12 +274,12 @@ private:
             e.comp = parse_cell(t, r, c_comp, [](std::string_view s) { return parse_component(s); });
             e.metric = parse_cell(t, r, c_kind, [is_time](std::string_view s) {
                 if (is_time) {
-                    if (s == "forward") return profile_metric::forward_ms;
-                    if (s == "backward") return profile_metric::backward_ms;
+                    if (s == "forward") return cost_metric::forward_ms;
+                    if (s == "backward") return cost_metric::backward_ms;
                     throw invalid_argument("unknown phase '" + std::string(s) + "' (valid: forward, backward)");
                 }
-                if (s == "stored") return profile_metric::stored_mb;
-                if (s == "peak") return profile_metric::peak_mb;
+                if (s == "stored") return cost_metric::stored_mb;
+                if (s == "peak") return cost_metric::peak_mb;
                 throw invalid_argument("unknown kind '" + std::string(s) + "' (valid: stored, peak)");
             });
             e.enc = static_cast<int>(t.integer(r, c_enc, 0, 1 << 24));
@@ -372,7 +356,7 @@ private:
                             entries[i].table->fail(entries[i].row, entries[i].table->column(axis_column[k]),
                                                    "0 (not applicable) mixed with positive lengths for the same "
                                                    "tp/recompute/component/" +
-                                                       std::string(entries[i].metric <= profile_metric::backward_ms
+                                                       std::string(entries[i].metric <= cost_metric::backward_ms
                                                                        ? "phase"
                                                                        : "kind"));
                     }

@@ -40,6 +40,7 @@
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/estimate.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan {
 
@@ -53,23 +54,19 @@ inline constexpr std::array<interpolation_mode, 3> all_interpolation_modes{
     interpolation_mode::linear, interpolation_mode::dynapipe, interpolation_mode::recommended};
 
 /// "linear", "dynapipe", "default" (the recommended mode).
-[[nodiscard]] constexpr std::string_view to_string(interpolation_mode m) noexcept {
-    switch (m) {
-        case interpolation_mode::linear: return "linear";
-        case interpolation_mode::dynapipe: return "dynapipe";
-        case interpolation_mode::recommended: return "default";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(interpolation_mode) noexcept {
+    return name_table<interpolation_mode, 4>{"interpolation mode",
+                                             {{{interpolation_mode::linear, "linear"},
+                                               {interpolation_mode::dynapipe, "dynapipe"},
+                                               {interpolation_mode::recommended, "default"},
+                                               {interpolation_mode::recommended, "recommended"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(interpolation_mode m) noexcept { return name_of(m); }
 
 /// Parses "linear", "dynapipe", "default" (or "recommended"); throws invalid_argument listing
 /// the valid names otherwise.
 [[nodiscard]] inline interpolation_mode parse_interpolation_mode(std::string_view s) {
-    if (s == "recommended") return interpolation_mode::recommended;
-    for (interpolation_mode m : all_interpolation_modes)
-        if (to_string(m) == s) return m;
-    throw invalid_argument("unknown interpolation mode '" + std::string(s) +
-                           "' (valid: linear, dynapipe, default)");
+    return parse_name<interpolation_mode>(s);
 }
 
 /// The interpolation arithmetic itself. The public modes map onto these; the leave-one-out
@@ -90,16 +87,15 @@ inline constexpr std::array<interpolation_scheme, 5> all_interpolation_schemes{
     interpolation_scheme::linear, interpolation_scheme::linear_extrapolating,
     interpolation_scheme::log_log, interpolation_scheme::log_axes, interpolation_scheme::quadratic_shape};
 
-[[nodiscard]] constexpr std::string_view to_string(interpolation_scheme s) noexcept {
-    switch (s) {
-        case interpolation_scheme::linear: return "linear";
-        case interpolation_scheme::linear_extrapolating: return "linear-extrapolating";
-        case interpolation_scheme::log_log: return "log-log";
-        case interpolation_scheme::log_axes: return "log-axes";
-        case interpolation_scheme::quadratic_shape: return "quadratic-shape";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(interpolation_scheme) noexcept {
+    return name_table<interpolation_scheme, 5>{"interpolation scheme",
+                                               {{{interpolation_scheme::linear, "linear"},
+                                                 {interpolation_scheme::linear_extrapolating, "linear-extrapolating"},
+                                                 {interpolation_scheme::log_log, "log-log"},
+                                                 {interpolation_scheme::log_axes, "log-axes"},
+                                                 {interpolation_scheme::quadratic_shape, "quadratic-shape"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(interpolation_scheme s) noexcept { return name_of(s); }
 
 /// The scheme a mode uses. `recommended` is quadratic_shape: it has the lowest median
 /// leave-one-out error on the A100 profiles of GPT-6.7B and T5-11B, time and memory (table and

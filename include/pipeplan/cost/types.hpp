@@ -9,6 +9,7 @@
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/estimate.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan {
 
@@ -26,37 +27,25 @@ enum class recompute_mode : std::uint8_t { none = 0, selective = 1, full = 2 };
 inline constexpr std::array<recompute_mode, 3> all_recompute_modes{
     recompute_mode::none, recompute_mode::selective, recompute_mode::full};
 
-[[nodiscard]] constexpr std::string_view to_string(component c) noexcept {
-    switch (c) {
-        case component::encoder: return "encoder";
-        case component::decoder: return "decoder";
-        case component::embedding: return "embedding";
-        case component::postprocess: return "postprocess";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(component) noexcept {
+    return name_table<component, 4>{"component",
+                                    {{{component::encoder, "encoder"},
+                                      {component::decoder, "decoder"},
+                                      {component::embedding, "embedding"},
+                                      {component::postprocess, "postprocess"}}}};
 }
-[[nodiscard]] constexpr std::string_view to_string(recompute_mode r) noexcept {
-    switch (r) {
-        case recompute_mode::none: return "none";
-        case recompute_mode::selective: return "selective";
-        case recompute_mode::full: return "full";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(recompute_mode) noexcept {
+    return name_table<recompute_mode, 3>{
+        "recompute mode",
+        {{{recompute_mode::none, "none"}, {recompute_mode::selective, "selective"}, {recompute_mode::full, "full"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(component c) noexcept { return name_of(c); }
+[[nodiscard]] constexpr std::string_view to_string(recompute_mode r) noexcept { return name_of(r); }
 
 /// Parses a component name; throws invalid_argument listing the valid names.
-[[nodiscard]] inline component parse_component(std::string_view s) {
-    for (component c : all_components)
-        if (to_string(c) == s) return c;
-    throw invalid_argument("unknown component '" + std::string(s) +
-                           "' (valid: encoder, decoder, embedding, postprocess)");
-}
+[[nodiscard]] inline component parse_component(std::string_view s) { return parse_name<component>(s); }
 /// Parses a recomputation mode; throws invalid_argument listing the valid names.
-[[nodiscard]] inline recompute_mode parse_recompute(std::string_view s) {
-    for (recompute_mode r : all_recompute_modes)
-        if (to_string(r) == s) return r;
-    throw invalid_argument("unknown recompute mode '" + std::string(s) + "' (valid: none, selective, full)");
-}
+[[nodiscard]] inline recompute_mode parse_recompute(std::string_view s) { return parse_name<recompute_mode>(s); }
 
 /// One query: a component at micro-batch size `mbs` (sequences), sequence length `seqlen_tokens`
 /// (encoder length for encoder-decoder models) and decoder length `dec_seqlen_tokens` (0 for a
@@ -79,5 +68,33 @@ struct layer_cost {
     estimate<double> stored_mb;  ///< activations kept from the forward until the backward
     estimate<double> peak_mb;    ///< transient peak above memory held before the layer ran
 };
+
+/// The four quantities a cost model answers per query (layer_cost's fields, in order): the one
+/// metric enum of the cost tier (profiles, calibration, error reports).
+enum class cost_metric : std::uint8_t { forward_ms = 0, backward_ms = 1, stored_mb = 2, peak_mb = 3 };
+inline constexpr std::array<cost_metric, 4> all_cost_metrics{cost_metric::forward_ms, cost_metric::backward_ms,
+                                                             cost_metric::stored_mb, cost_metric::peak_mb};
+[[nodiscard]] constexpr auto enum_names(cost_metric) noexcept {
+    return name_table<cost_metric, 4>{"metric",
+                                      {{{cost_metric::forward_ms, "forward_ms"},
+                                        {cost_metric::backward_ms, "backward_ms"},
+                                        {cost_metric::stored_mb, "stored_mb"},
+                                        {cost_metric::peak_mb, "peak_mb"}}}};
+}
+[[nodiscard]] constexpr std::string_view to_string(cost_metric m) noexcept { return name_of(m); }
+[[nodiscard]] constexpr bool is_time_metric(cost_metric m) noexcept {
+    return m == cost_metric::forward_ms || m == cost_metric::backward_ms;
+}
+/// The field of a layer_cost for a metric.
+[[nodiscard]] constexpr const estimate<double>& metric_of(const layer_cost& c, cost_metric m) noexcept {
+    switch (m) {
+        case cost_metric::forward_ms: return c.forward_ms;
+        case cost_metric::backward_ms: return c.backward_ms;
+        case cost_metric::stored_mb: return c.stored_mb;
+        case cost_metric::peak_mb: break;
+    }
+    return c.peak_mb;
+}
+
 
 }  // namespace pipeplan

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <string>
 
+#include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule/op.hpp"
 #include "pipeplan/schedule/placement.hpp"
 #include "pipeplan/schedule/scenario.hpp"
@@ -29,6 +31,25 @@ template <class G>
 concept schedule_generator = requires(const G& g, const scenario& sc) {
     { g(sc) } -> std::convertible_to<pipeline_schedule>;
 };
+
+/// The placement a scenario records (`devices`, `placement`): linear when it has none, else
+/// the interleaved or V-shaped placement its map equals. Throws pipeplan::invalid_argument for
+/// any other map (the built-in schedules run only these three).
+[[nodiscard]] inline stage_placement placement_of(const scenario& sc) {
+    if (sc.placement.empty()) return stage_placement::linear(sc.stages);
+    const std::size_t D = sc.device_count();
+    if (D == 0 || sc.stages % D != 0)
+        throw invalid_argument("scenario: " + std::to_string(sc.stages) + " stages do not divide into " +
+                               std::to_string(D) + " devices");
+    const std::size_t C = sc.stages / D;
+    for (const stage_placement& pl : {stage_placement::interleaved(D, C), stage_placement::v_shape(D, C)}) {
+        bool same = true;
+        for (std::size_t v = 0; v < sc.stages && same; ++v) same = pl.device_of(v) == sc.placement[v];
+        if (same) return pl;
+    }
+    throw invalid_argument("scenario: the placement is neither linear, interleaved (stage s on device s mod " +
+                           std::to_string(D) + ") nor v-shaped");
+}
 
 /// Op string as the CLI prints it: "F3", or "F3.1" when the placement has several chunks.
 [[nodiscard]] inline std::string op_label(const pipeline_schedule& s, op o) {

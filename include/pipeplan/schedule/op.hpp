@@ -17,22 +17,21 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/core/names.hpp"
+
 namespace pipeplan::schedule {
 
 /// The kind of a pipeline operation (see the file comment).
 enum class op_kind : std::uint8_t { F = 0, B = 1, W = 2, f = 3, R = 4 };
 
-/// The letter used in device orders and traces: F, B, W, f, R.
-[[nodiscard]] constexpr char letter(op_kind k) noexcept {
-    switch (k) {
-        case op_kind::F: return 'F';
-        case op_kind::B: return 'B';
-        case op_kind::W: return 'W';
-        case op_kind::f: return 'f';
-        case op_kind::R: return 'R';
-    }
-    return '?';
+[[nodiscard]] constexpr auto enum_names(op_kind) noexcept {
+    return name_table<op_kind, 5>{
+        "op kind",
+        {{{op_kind::F, "F"}, {op_kind::B, "B"}, {op_kind::W, "W"}, {op_kind::f, "f"}, {op_kind::R, "R"}}}};
 }
+
+/// The letter used in device orders and traces: F, B, W, f, R.
+[[nodiscard]] constexpr char letter(op_kind k) noexcept { return name_of(k)[0]; }
 
 /// True for the kinds that run a forward pass (F, f).
 [[nodiscard]] constexpr bool is_forward(op_kind k) noexcept { return k == op_kind::F || k == op_kind::f; }
@@ -72,14 +71,9 @@ struct parsed_op {
 [[nodiscard]] inline std::optional<parsed_op> parse_op(std::string_view s) {
     if (s.size() < 2) return std::nullopt;
     parsed_op p{op_kind::F, 0, 0};
-    switch (s[0]) {
-        case 'F': p.kind = op_kind::F; break;
-        case 'B': p.kind = op_kind::B; break;
-        case 'W': p.kind = op_kind::W; break;
-        case 'f': p.kind = op_kind::f; break;
-        case 'R': p.kind = op_kind::R; break;
-        default: return std::nullopt;
-    }
+    const auto kind = find_name<op_kind>(s.substr(0, 1));
+    if (!kind) return std::nullopt;
+    p.kind = *kind;
     const char* b = s.data() + 1;
     const char* e = s.data() + s.size();
     auto [q, ec] = std::from_chars(b, e, p.mb);

@@ -1,8 +1,9 @@
 // pipeplan/schedule/order_discovery.hpp — discover a per-device op order by simulating a
 // greedy, memory-aware policy (the engine behind the adaptive and zero-bubble schedules).
 //
-// The engine runs the same timing model as simulator.hpp (durations, dependencies, per-link
-// messages) but, instead of replaying a fixed order, lets every idle device pick its next op:
+// The engine runs the one timing model (timing.hpp: durations, data flow, message sizes; the
+// links of links.hpp) that the simulator replays, but, instead of replaying a fixed order, lets
+// every idle device pick its next op:
 //   - a ready backward B (the smallest micro-batch first; backwards free memory and unblock
 //     the stages upstream), or
 //   - a ready forward F — of a micro-batch the device already admitted (a later chunk), or
@@ -17,7 +18,7 @@
 // Admission reserves on the device everything the micro-batch will hold there: its stored
 // activations on each of the device's stages plus the largest transient (peak - stored) of any
 // admitted micro-batch. A device with nothing in flight can always admit, so the discovery
-// never deadlocks; when a single micro-batch does not fit the limit, it throws.
+// never deadlocks; when a single micro-batch does not fit the limit, it throws limit_exceeded.
 // Micro-batches are admitted in order on every device. The recorded start order is the
 // schedule; the simulator then replays it wait-free.
 #pragma once
@@ -33,6 +34,7 @@
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/links.hpp"
+#include "pipeplan/schedule/timing.hpp"
 
 namespace pipeplan::schedule {
 
@@ -61,7 +63,7 @@ struct discovery_result {
 };
 
 /// Runs the greedy policy (file comment) on `sc` placed by `pl`; returns the per-device orders.
-/// Throws pipeplan::invalid_argument when a micro-batch alone exceeds the memory limit.
+/// Throws pipeplan::limit_exceeded when a micro-batch alone exceeds the memory limit.
 [[nodiscard]] inline discovery_result discover_order(const scenario& sc, const stage_placement& pl,
                                                      const discovery_policy& pol) {
     const std::size_t V = sc.stages, M = sc.microbatches, D = pl.devices();
@@ -123,11 +125,9 @@ struct discovery_result {
             left[d * M + j] = static_cast<std::uint32_t>((split ? 3 : 2) * stages_count[d]);
     std::vector<char> admitted(D * M, 0);
 
+    const op_model timing(sc, w);
     link_channels links;
     links.reset(D, sc.network);
-    auto arrival = [&](double t, std::size_t from, std::size_t to, std::uint32_t mb) {
-        return links.arrival(t, from, to, sc.activation(mb));
-    };
 
     // Events: per device its running op's completion and its next wake-up (an idle device
     // waiting for a candidate that arrives later). The next event is the earliest; at equal
@@ -151,14 +151,7 @@ struct discovery_result {
         return best;
     };
     auto start = [&](std::size_t d, op o, double t) {
-        const std::size_t k = sc.at(o.mb, o.stage);
-        double dur = 0.0;
-        switch (o.kind) {
-            case op_kind::F: dur = sc.forward_ms[k]; break;
-            case op_kind::B: dur = sc.backward_ms[k] * (1.0 - w); break;
-            case op_kind::W: dur = sc.backward_ms[k] * w; break;
-            default: break;
-        }
+        const double dur = timing.duration_ms(o);
         dev[d].busy = true;
         dev[d].busy_until = t + dur;
         dev[d].last_forward = o.kind == op_kind::F;
@@ -182,7 +175,7 @@ struct discovery_result {
     auto admit = [&](std::size_t d, std::uint32_t j) {
         auto& ds = dev[d];
         if (ds.inflight.empty() && model[d] + res[d * M + j] + gap[d * M + j] > limit_mb)
-            throw invalid_argument("adaptive schedule: micro-batch " + std::to_string(j) + " alone needs " +
+            throw limit_exceeded("adaptive schedule: micro-batch " + std::to_string(j) + " alone needs " +
                                    std::to_string(model[d] + res[d * M + j] + gap[d * M + j]) + " MB on device " +
                                    std::to_string(d) + ", above the memory limit of " +
                                    std::to_string(pol.memory_limit_mb) + " MB");
@@ -270,27 +263,18 @@ struct discovery_result {
             ds.busy = false;
             done_at[d] = never;
             const op o = running[d];
-            switch (o.kind) {
-                case op_kind::F:
-                    release(d, o.mb);
-                    if (o.stage + 1 < V) {
-                        const std::size_t to = dev_of[o.stage + 1];
-                        deliver(dev[to].fwd, to, {arrival(t, d, to, o.mb), o.mb, o.stage + 1});
-                    } else {
-                        deliver(ds.bwd, d, {t, o.mb, o.stage});
-                    }
-                    break;
-                case op_kind::B:
-                    release(d, o.mb);
-                    if (o.stage > 0) {
-                        const std::size_t to = dev_of[o.stage - 1];
-                        deliver(dev[to].bwd, to, {arrival(t, d, to, o.mb), o.mb, o.stage - 1});
-                    }
-                    if (split) deliver(ds.wgt, d, {t, o.mb, o.stage});
-                    break;
-                case op_kind::W: release(d, o.mb); break;
-                default: break;
+            release(d, o.mb);
+            // The data flow of timing.hpp: the op of another stage it feeds gets a candidate
+            // when the message arrives; on the last stage the forward feeds its own backward;
+            // a split backward feeds its W.
+            if (const cross_target c = cross_successor(o, V); c.has) {
+                const std::size_t to = dev_of[c.to.stage];
+                auto& list = c.to.kind == op_kind::B ? dev[to].bwd : dev[to].fwd;
+                deliver(list, to, {links.arrival(t, d, to, timing.message_mb(o)), o.mb, c.to.stage});
+            } else if (o.kind == op_kind::F) {
+                deliver(ds.bwd, d, {t, o.mb, o.stage});
             }
+            if (o.kind == op_kind::B && split) deliver(ds.wgt, d, {t, o.mb, o.stage});
         } else {
             wake_at[d] = never;
         }

@@ -10,8 +10,10 @@
 //  3. local search from the best start: seeded random swap and insertion moves, a move kept
 //     when it does not increase the makespan (strictly better resets the patience), until the
 //     evaluation budget is spent; then the in-flight limit is re-chosen on the final order.
-// An evaluation generates the schedule for the reordered scenario and simulates it; an order
-// whose peak memory exceeds the limit (or whose generator cannot meet it) is infeasible.
+// An evaluation generates the schedule for the reordered scenario and simulates it (one
+// reused scenario and simulator workspace, order_evaluator); an order whose peak memory
+// exceeds the limit (or whose generator cannot meet it: limit_exceeded) is infeasible; a
+// schedule that is invalid or deadlocks is reported as that error (invalid_argument).
 // Unlike trying random permutations (or random permutations of size clusters), the search
 // starts from orders that are already good and only spends evaluations near them.
 #pragma once
@@ -50,25 +52,53 @@ struct order_search_result {
     std::size_t evaluations = 0;
 };
 
-/// Evaluates one order: makespan and max peak of `gen` on the reordered scenario (infinite
-/// makespan when the memory limit is exceeded or the generator rejects the limit).
+/// Evaluates micro-batch orders of one scenario: generates the schedule for the reordered
+/// scenario and simulates it, reusing one reordered scenario and one simulator workspace for
+/// every evaluation (no copies of the scenario per evaluation).
+class order_evaluator {
+public:
+    /// `sc` must outlive the evaluator.
+    explicit order_evaluator(const scenario& sc) : base_(&sc), scratch_(sc) {
+        opt_.record_timeline = false;
+        opt_.record_memory_curve = false;
+        opt_.compute_lower_bound = false;
+    }
+
+    /// Makespan and max peak of `gen` on the scenario reordered by `order`. The makespan is
+    /// infinite when the peak exceeds `memory_limit_mb` or the generator cannot meet the limit
+    /// (pipeplan::limit_exceeded). A schedule that is invalid or deadlocks is an error
+    /// (pipeplan::invalid_argument propagates), not an infinitely long schedule.
+    template <schedule_generator G>
+    [[nodiscard]] std::pair<double, double> operator()(const G& gen, const std::vector<std::uint32_t>& order,
+                                                       double memory_limit_mb) {
+        reorder_into(scratch_, *base_, order);
+        pipeline_schedule s;
+        try {
+            s = pipeline_schedule(gen(scratch_));
+        } catch (const limit_exceeded&) {
+            return {std::numeric_limits<double>::infinity(), 0.0};
+        }
+        simulate_into(result_, scratch_, s, opt_, ws_);
+        const double peak = *std::max_element(result_.peak_memory_mb.begin(), result_.peak_memory_mb.end());
+        if (peak > memory_limit_mb + 1e-6) return {std::numeric_limits<double>::infinity(), peak};
+        return {result_.makespan_ms, peak};
+    }
+
+private:
+    const scenario* base_;
+    scenario scratch_;
+    simulation_options opt_;
+    simulation_workspace ws_;
+    simulation_result result_;
+};
+
+/// Evaluates one order (order_evaluator, once).
 template <schedule_generator G>
 [[nodiscard]] std::pair<double, double> evaluate_order(const scenario& sc, const G& gen,
                                                        const std::vector<std::uint32_t>& order,
                                                        double memory_limit_mb) {
-    const scenario r = reorder(sc, order);
-    simulation_options so;
-    so.record_timeline = false;
-    so.record_memory_curve = false;
-    so.compute_lower_bound = false;
-    try {
-        const simulation_result res = simulate(r, pipeline_schedule(gen(r)), so);
-        const double peak = *std::max_element(res.peak_memory_mb.begin(), res.peak_memory_mb.end());
-        if (peak > memory_limit_mb + 1e-6) return {std::numeric_limits<double>::infinity(), peak};
-        return {res.makespan_ms, peak};
-    } catch (const invalid_argument&) {
-        return {std::numeric_limits<double>::infinity(), 0.0};
-    }
+    order_evaluator ev(sc);
+    return ev(gen, order, memory_limit_mb);
 }
 
 /// Searches the order (see the file comment). `factory(inflight_limit)` returns the generator
@@ -81,9 +111,10 @@ template <class Factory>
     order_search_result best;
     splitmix64 rng(opt.seed);
     std::size_t limit = 0;
+    order_evaluator evaluator(sc);
     auto eval = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
         ++best.evaluations;
-        return evaluate_order(sc, factory(lim), order, opt.memory_limit_mb);
+        return evaluator(factory(lim), order, opt.memory_limit_mb);
     };
     auto keep_if_better = [&](const std::vector<std::uint32_t>& order, std::size_t lim, double ms, double peak) {
         if (ms >= best.makespan_ms) return;

@@ -16,19 +16,19 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan::schedule {
 
 enum class placement_kind : std::uint8_t { linear, interleaved, v_shape };
 
-[[nodiscard]] constexpr std::string_view to_string(placement_kind k) noexcept {
-    switch (k) {
-        case placement_kind::linear: return "linear";
-        case placement_kind::interleaved: return "interleaved";
-        case placement_kind::v_shape: return "v-shape";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(placement_kind) noexcept {
+    return name_table<placement_kind, 3>{"placement",
+                                         {{{placement_kind::linear, "linear"},
+                                           {placement_kind::interleaved, "interleaved"},
+                                           {placement_kind::v_shape, "v-shape"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(placement_kind k) noexcept { return name_of(k); }
 
 /// Maps virtual stages to devices (see the file comment).
 class stage_placement {

@@ -68,6 +68,15 @@ struct scenario {
     std::vector<double> model_state_mb;  ///< [s]
     std::vector<double> activation_mb;   ///< [mb] message size per boundary; also f's checkpoint
     network_model network;
+    /// Devices the stages run on; 0 = one stage per device (devices = stages).
+    std::size_t devices = 0;
+    /// [s] device of (virtual) stage s; empty = stage s on device s. With devices D < stages,
+    /// the usual interleaved placement is s mod D (placement.hpp).
+    std::vector<std::uint32_t> placement;
+    /// [s] share r_s in [0, 1] of stage s's stored activations that a checkpointed forward (f)
+    /// drops and recomputes; empty = 1 on every stage (full checkpointing). An f keeps
+    /// (1 - r_s)·stored + its input; its inline recomputation costs r_s·forward (docs/schedules.md).
+    std::vector<double> checkpoint_ratio;
 
     [[nodiscard]] std::size_t at(std::size_t mb, std::size_t s) const noexcept { return s * microbatches + mb; }
     [[nodiscard]] double fwd(std::size_t mb, std::size_t s) const noexcept { return forward_ms[at(mb, s)]; }
@@ -76,6 +85,16 @@ struct scenario {
     [[nodiscard]] double peak(std::size_t mb, std::size_t s) const noexcept { return peak_mb[at(mb, s)]; }
     [[nodiscard]] double activation(std::size_t mb) const noexcept {
         return activation_mb.empty() ? 0.0 : activation_mb[mb];
+    }
+    /// Checkpoint ratio r_s of stage s (1 when the scenario gives none).
+    [[nodiscard]] double ratio(std::size_t s) const noexcept {
+        return checkpoint_ratio.empty() ? 1.0 : checkpoint_ratio[s];
+    }
+    /// Number of devices (`devices`, or one per stage).
+    [[nodiscard]] std::size_t device_count() const noexcept { return devices == 0 ? stages : devices; }
+    /// Device of stage s (`placement`, or s).
+    [[nodiscard]] std::size_t device_of(std::size_t s) const noexcept {
+        return placement.empty() ? s : placement[s];
     }
 
     /// Checks sizes and domains; throws pipeplan::invalid_argument naming the first bad value
@@ -120,6 +139,42 @@ struct scenario {
         const auto& nw = network;
         for (double x : {nw.latency_ms, nw.bandwidth_gbps, nw.intra_node_latency_ms, nw.intra_node_bandwidth_gbps})
             if (!std::isfinite(x) || x < 0) throw invalid_argument("scenario: network figures must be finite and >= 0");
+        validate_layout();
+    }
+
+    /// Checks devices, placement and checkpoint_ratio (part of validate()).
+    void validate_layout() const {
+        if (devices > stages)
+            throw invalid_argument("scenario: devices (" + std::to_string(devices) + ") exceeds stages (" +
+                                   std::to_string(stages) + ")");
+        auto per_stage = [&](std::size_t n, const char* name) {
+            if (n != stages)
+                throw invalid_argument(std::string("scenario: ") + name + " has " + std::to_string(n) +
+                                       " values, expected " + std::to_string(stages) + " (one per stage)");
+        };
+        if (!placement.empty()) {
+            per_stage(placement.size(), "placement");
+            std::vector<char> used(device_count(), 0);
+            for (std::size_t s = 0; s < stages; ++s) {
+                if (placement[s] >= device_count())
+                    throw invalid_argument("scenario: placement[" + std::to_string(s) + "] = " +
+                                           std::to_string(placement[s]) + " is not a device (devices = " +
+                                           std::to_string(device_count()) + ")");
+                used[placement[s]] = 1;
+            }
+            for (std::size_t d = 0; d < used.size(); ++d)
+                if (!used[d]) throw invalid_argument("scenario: placement runs no stage on device " + std::to_string(d));
+        } else if (devices != 0 && devices != stages) {
+            throw invalid_argument("scenario: devices (" + std::to_string(devices) + ") differs from stages (" +
+                                   std::to_string(stages) + ") but no placement is given");
+        }
+        if (!checkpoint_ratio.empty()) {
+            per_stage(checkpoint_ratio.size(), "checkpoint_ratio");
+            for (std::size_t s = 0; s < stages; ++s)
+                if (!(checkpoint_ratio[s] >= 0.0 && checkpoint_ratio[s] <= 1.0))
+                    throw invalid_argument("scenario: checkpoint_ratio[" + std::to_string(s) + "] must lie in [0, 1], is " +
+                                           std::to_string(checkpoint_ratio[s]));
+        }
     }
 
     /// Total forward + backward time of micro-batch `mb` over all stages.
@@ -193,16 +248,20 @@ struct scenario {
     return make_scenario(f, b, st, pk, std::vector<double>(base_forward_ms.size(), model_state_mb));
 }
 
-/// The same scenario with micro-batches taken in `order` (order[i] = old index of the new
-/// micro-batch i). `order` must be a permutation of 0..M-1.
-[[nodiscard]] inline scenario reorder(const scenario& sc, const std::vector<std::uint32_t>& order) {
+/// Writes into `r` the scenario `sc` with micro-batches taken in `order` (order[i] = old index
+/// of the new micro-batch i), reusing r's storage (r may hold a previous reordering of sc).
+/// `order` must be a permutation of 0..M-1.
+inline void reorder_into(scenario& r, const scenario& sc, const std::vector<std::uint32_t>& order) {
     if (order.size() != sc.microbatches) throw invalid_argument("reorder: order has the wrong length");
     std::vector<char> seen(sc.microbatches, 0);
     for (auto j : order) {
         if (j >= sc.microbatches || seen[j]) throw invalid_argument("reorder: order is not a permutation");
         seen[j] = 1;
     }
-    scenario r = sc;
+    if (&r == &sc) throw invalid_argument("reorder_into: the target must not be the source");
+    if ((r.stages != sc.stages || r.microbatches != sc.microbatches || r.forward_ms.size() != sc.forward_ms.size() ||
+                      r.activation_mb.size() != sc.activation_mb.size()))
+        r = sc;
     const std::size_t S = sc.stages;
     for (std::size_t i = 0; i < order.size(); ++i) {
         const std::size_t from = order[i];
@@ -214,12 +273,20 @@ struct scenario {
         }
         if (!sc.activation_mb.empty()) r.activation_mb[i] = sc.activation_mb[from];
     }
+}
+
+/// The same scenario with micro-batches taken in `order` (order[i] = old index of the new
+/// micro-batch i). `order` must be a permutation of 0..M-1.
+[[nodiscard]] inline scenario reorder(const scenario& sc, const std::vector<std::uint32_t>& order) {
+    scenario r = sc;
+    reorder_into(r, sc, order);
     return r;
 }
 
 /// Splits every stage into `chunks` equal model chunks (for interleaved placements): the
 /// result has stages * chunks virtual stages, virtual stage c * stages + s holding 1/chunks of
-/// stage s's times, memory and model state. Activation messages keep their size.
+/// stage s's times, memory and model state, on the device of stage s (the result records that
+/// placement). Activation messages keep their size.
 [[nodiscard]] inline scenario split_into_chunks(const scenario& sc, std::size_t chunks) {
     if (chunks == 0) throw invalid_argument("split_into_chunks: chunks must be >= 1");
     if (chunks == 1) return sc;
@@ -246,6 +313,14 @@ struct scenario {
         for (std::size_t s = 0; s < sc.stages; ++s) r.model_state_mb[c * sc.stages + s] = sc.model_state_mb[s] * k;
     r.activation_mb = sc.activation_mb;
     r.network = sc.network;
+    // Chunk c of stage s runs where stage s ran.
+    r.devices = sc.device_count();
+    r.placement.resize(r.stages);
+    for (std::size_t v = 0; v < r.stages; ++v) r.placement[v] = static_cast<std::uint32_t>(sc.device_of(v % sc.stages));
+    if (!sc.checkpoint_ratio.empty()) {
+        r.checkpoint_ratio.resize(r.stages);
+        for (std::size_t v = 0; v < r.stages; ++v) r.checkpoint_ratio[v] = sc.checkpoint_ratio[v % sc.stages];
+    }
     return r;
 }
 

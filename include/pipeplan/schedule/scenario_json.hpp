@@ -7,7 +7,9 @@
 //    "model_state_mb": [S],
 //    "network": {"latency_ms": x, "bandwidth_gbps": y, "activation_mb": [M],        (optional)
 //                "intra_node_latency_ms": x, "intra_node_bandwidth_gbps": y,       (optional)
-//                "devices_per_node": n}}                                           (optional)
+//                "devices_per_node": n},                                           (optional)
+//    "devices": D, "placement": [S device indices],                                  (optional)
+//    "checkpoint_ratio": [S ratios in [0, 1]]}                                       (optional)
 // Errors throw pipeplan::input_error(file, line, field path, reason), e.g.
 //   "s.json:7: column 'microbatches[3].forward_ms[2]': expected a number >= 0, found -1".
 // The line is found by re-scanning the text for the field's position (0 when unknown).
@@ -17,6 +19,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/file.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/scenario.hpp"
 #include "pipeplan/schedule/simulator.hpp"
@@ -134,6 +138,45 @@ inline std::size_t json_line_of(std::string_view text, std::string_view path) {
     return 0;
 }
 
+/// Decodes the optional `devices`, `placement` and `checkpoint_ratio` fields into `sc` (whose
+/// stages are known); `fail(path, reason)` must throw, `array(v, path, n)` reads n numbers.
+template <class Fail, class Array>
+void read_layout_json(const nlohmann::json& j, scenario& sc, Fail& fail, Array& array) {
+    const std::size_t S = sc.stages;
+    if (const auto it = j.find("devices"); it != j.end()) {
+        if (!it->is_number_integer() || it->get<long long>() < 1 || it->get<long long>() > static_cast<long long>(S))
+            fail("devices", "expected an integer in 1.." + std::to_string(S) + " (at most one device per stage), found " +
+                                it->dump());
+        sc.devices = static_cast<std::size_t>(it->get<long long>());
+    }
+    const std::size_t D = sc.device_count();
+    if (const auto it = j.find("placement"); it != j.end()) {
+        if (!it->is_array() || it->size() != S)
+            fail("placement", "expected an array of " + std::to_string(S) + " device indices (one per stage), found " +
+                                  it->dump());
+        std::vector<char> used(D, 0);
+        for (std::size_t v = 0; v < S; ++v) {
+            const auto& x = (*it)[v];
+            if (!x.is_number_integer() || x.get<long long>() < 0 || x.get<long long>() >= static_cast<long long>(D))
+                fail("placement[" + std::to_string(v) + "]",
+                     "expected a device index in 0.." + std::to_string(D - 1) + ", found " + x.dump());
+            sc.placement.push_back(static_cast<std::uint32_t>(x.get<long long>()));
+            used[sc.placement.back()] = 1;
+        }
+        for (std::size_t d = 0; d < D; ++d)
+            if (!used[d]) fail("placement", "no stage runs on device " + std::to_string(d));
+    } else if (D != S) {
+        fail("devices", std::to_string(D) + " devices for " + std::to_string(S) + " stages need a 'placement'");
+    }
+    if (const auto it = j.find("checkpoint_ratio"); it != j.end()) {
+        sc.checkpoint_ratio = array(*it, "checkpoint_ratio", S);
+        for (std::size_t v = 0; v < S; ++v)
+            if (sc.checkpoint_ratio[v] > 1.0)
+                fail("checkpoint_ratio[" + std::to_string(v) + "]",
+                     "expected a ratio in [0, 1], found " + std::to_string(sc.checkpoint_ratio[v]));
+    }
+}
+
 /// Decodes a scenario from parsed JSON; `fail(path, reason)` must throw.
 template <class Fail>
 scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
@@ -212,6 +255,7 @@ scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
         if (const auto f = nw.find("activation_mb"); f != nw.end())
             sc.activation_mb = array(*f, "network.activation_mb", M);
     }
+    read_layout_json(j, sc, fail, array);
     return sc;
 }
 
@@ -252,11 +296,7 @@ scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
 
 /// Reads a scenario file. Throws input_error naming the file, line and field path.
 [[nodiscard]] inline scenario read_scenario_json(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw input_error(path.string(), 0, "", "cannot open file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parse_scenario_json(ss.str(), path.string());
+    return parse_scenario_json(read_text_file(path), path.string());
 }
 
 /// ADL customization point: json -> scenario (errors name the source "<json>").
@@ -288,6 +328,13 @@ inline void to_json(nlohmann::json& j, const scenario& sc) {
                {"devices_per_node", sc.network.devices_per_node}};
     if (!sc.activation_mb.empty()) nw["activation_mb"] = sc.activation_mb;
     j["network"] = std::move(nw);
+    if (sc.devices != 0 || !sc.placement.empty()) {
+        j["devices"] = sc.device_count();
+        std::vector<std::size_t> pl(sc.stages);
+        for (std::size_t v = 0; v < sc.stages; ++v) pl[v] = sc.device_of(v);
+        j["placement"] = pl;
+    }
+    if (!sc.checkpoint_ratio.empty()) j["checkpoint_ratio"] = sc.checkpoint_ratio;
 }
 
 /// The result JSON of `pipeplan simulate --json` (docs/formats.md).

@@ -1,25 +1,18 @@
 // pipeplan/schedule/simulator.hpp — deterministic discrete-event simulation of a schedule.
 //
-// Model
+// Model: the op model of timing.hpp (durations, data flow, messages, memory) — the one timing
+// model of the library — replayed over fixed per-device orders:
 // - Each device runs its op list in order, one op at a time, and starts an op as soon as the
 //   previous one ended and the op's inputs are there (wait-free replay of the order).
-// - Dependencies: F/f(j,v) needs the forward output of (j,v-1); R(j,v) needs f(j,v); B(j,v)
-//   needs the activations of (j,v) (its F, its R, or — for an f without R — the checkpoint,
-//   recomputed inline) and the gradient from B(j,v+1) (the last stage: its own forward);
-//   W(j,v) needs B(j,v).
-// - Durations: F, f, R = forward_ms; B = backward_ms·(1 - w_share) (+ forward_ms when it
-//   recomputes inline); W = backward_ms·w_share.
-// - Messages between different devices (activation forward, gradient backward, both of size
-//   activation_mb[j]) use the per-ordered-pair link: a link sends one message at a time
-//   (FIFO in send order), for size/bandwidth, then the latency elapses. Communication overlaps
-//   compute. A free network makes messages pure dependencies.
+// - Messages between different devices use the per-ordered-pair link (links.hpp): a link sends
+//   one message at a time (FIFO in send order), for size/bandwidth, then the latency elapses.
+//   Communication overlaps compute. A free network makes messages pure dependencies.
 // - Memory of a device = model state of its stages + activations held by its stages + the
-//   running op's transient. F keeps stored_mb; f keeps the checkpoint (activation_mb[j]); R
-//   replaces the checkpoint by stored_mb; B releases everything (with W ops it keeps the share
-//   w_share of stored_mb until W). While F, f, R or B of (j,v) runs, the device holds the other
-//   activations plus peak_mb(j,v) (which includes (j,v)'s own activations); W adds nothing.
+//   running op's transient (timing.hpp).
 // - Events are processed in time order, ties by op id, so results are bit-for-bit
 //   deterministic.
+// The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
+// input_count() give its dependencies (plans and energy profiles build on both).
 #pragma once
 
 #include <algorithm>
@@ -34,6 +27,7 @@
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/lower_bound.hpp"
+#include "pipeplan/schedule/timing.hpp"
 
 namespace pipeplan::schedule {
 
@@ -59,6 +53,7 @@ struct simulation_result {
     std::vector<double> busy_ms;             ///< per device: time spent computing
     std::vector<double> bubble_fraction;     ///< per device: 1 - busy / makespan
     std::vector<double> peak_memory_mb;      ///< per device
+    std::vector<op> peak_memory_op;          ///< per device: the (first) op during which the peak occurs
     std::vector<double> final_memory_mb;     ///< per device, after the last op (= model state)
     std::vector<std::vector<op_timing>> timeline;      ///< per device, in executed order
     std::vector<std::vector<memory_point>> memory_mb;  ///< per device (if recorded)
@@ -68,6 +63,21 @@ struct simulation_options {
     bool record_timeline = true;      ///< fill simulation_result::timeline
     bool record_memory_curve = true;  ///< fill simulation_result::memory_mb
     bool compute_lower_bound = true;  ///< fill lower_bound_ms / makespan_over_lower_bound
+};
+
+/// A schedule that cannot run to its end: `device` waits forever at `position` (0-based) of
+/// its order, on `o`, because an op it depends on is ordered after it.
+class schedule_deadlock : public invalid_argument {
+public:
+    schedule_deadlock(const std::string& what, std::size_t device, std::size_t position, op o)
+        : invalid_argument(what), device_(device), position_(position), op_(o) {}
+    [[nodiscard]] std::size_t device() const noexcept { return device_; }
+    [[nodiscard]] std::size_t position() const noexcept { return position_; }
+    [[nodiscard]] op at() const noexcept { return op_; }
+
+private:
+    std::size_t device_, position_;
+    op op_;
 };
 
 namespace detail {
@@ -207,36 +217,23 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
     nodes.assign(N, node{});
     std::vector<std::uint8_t>& pending = ws.pending;
     pending.assign(N, 0);
+    const op_model model(sc, w);
     for (std::size_t i = 0; i < N; ++i) {
         const op& o = idx.ops[i];
-        const std::size_t key = o.stage * idx.M + o.mb, k = sc.at(o.mb, o.stage);
+        const std::size_t key = o.stage * idx.M + o.mb;
         node& n = nodes[i];
+        pending[i] = input_count(o, V);
+        const bool inline_recompute = o.kind == op_kind::B && idx.rec_of(key) == detail::op_index::none &&
+                                      idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::f;
+        n.dur = model.duration_ms(o, inline_recompute);
+        if (const cross_target c = cross_successor(o, V); c.has)
+            n.cross = c.to.kind == op_kind::B ? idx.bwd[key - idx.M] : idx.fwd[key + idx.M];
         switch (o.kind) {
             case op_kind::F:
-            case op_kind::f:
-                pending[i] = o.stage > 0 ? 1 : 0;
-                n.dur = sc.forward_ms[k];
-                if (o.stage + 1 < V) n.cross = idx.fwd[key + idx.M];
-                n.local = idx.rec_of(key) != detail::op_index::none ? idx.rec_of(key) : idx.bwd[key];
-                break;
-            case op_kind::R:
-                pending[i] = 1;
-                n.dur = sc.forward_ms[k];
-                n.local = idx.bwd[key];
-                break;
-            case op_kind::B:
-                pending[i] = static_cast<std::uint8_t>(1 + (o.stage + 1 < V ? 1 : 0));
-                n.dur = sc.backward_ms[k] * (1.0 - w);
-                if (idx.rec_of(key) == detail::op_index::none &&
-                    idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::f)
-                    n.dur += sc.forward_ms[k];  // inline recomputation
-                if (o.stage > 0) n.cross = idx.bwd[key - idx.M];
-                n.local = idx.wgt_of(key);
-                break;
-            case op_kind::W:
-                pending[i] = 1;
-                n.dur = sc.backward_ms[k] * w;
-                break;
+            case op_kind::f: n.local = idx.rec_of(key) != detail::op_index::none ? idx.rec_of(key) : idx.bwd[key]; break;
+            case op_kind::R: n.local = idx.bwd[key]; break;
+            case op_kind::B: n.local = idx.wgt_of(key); break;
+            case op_kind::W: break;
         }
     }
 
@@ -311,7 +308,7 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
                 const auto u = static_cast<std::size_t>(succ);
                 const std::size_t e = idx.device_of_stage[idx.ops[u].stage];
                 node& m = nodes[u];
-                m.ready = std::max(m.ready, links.arrival(t, d, e, sc.activation(idx.ops[i].mb)));
+                m.ready = std::max(m.ready, links.arrival(t, d, e, model.message_mb(idx.ops[i])));
                 if (--pending[u] == 0 && e != d) try_start(e);
             }
             try_start(d);
@@ -320,14 +317,17 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
     for (std::size_t d = 0; d < D; ++d)
         if (idx.first_of_device[d] + pos[d] < idx.first_of_device[d + 1]) {
             const op& o = idx.ops[idx.first_of_device[d] + pos[d]];
-            throw invalid_argument("simulate: schedule '" + sched.name + "' deadlocks: device " + std::to_string(d) +
-                                   " waits forever at op " + to_string(o) + " (stage " + std::to_string(o.stage) +
-                                   ", position " + std::to_string(pos[d]) + "): an op it depends on is ordered after it");
+            throw schedule_deadlock("simulate: schedule '" + sched.name + "' deadlocks: device " + std::to_string(d) +
+                                        " waits forever at op " + op_label(sched, o) + " (stage " +
+                                        std::to_string(o.stage) + ", position " + std::to_string(pos[d]) +
+                                        "): an op it depends on is ordered after it",
+                                    d, pos[d], o);
         }
 
     r.makespan_ms = r.lower_bound_ms = r.makespan_over_lower_bound = 0.0;
     r.busy_ms.assign(D, 0.0);
     r.peak_memory_mb.assign(D, 0.0);
+    r.peak_memory_op.assign(D, op{});
     r.final_memory_mb.assign(D, 0.0);
     r.timeline.resize(opt.record_timeline ? D : 0);
     r.memory_mb.resize(opt.record_memory_curve ? D : 0);
@@ -336,34 +336,30 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
     std::vector<double>& held = ws.held;  // [stage * M + mb]: contiguous per device
     held.assign(sc.microbatches * V, 0.0);
     for (std::size_t d = 0; d < D; ++d) {
-        double model = 0.0;
+        double state = 0.0;  // model state of the device's stages
         for (std::size_t c = 0; c < sched.placement.chunks(); ++c)
-            model += sc.model_state_mb[sched.placement.stage_of(d, c)];
-        double stored = 0.0, peak = model;
+            state += sc.model_state_mb[sched.placement.stage_of(d, c)];
+        double stored = 0.0, peak = state;
         const std::uint32_t b = idx.first_of_device[d], e = idx.first_of_device[d + 1];
         if (opt.record_timeline) r.timeline[d].reserve(e - b);
         std::vector<memory_point>* curve = opt.record_memory_curve ? &r.memory_mb[d] : nullptr;
         if (curve) {
             curve->reserve(2 * (e - b) + 1);
-            curve->push_back({0.0, model});
+            curve->push_back({0.0, state});
         }
+        if (b < e) r.peak_memory_op[d] = idx.ops[b];
         for (std::uint32_t i = b; i < e; ++i) {
             const op& o = idx.ops[i];
-            const std::size_t k = sc.at(o.mb, o.stage);
             double& h = held[o.stage * sc.microbatches + o.mb];
             const double st = nodes[i].ready, en = st + nodes[i].dur;
-            const double others = model + stored - h;
-            double during = others, after_h = 0.0;
-            switch (o.kind) {
-                case op_kind::F: during += sc.peak_mb[k]; after_h = sc.stored_mb[k]; break;
-                case op_kind::f: during += sc.peak_mb[k]; after_h = sc.activation(o.mb); break;
-                case op_kind::R: during += sc.peak_mb[k]; after_h = sc.stored_mb[k]; break;
-                case op_kind::B: during += sc.peak_mb[k]; after_h = w > 0.0 ? sc.stored_mb[k] * w : 0.0; break;
-                case op_kind::W: during += h; after_h = 0.0; break;
-            }
+            const double during = model.during_mb(o, state + stored - h, h);
+            const double after_h = model.held_after_mb(o);
             stored += after_h - h;
             h = after_h;
-            peak = std::max(peak, during);
+            if (during > peak) {
+                peak = during;
+                r.peak_memory_op[d] = o;
+            }
             r.busy_ms[d] += en - st;
             r.makespan_ms = std::max(r.makespan_ms, en);
             if (opt.record_timeline) r.timeline[d].push_back({o, st, en});
@@ -371,11 +367,11 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
                 // A step of zero length (the op starts when the previous one ended) is dropped.
                 if (curve->size() > 1 && curve->back().time_ms == st) curve->back().memory_mb = during;
                 else curve->push_back({st, during});
-                curve->push_back({en, model + stored});
+                curve->push_back({en, state + stored});
             }
         }
         r.peak_memory_mb[d] = peak;
-        r.final_memory_mb[d] = model + stored;
+        r.final_memory_mb[d] = state + stored;
     }
     r.bubble_fraction.assign(D, 0.0);
     for (std::size_t d = 0; d < D; ++d)
@@ -393,6 +389,20 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
     simulation_result r;
     simulate_into(r, sc, sched, opt, ws);
     return r;
+}
+
+/// Throws pipeplan::limit_exceeded when a device's peak memory in `r` exceeds `limit_mb`,
+/// naming the device, the op during which its peak occurs, the peak and the limit (the first
+/// such device). For fixed-order schedules, which cannot plan around a limit.
+inline void check_memory_limit(const simulation_result& r, const pipeline_schedule& sched, double limit_mb) {
+    for (std::size_t d = 0; d < r.peak_memory_mb.size(); ++d)
+        if (r.peak_memory_mb[d] > limit_mb + 1e-6) {
+            const op o = d < r.peak_memory_op.size() ? r.peak_memory_op[d] : op{};
+            throw limit_exceeded("schedule '" + sched.name + "' exceeds the memory limit on device " +
+                                 std::to_string(d) + ": peak " + std::to_string(r.peak_memory_mb[d]) +
+                                 " MB during op " + op_label(sched, o) + " (stage " + std::to_string(o.stage) +
+                                 "), limit " + std::to_string(limit_mb) + " MB");
+        }
 }
 
 /// A reusable simulator: keeps its scratch memory and its last result between runs.

@@ -1,4 +1,4 @@
-// The bridge from a split to a schedule scenario (batching/to_scenario.hpp).
+// The bridge from a split to a schedule scenario (bridge/split_to_scenario.hpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "pipeplan/batching.hpp"
-#include "pipeplan/batching/to_scenario.hpp"
+#include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/schedule.hpp"
-#include "table_model.hpp"
+#include "batching/table_model.hpp"
 
 namespace pb = pipeplan::batching;
 namespace ps = pipeplan::schedule;
@@ -42,7 +42,7 @@ TEST_CASE("to_scenario: chunk costs add up to the split's micro-batch costs") {
             cfg.device_memory_mb = 8000;
             const auto batch = make_batch(7 + static_cast<std::uint64_t>(chunks), 120);
             const auto split = pb::split_dp(model, batch, cfg);
-            const ps::scenario sc = pb::make_scenario_from_split(model, split, cfg, {.hidden_size = 64});
+            const ps::scenario sc = pipeplan::bridge::make_scenario_from_split(model, split, cfg, {.hidden_size = 64});
             INFO("enc_dec " << enc_dec << " chunks " << chunks);
             REQUIRE(sc.stages == static_cast<std::size_t>(cfg.stages * chunks));
             REQUIRE(sc.microbatches == split.per_microbatch.size());
@@ -78,7 +78,7 @@ TEST_CASE("to_scenario: model states per chunk and errors") {
     cfg.device_memory_mb = 8000;
     const auto batch = make_batch(3, 40);
     const auto split = pb::split_dp(model, batch, cfg);
-    const auto sc = pb::make_scenario_from_split(model, split, cfg);
+    const auto sc = pipeplan::bridge::make_scenario_from_split(model, split, cfg);
     REQUIRE(sc.model_state_mb.size() == 2);
     // chunk 0: embedding + 3 layers; chunk 1: 3 layers + LM head (tied embedding copy); × 8.
     CHECK(sc.model_state_mb[0] == doctest::Approx((5.0 + 30.0) * 8));
@@ -88,8 +88,8 @@ TEST_CASE("to_scenario: model states per chunk and errors") {
     pb::split_options dyn;
     dyn.accounting = pb::accounting_mode::dynapipe;
     const auto dsplit = pb::split_dp(model, batch, cfg, dyn);
-    CHECK_THROWS_WITH_AS((void)pb::make_scenario_from_split(model, dsplit, cfg),
+    CHECK_THROWS_WITH_AS((void)pipeplan::bridge::make_scenario_from_split(model, dsplit, cfg),
                          doctest::Contains("'dynapipe' accounting"), pipeplan::invalid_argument);
     pb::split_result empty;
-    CHECK_THROWS_AS((void)pb::make_scenario_from_split(model, empty, cfg), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pipeplan::bridge::make_scenario_from_split(model, empty, cfg), pipeplan::invalid_argument);
 }

@@ -1,0 +1,107 @@
+// pipeplan/schedule/timing.hpp — the one timing and memory model of pipeline ops.
+//
+// Everything that runs ops in time — the simulator's replay of fixed orders (simulator.hpp),
+// the greedy order discovery behind adaptive and zb-h1 (order_discovery.hpp), and the tiers
+// above (plans, energy) — asks this header how long an op takes, which ops it feeds, what its
+// messages carry and what memory it holds; links (links.hpp) decide when a message arrives.
+//
+// Durations (r_s = the scenario's checkpoint ratio of stage s, 1 by default):
+//   F, f, R = forward_ms;  B = backward_ms·(1 − w) (+ r_s·forward_ms when it recomputes inline:
+//   its forward was an f and no R ran);  W = backward_ms·w   (w = the schedule's w_share).
+// Data flow: F/f(j, v) feeds F/f(j, v+1) (a message when the stages sit on different devices)
+//   and, on the same stage, R(j, v) if the schedule has one, else B(j, v); R(j, v) feeds
+//   B(j, v); B(j, v) feeds B(j, v−1) (a message) and W(j, v) (split backward). B(j, v) of the
+//   last stage needs only its own forward (or R). Every message carries activation_mb[j].
+// Memory of (j, v) after each op: F and R keep stored_mb; f keeps (1 − r_s)·stored_mb plus its
+//   input activation_mb[j] (the checkpoint); B frees everything (with W ops it keeps the share
+//   w·stored_mb until W); W frees the rest. While F, f, R or B of (j, v) runs the device holds
+//   its other activations plus peak_mb(j, v); while W runs, nothing extra.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pipeplan/schedule/op.hpp"
+#include "pipeplan/schedule/scenario.hpp"
+
+namespace pipeplan::schedule {
+
+/// The model of the file comment for one scenario and backward split.
+class op_model {
+public:
+    op_model(const scenario& sc, double w_share) noexcept : sc_(&sc), w_(w_share) {}
+
+    [[nodiscard]] const scenario& scene() const noexcept { return *sc_; }
+    [[nodiscard]] double w_share() const noexcept { return w_; }
+
+    /// Duration of `o`; `inline_recompute`: a B whose forward was an f with no R before it.
+    [[nodiscard]] double duration_ms(op o, bool inline_recompute = false) const noexcept {
+        const std::size_t k = sc_->at(o.mb, o.stage);
+        switch (o.kind) {
+            case op_kind::F:
+            case op_kind::f:
+            case op_kind::R: return sc_->forward_ms[k];
+            case op_kind::B:
+                return sc_->backward_ms[k] * (1.0 - w_) +
+                       (inline_recompute ? sc_->ratio(o.stage) * sc_->forward_ms[k] : 0.0);
+            case op_kind::W: return sc_->backward_ms[k] * w_;
+        }
+        return 0.0;
+    }
+
+    /// Size (MB) of the message an op sends to another stage (activation or gradient).
+    [[nodiscard]] double message_mb(op o) const noexcept { return sc_->activation(o.mb); }
+
+    /// Activation memory (j, v) holds once `o` on (j, v) ended.
+    [[nodiscard]] double held_after_mb(op o) const noexcept {
+        const std::size_t k = sc_->at(o.mb, o.stage);
+        switch (o.kind) {
+            case op_kind::F:
+            case op_kind::R: return sc_->stored_mb[k];
+            case op_kind::f: return (1.0 - sc_->ratio(o.stage)) * sc_->stored_mb[k] + sc_->activation(o.mb);
+            case op_kind::B: return w_ > 0.0 ? sc_->stored_mb[k] * w_ : 0.0;
+            case op_kind::W: return 0.0;
+        }
+        return 0.0;
+    }
+
+    /// Device memory while `o` runs: `others_mb` (everything but (j, v)'s activations) plus
+    /// the op's footprint; `held_mb` is what (j, v) held before it.
+    [[nodiscard]] double during_mb(op o, double others_mb, double held_mb) const noexcept {
+        return others_mb + (o.kind == op_kind::W ? held_mb : sc_->peak_mb[sc_->at(o.mb, o.stage)]);
+    }
+
+private:
+    const scenario* sc_;
+    double w_;
+};
+
+/// The op of another stage that `o`'s output feeds (the data flow of the file comment), with
+/// `stages` virtual stages: F/f → the forward of the next stage (kind F: the receiver's own
+/// kind is the schedule's choice), B → the B of the previous stage. `has` is false when there
+/// is none (the last forward, the first backward, R and W).
+struct cross_target {
+    bool has = false;
+    op to{};
+};
+[[nodiscard]] constexpr cross_target cross_successor(op o, std::size_t stages) noexcept {
+    if (is_forward(o.kind) && o.stage + 1 < stages) return {true, {op_kind::F, o.mb, o.stage + 1}};
+    if (o.kind == op_kind::B && o.stage > 0) return {true, {op_kind::B, o.mb, o.stage - 1}};
+    return {};
+}
+
+/// Number of inputs `o` waits for (its in-degree in the data flow): a forward on stage 0
+/// none, other forwards 1; R 1 (its f); B 1 (its activations) + 1 (the gradient) below the
+/// last stage; W 1 (its B).
+[[nodiscard]] constexpr std::uint8_t input_count(op o, std::size_t stages) noexcept {
+    switch (o.kind) {
+        case op_kind::F:
+        case op_kind::f: return o.stage > 0 ? 1 : 0;
+        case op_kind::B: return static_cast<std::uint8_t>(1 + (o.stage + 1 < stages ? 1 : 0));
+        case op_kind::R:
+        case op_kind::W: return 1;
+    }
+    return 0;
+}
+
+}  // namespace pipeplan::schedule
