@@ -82,7 +82,7 @@ TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gra
                 CAPTURE(dp);
                 CAPTURE(devices);
                 CAPTURE(schedule::to_string(name));
-                const test_batch b = random_batch(devices * 3 * dp, dp, 100 * dp + devices);
+                const test_batch b = random_batch((devices * 3 + 6) * dp, dp, 100 * dp + devices);  // M >= 4 per replica
                 const step_result ref = reference_step(c, init, all_ids(b.lengths.size()), b.lengths);
                 tiny_plan_options o;
                 o.schedule = name;
