@@ -70,15 +70,6 @@
 
 namespace pipeplan {
 
-/// Forward or backward pass (the backward includes recomputation).
-enum class time_phase : std::uint8_t { forward = 0, backward = 1 };
-inline constexpr std::array<time_phase, 2> all_time_phases{time_phase::forward, time_phase::backward};
-
-[[nodiscard]] constexpr auto enum_names(time_phase) noexcept {
-    return name_table<time_phase, 2>{"phase", {{{time_phase::forward, "forward"}, {time_phase::backward, "backward"}}}};
-}
-[[nodiscard]] constexpr std::string_view to_string(time_phase p) noexcept { return name_of(p); }
-
 /// Time factors of one (component, phase). Defaults: large fp16 GEMMs on A100 reach about
 /// 75% of peak tensor throughput and streaming kernels about 80% of HBM bandwidth; NCCL
 /// all-reduce about 70% of the NVLink bandwidth; the host issues a kernel every 20 µs (eager

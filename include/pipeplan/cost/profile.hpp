@@ -273,14 +273,10 @@ private:
             e.rc = parse_cell(t, r, c_rc, [](std::string_view s) { return parse_recompute(s); });
             e.comp = parse_cell(t, r, c_comp, [](std::string_view s) { return parse_component(s); });
             e.metric = parse_cell(t, r, c_kind, [is_time](std::string_view s) {
-                if (is_time) {
-                    if (s == "forward") return cost_metric::forward_ms;
-                    if (s == "backward") return cost_metric::backward_ms;
-                    throw invalid_argument("unknown phase '" + std::string(s) + "' (valid: forward, backward)");
-                }
-                if (s == "stored") return cost_metric::stored_mb;
-                if (s == "peak") return cost_metric::peak_mb;
-                throw invalid_argument("unknown kind '" + std::string(s) + "' (valid: stored, peak)");
+                if (is_time)
+                    return parse_name<time_phase>(s) == time_phase::forward ? cost_metric::forward_ms
+                                                                            : cost_metric::backward_ms;
+                return parse_name<memory_kind>(s) == memory_kind::stored ? cost_metric::stored_mb : cost_metric::peak_mb;
             });
             e.enc = static_cast<int>(t.integer(r, c_enc, 0, 1 << 24));
             e.dec = static_cast<int>(t.integer(r, c_dec, 0, 1 << 24));

@@ -69,6 +69,20 @@ struct layer_cost {
     estimate<double> peak_mb;    ///< transient peak above memory held before the layer ran
 };
 
+/// Forward or backward pass (the backward includes recomputation).
+enum class time_phase : std::uint8_t { forward = 0, backward = 1 };
+inline constexpr std::array<time_phase, 2> all_time_phases{time_phase::forward, time_phase::backward};
+[[nodiscard]] constexpr auto enum_names(time_phase) noexcept {
+    return name_table<time_phase, 2>{"phase", {{{time_phase::forward, "forward"}, {time_phase::backward, "backward"}}}};
+}
+[[nodiscard]] constexpr std::string_view to_string(time_phase p) noexcept { return name_of(p); }
+
+/// The activation-memory kinds of a profile's activation table (its `kind` column).
+enum class memory_kind : std::uint8_t { stored = 0, peak = 1 };
+[[nodiscard]] constexpr auto enum_names(memory_kind) noexcept {
+    return name_table<memory_kind, 2>{"kind", {{{memory_kind::stored, "stored"}, {memory_kind::peak, "peak"}}}};
+}
+
 /// The four quantities a cost model answers per query (layer_cost's fields, in order): the one
 /// metric enum of the cost tier (profiles, calibration, error reports).
 enum class cost_metric : std::uint8_t { forward_ms = 0, backward_ms = 1, stored_mb = 2, peak_mb = 3 };
