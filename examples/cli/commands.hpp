@@ -24,6 +24,10 @@ void register_partition(CLI::App& app);
 void register_shard(CLI::App& app);
 /// `pipeplan energy ...` (cmd_energy.cpp)
 void register_energy(CLI::App& app);
+/// `pipeplan run-cpu ...` (cmd_runtime.cpp)
+void register_run_cpu(CLI::App& app);
+/// `pipeplan serve-plans ...` (cmd_runtime.cpp)
+void register_serve_plans(CLI::App& app);
 /// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_default.cpp).
 void run_default();
 

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
     pipeplan::cli::register_partition(app);
     pipeplan::cli::register_shard(app);
     pipeplan::cli::register_energy(app);
+    pipeplan::cli::register_run_cpu(app);
+    pipeplan::cli::register_serve_plans(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) pipeplan::cli::run_default();

@@ -1,0 +1,156 @@
+// The runtime's commands:
+//   `pipeplan run-cpu`: plans a batch for the tiny reference model and trains it on the CPU
+//   backend (one thread per rank), checking every iteration against a single-thread reference
+//   (runtime/cpu/run.hpp). Prints a summary or (--json) the report; exits non-zero when the
+//   check fails.
+//   `pipeplan serve-plans`: plans a stream of batch files (iteration i = the i-th file by name)
+//   ahead on planner threads and writes every rank's plan to a plan store (runtime/serve.hpp).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "pipeplan/batching/batch_csv.hpp"
+#include "pipeplan/runtime/cpu/run.hpp"
+#include "pipeplan/runtime/serve.hpp"
+#include "pipeplan/runtime/store_spec.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+struct run_cpu_args {
+    std::string batch, schedule = "1f1b", store;
+    runtime::cpu::run_cpu_options o;
+    long timeout_ms = 30000;
+    bool json = false;
+};
+
+nlohmann::json to_json(const runtime::cpu::run_cpu_report& r) {
+    nlohmann::json its = nlohmann::json::array();
+    for (const auto& i : r.iterations)
+        its.push_back({{"loss", i.loss},
+                       {"reference_loss", i.reference_loss},
+                       {"max_grad_rel_error", i.max_grad_rel_error},
+                       {"microbatches", i.microbatches}});
+    return {{"schedule", r.schedule}, {"ranks", r.ranks},     {"samples", r.samples},
+            {"tokens", r.tokens},     {"iterations", its},    {"ok", r.ok}};
+}
+
+void run(run_cpu_args& a) {
+    a.o.schedule = schedule::parse_schedule_name(a.schedule);
+    a.o.timeout = runtime::timeout_ms(a.timeout_ms);
+    const auto batch = batching::read_batch_csv(a.batch);
+    std::optional<runtime::any_store> store;
+    if (!a.store.empty()) store.emplace(runtime::open_store(a.store));
+    const auto r = runtime::cpu::run_cpu(batch, a.o, store ? &*store : static_cast<runtime::any_store*>(nullptr));
+    if (a.json) {
+        std::puts(to_json(r).dump(2).c_str());
+    } else {
+        fmt::print("run-cpu: {} samples ({} tokens), schedule {}, {} ranks{}\n", r.samples, r.tokens, r.schedule,
+                   r.ranks, store ? ", plans through " + store->describe() : std::string());
+        for (std::size_t k = 0; k < r.iterations.size(); ++k) {
+            const auto& i = r.iterations[k];
+            fmt::print("  iteration {}: {} micro-batches, loss {:.12f} (reference {:.12f}), max grad rel error {:.2e}\n", k,
+                       i.microbatches, i.loss, i.reference_loss, i.max_grad_rel_error);
+        }
+        fmt::print("  check: {}\n", r.ok ? "passed" : "FAILED");
+    }
+    if (!r.ok) throw error("run-cpu: the pipeline run does not match the reference within the tolerance");
+}
+
+struct serve_args {
+    std::string batches, store, schedule = "1f1b", job = "pipeplan";
+    runtime::cpu::run_cpu_options o;
+    std::size_t threads = 2, depth = 2;
+    bool json = false;
+};
+
+/// The batch files of DIR (*.csv), by name.
+std::vector<std::filesystem::path> batch_files(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw error("--batches '" + dir + "' is not a directory");
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_regular_file() && e.path().extension() == ".csv") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw error("--batches '" + dir + "' holds no .csv batch file");
+    return files;
+}
+
+void serve(serve_args& a) {
+    a.o.schedule = schedule::parse_schedule_name(a.schedule);
+    const auto files = batch_files(a.batches);
+    runtime::any_store store = runtime::open_store(a.store);
+    const auto planner = [&](std::uint64_t it) {
+        const auto batch = batching::read_batch_csv(files[it]);
+        return runtime::cpu::make_tiny_job(batch, a.o).plan(it);
+    };
+    runtime::serve_options so{a.job, 0, files.size(), a.threads, a.depth};
+    nlohmann::json its = nlohmann::json::array();
+    const auto rep = runtime::serve_plans(planner, store, so, [&](std::uint64_t it, const plan::execution_plan& p) {
+        its.push_back({{"iteration", it}, {"batch", files[it].string()}, {"microbatches", p.header.microbatches.size()},
+                       {"ranks", p.programs.size()}});
+        if (!a.json)
+            fmt::print("iteration {}: {} -> {} rank plans, {} micro-batches\n", it, files[it].string(), p.programs.size(),
+                       p.header.microbatches.size());
+    });
+    if (a.json)
+        std::puts(nlohmann::json{{"store", store.describe()}, {"job", a.job}, {"iterations", its},
+                                 {"plans", rep.plans}, {"bytes", rep.bytes}}.dump(2).c_str());
+    else
+        fmt::print("served {} iterations ({} rank plans, {} bytes) to {} as job '{}'\n", rep.iterations, rep.plans, rep.bytes,
+                   store.describe(), a.job);
+}
+
+/// The options that describe the tiny model's job (shared by run-cpu and serve-plans).
+void add_job_options(CLI::App* sub, runtime::cpu::run_cpu_options& o, std::string& schedule) {
+    sub->add_option("--stages", o.devices, "Pipeline stages S (devices per replica)")->required();
+    sub->add_option("--schedule", schedule, name_list<schedule::schedule_name>(" | "))->capture_default_str();
+    sub->add_option("--dp", o.dp, "Data-parallel replicas")->capture_default_str();
+    sub->add_option("--chunks", o.chunks, "Chunks per device for interleaved (default 2)");
+    sub->add_option("--mbs", o.mbs, "Fixed micro-batch size (default: the exact split)");
+    sub->add_option("--max-seqlen", o.max_seqlen_tokens, "Truncate samples at this many tokens (0: none)");
+    sub->add_option("--seed", o.seed, "Seed of the tiny model's parameters and tokens")->capture_default_str();
+}
+
+}  // namespace
+
+void register_serve_plans(CLI::App& app) {
+    auto a = std::make_shared<serve_args>();
+    CLI::App* sub = app.add_subcommand(
+        "serve-plans", "Plan a stream of batch files ahead (planner threads) into a plan store, one plan per "
+                       "iteration and rank (the tiny model of run-cpu)");
+    sub->add_option("--batches", a->batches, "Folder of batch CSVs; iteration i plans the i-th file by name")->required();
+    sub->add_option("--store", a->store, "dir:PATH or redis://HOST:PORT")->required();
+    add_job_options(sub, a->o, a->schedule);
+    sub->add_option("--job", a->job, "Job name (the store's key prefix)")->capture_default_str();
+    sub->add_option("--threads", a->threads, "Planner threads")->capture_default_str();
+    sub->add_option("--depth", a->depth, "Iterations planned ahead")->capture_default_str();
+    sub->add_flag("--json", a->json, "Print the report as one JSON object");
+    sub->callback([a] { serve(*a); });
+}
+
+void register_run_cpu(CLI::App& app) {
+    auto a = std::make_shared<run_cpu_args>();
+    CLI::App* sub = app.add_subcommand(
+        "run-cpu", "Train the tiny reference model with pipeline plans on the CPU backend and check it "
+                   "against a single-thread run");
+    sub->add_option("--batch", a->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
+    add_job_options(sub, a->o, a->schedule);
+    sub->add_option("--iterations", a->o.iterations, "Training iterations (SGD steps)")->capture_default_str();
+    sub->add_option("--store", a->store, "Pass plans through a plan store: dir:PATH or redis://HOST:PORT");
+    sub->add_option("--timeout-ms", a->timeout_ms, "Longest wait for a message, a collective or a plan")
+        ->capture_default_str();
+    sub->add_flag("--json", a->json, "Print the report as one JSON object");
+    sub->callback([a] { run(*a); });
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,150 @@
+// pipeplan/runtime/cpu/run.hpp — `pipeplan run-cpu` as a library call: split a batch for the
+// tiny model, plan every iteration, optionally pass the plans through a plan store (each rank
+// reads its own plan back, as a multi-node job does), train K iterations on the CPU backend and
+// check every iteration against the single-thread reference. Plans are made ahead by a
+// plan_prefetcher (two planner threads, two iterations ahead) while the cluster trains.
+//
+// Every iteration trains on the same batch; the reference applies the same optimizer to its
+// own parameters, so iteration k compares losses and gradients after k − 1 updates on both
+// sides. An iteration passes when the loss and every gradient tensor match to `tolerance`
+// (relative).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pipeplan/plan/serialize.hpp"
+#include "pipeplan/runtime/cpu/split.hpp"
+#include "pipeplan/runtime/cpu/trainer.hpp"
+#include "pipeplan/runtime/plan_store.hpp"
+#include "pipeplan/runtime/prefetcher.hpp"
+
+namespace pipeplan::runtime::cpu {
+
+struct run_cpu_options {
+    schedule::schedule_name schedule = schedule::schedule_name::one_f_one_b;
+    std::size_t devices = 2;            ///< S
+    std::size_t dp = 1;
+    std::size_t chunks = 0;             ///< interleaved chunks (0: 2 for interleaved, else 1)
+    std::size_t mbs = 0;                ///< 0: the exact split
+    std::size_t iterations = 1;
+    std::size_t max_seqlen_tokens = 0;
+    std::uint64_t seed = 1;
+    std::size_t blocks_per_stage = 2;   ///< tiny model: blocks per virtual stage
+    double lr = 0.1;                    ///< SGD learning rate
+    double tolerance = 1e-9;
+    timeout_ms timeout{30000};
+    std::string job = "run-cpu";        ///< plan-store job name
+};
+
+struct run_cpu_iteration {
+    double loss = 0;
+    double reference_loss = 0;
+    double max_grad_rel_error = 0;      ///< max over tensors of ‖g − g_ref‖ / ‖g_ref‖
+    std::size_t microbatches = 0;
+};
+
+struct run_cpu_report {
+    std::vector<run_cpu_iteration> iterations;
+    std::size_t ranks = 0;
+    std::size_t samples = 0;
+    std::size_t tokens = 0;
+    std::string schedule;
+    bool ok = true;                     ///< every iteration within tolerance
+};
+
+/// Effective chunks of a run (see run_cpu_options::chunks).
+[[nodiscard]] inline std::size_t effective_chunks(const run_cpu_options& o) {
+    const bool interleaved = o.schedule == schedule::schedule_name::interleaved;
+    if (o.chunks == 0) return interleaved ? 2 : 1;
+    if (!interleaved && o.chunks != 1)
+        throw invalid_argument("--chunks " + std::to_string(o.chunks) + " needs --schedule interleaved");
+    return o.chunks;
+}
+
+/// The rank plans of `p`, written to `store` and read back by every rank (when given).
+template <class Store>
+[[nodiscard]] std::vector<plan::rank_plan> through_store(const plan::execution_plan& p, Store* store,
+                                                         const run_cpu_options& o, std::uint64_t iteration) {
+    if (!store) return rank_plans(p);
+    for (std::uint32_t r = 0; r < p.programs.size(); ++r)
+        store->put(plan_key{o.job, iteration, r}, plan::to_binary(plan::share_of(p, r)));
+    std::vector<plan::rank_plan> out;
+    for (std::uint32_t r = 0; r < p.programs.size(); ++r) {
+        const plan_key key{o.job, iteration, r};
+        out.push_back(plan::rank_plan_from_binary(store->get(key, o.timeout), store->describe() + " " + key.str()));
+    }
+    return out;
+}
+
+/// The tiny model, the batch split for it and the plan of any iteration: what run-cpu trains
+/// and serve-plans serves.
+struct tiny_job {
+    model_config model;
+    tiny_batch batch;
+    tiny_plan_options plan_options;
+
+    [[nodiscard]] plan::execution_plan plan(std::uint64_t iteration) const {
+        tiny_plan_options po = plan_options;
+        po.iteration = iteration;
+        return plan_tiny(model, batch.split, batch.lengths_tokens, po);
+    }
+};
+
+/// Splits `batch` for the tiny model of `o` (blocks = S · C · blocks_per_stage, seeded by o.seed).
+[[nodiscard]] inline tiny_job make_tiny_job(std::span<const batching::sample> batch, const run_cpu_options& o) {
+    const std::size_t chunks = effective_chunks(o);
+    if (o.devices == 0 || o.dp == 0 || o.blocks_per_stage == 0)
+        throw invalid_argument("run-cpu: --stages and --dp must be >= 1");
+    tiny_job job;
+    job.model.blocks = o.devices * chunks * o.blocks_per_stage;
+    job.model.seed = o.seed;
+    job.batch = split_for_tiny(job.model, batch, tiny_split_options{o.devices, chunks, o.dp, o.mbs, o.max_seqlen_tokens});
+    job.plan_options = tiny_plan_options{o.schedule, o.devices, chunks, 0};
+    return job;
+}
+
+/// Runs the job (see the file comment). `Store` is any plan_store; pass nullptr for none.
+template <class Store>
+[[nodiscard]] run_cpu_report run_cpu(std::span<const batching::sample> batch, const run_cpu_options& o, Store* store) {
+    if (o.iterations == 0) throw invalid_argument("run-cpu: --iterations must be >= 1");
+    const tiny_job job = make_tiny_job(batch, o);
+    const model_config& c = job.model;
+    const tiny_batch& b = job.batch;
+    run_cpu_report rep;
+    rep.ranks = o.devices * o.dp;
+    rep.samples = batch.size();
+    rep.tokens = std::accumulate(b.lengths_tokens.begin(), b.lengths_tokens.end(), std::size_t{0});
+    rep.schedule = std::string(schedule::to_string(o.schedule));
+    std::vector<std::uint64_t> ids(batch.size());
+    std::iota(ids.begin(), ids.end(), std::uint64_t{0});
+
+    cpu_cluster cluster(c, rep.ranks, sgd{o.lr}, executor_options{o.timeout, true});
+    model_params ref_params = init_params(c);
+    sgd ref_opt{o.lr};
+    plan_prefetcher<plan::execution_plan> ahead([&](std::uint64_t it) { return job.plan(it); },
+                                                prefetch_options{2, 2, 0, o.iterations});
+    for (std::size_t it = 0; it < o.iterations; ++it) {
+        const plan::execution_plan p = *ahead.next(o.timeout);
+        const iteration_result r = cluster.run(through_store(p, store, o, it), b.lengths_tokens);
+        const step_result ref = reference_step(c, ref_params, ids, b.lengths_tokens);
+        ref_opt.step(ref_params, ref.grads, std::vector{whole_model(ref_params)});
+        run_cpu_iteration ri{r.loss, ref.loss, max_relative_error(r.grads, ref.grads, whole_model(ref_params)),
+                             p.header.microbatches.size()};
+        const double loss_error = std::abs(ri.loss - ri.reference_loss) / std::max(std::abs(ri.reference_loss), 1e-300);
+        rep.ok = rep.ok && ri.max_grad_rel_error <= o.tolerance && loss_error <= o.tolerance &&
+                 r.replica_divergence <= o.tolerance;
+        rep.iterations.push_back(ri);
+    }
+    return rep;
+}
+
+}  // namespace pipeplan::runtime::cpu

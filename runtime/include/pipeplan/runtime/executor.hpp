@@ -1,0 +1,346 @@
+// pipeplan/runtime/executor.hpp — runs one rank's execution plan.
+//
+// The trainer registers a handler per instruction kind (as DynaPipe's register_handler) in a
+// handler_registry; an executor owns the rank's arena (sized by the plan's buffer planner,
+// grown, never shrunk), checks the rank's plan before running any instruction
+// (check_before_run: the plan tier's rank rules, then what the executor itself relies on),
+// then runs the program in order:
+//   - message starts and waits go to the transport (start_send / start_recv / wait) on the
+//     arena bytes of the instruction's buffer; a wait that exceeds the timeout throws
+//     timeout_error naming the rank, the peer, the instruction and the micro-batch;
+//   - every other kind (compute, load_microbatch, reduce_gradients, optimizer_step, user kinds)
+//     calls its handler with the instruction and a step_context (the rank's arena buffers by
+//     slot, the plan, and an all-reduce over the rank's data-parallel group); `free` calls its
+//     handler when one is registered (trainers keeping per-buffer state release it there).
+// A handler that throws, or a message whose peer disagrees, aborts the transport (the other
+// ranks end with aborted_error instead of waiting) and ends the step with step_error naming
+// the instruction. A timeout does not abort: every rank that waits on a stopped rank fails with
+// its own timeout_error.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/plan/plan.hpp"
+#include "pipeplan/plan/validate.hpp"
+#include "pipeplan/runtime/errors.hpp"
+#include "pipeplan/runtime/transport.hpp"
+
+namespace pipeplan::runtime {
+
+/// A plan was rejected before anything ran; the message names rank, instruction and rule.
+class rejected_plan_error : public error {
+public:
+    using error::error;
+};
+
+/// A step ended because an instruction failed on this rank.
+class step_error : public error {
+public:
+    using error::error;
+};
+
+/// "instruction #i forward (micro-batch m, stage s)" — how errors name an instruction.
+[[nodiscard]] inline std::string describe_instruction(const plan::instruction& in, std::size_t index) {
+    std::string s = "instruction #" + std::to_string(index) + " " + plan::kind_name(in.kind);
+    s.append(" (micro-batch ").append(std::to_string(in.mb)).append(", stage ").append(std::to_string(in.stage));
+    if (in.peer != plan::no_peer) s.append(", peer ").append(std::to_string(in.peer));
+    return s + ")";
+}
+
+/// The bytes of one rank's buffers: one allocation, 64-byte aligned, grown, never shrunk.
+class arena {
+public:
+    [[nodiscard]] std::span<std::byte> bytes() noexcept { return {data_.get(), size_}; }
+    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+    /// Makes the arena `size` bytes long (reallocating only when it grows past the capacity).
+    void resize(std::size_t size) {
+        if (size > capacity_) {
+            data_.reset(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64})));
+            capacity_ = size;
+        }
+        size_ = size;
+    }
+
+private:
+    struct deleter {
+        void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+    };
+    std::unique_ptr<std::byte[], deleter> data_;
+    std::size_t size_ = 0, capacity_ = 0;
+};
+
+/// What a handler sees of the running step.
+class step_context {
+public:
+    using reduce_fn = void (*)(void* self, std::span<double> values);
+
+    step_context(const plan::rank_plan& plan, std::span<std::byte> arena, reduce_fn reduce, void* reducer)
+        : plan_(&plan), arena_(arena), reduce_(reduce), reducer_(reducer) {}
+
+    [[nodiscard]] const plan::rank_plan& plan() const noexcept { return *plan_; }
+    [[nodiscard]] std::uint32_t rank() const noexcept { return plan_->program.rank; }
+    /// The index of the instruction running now.
+    [[nodiscard]] std::size_t index() const noexcept { return index_; }
+    /// The arena bytes of buffer `slot` (empty for plan::no_slot).
+    [[nodiscard]] std::span<std::byte> buffer(std::uint32_t slot) const noexcept {
+        if (slot == plan::no_slot) return {};
+        const auto& b = plan_->program.buffers[slot];
+        return arena_.subspan(b.offset_bytes, b.size_bytes);
+    }
+    /// Sums `values` over the rank's data-parallel group (every replica's rank of this device).
+    void all_reduce(std::span<double> values) const { reduce_(reducer_, values); }
+
+    void set_index(std::size_t i) noexcept { index_ = i; }
+
+private:
+    const plan::rank_plan* plan_;
+    std::span<std::byte> arena_;
+    reduce_fn reduce_;
+    void* reducer_;
+    std::size_t index_ = 0;
+};
+
+/// The trainer's handlers, one per instruction kind (built-in or user code 128..255).
+class handler_registry {
+public:
+    using handler = std::function<void(const plan::instruction&, step_context&)>;
+
+    /// Registers (or replaces) the handler of `kind`. Message kinds belong to the executor.
+    handler_registry& on(plan::instr_kind kind, handler h) {
+        if (plan::is_message(kind) || plan::is_unknown(kind))
+            throw invalid_argument("handler_registry: kind " + plan::kind_name(kind) +
+                                   (plan::is_message(kind) ? " is run by the transport" : " is not a valid kind"));
+        table_[static_cast<std::size_t>(kind)] = std::move(h);
+        return *this;
+    }
+    [[nodiscard]] bool has(plan::instr_kind kind) const noexcept {
+        return static_cast<bool>(table_[static_cast<std::size_t>(kind)]);
+    }
+    [[nodiscard]] const handler& operator[](plan::instr_kind kind) const noexcept {
+        return table_[static_cast<std::size_t>(kind)];
+    }
+
+private:
+    std::array<handler, 256> table_;
+};
+
+/// The ranks of `rank`'s data-parallel group (the same device in every replica), in replica order.
+[[nodiscard]] inline std::vector<std::size_t> dp_group(const plan::plan_header& h, std::uint32_t rank) {
+    std::vector<std::size_t> g;
+    for (std::uint32_t r = 0; r < h.dp; ++r) g.push_back(std::size_t(r) * h.devices + h.device_of_rank(rank));
+    return g;
+}
+
+/// The transport tag of a message: activation or gradient, producing stage and micro-batch, so
+/// that a receive matched with the wrong send is detected.
+[[nodiscard]] constexpr std::uint64_t message_tag(const plan::instruction& in) noexcept {
+    const std::uint64_t grad = plan::is_activation_message(in.kind) ? 0 : 1;
+    return (grad << 63) | (std::uint64_t(in.stage) << 32) | in.mb;
+}
+
+/// For each instruction of a checked program, the request slot of its message (start and wait
+/// share one), and the number of slots.
+struct request_map {
+    std::vector<std::uint32_t> slot_of;  ///< [instruction]; unused for non-messages
+    std::size_t slots = 0;
+};
+
+namespace detail {
+
+[[noreturn]] inline void reject(const plan::rank_plan& p, std::size_t i, const std::string& rule) {
+    std::string msg = "rank " + std::to_string(p.program.rank) + ": ";
+    if (i < p.program.instructions.size()) msg += describe_instruction(p.program.instructions[i], i) + ": ";
+    throw rejected_plan_error(msg + rule);
+}
+
+inline void check_buffers(const plan::rank_plan& p) {
+    for (std::size_t s = 0; s < p.program.buffers.size(); ++s) {
+        const auto& b = p.program.buffers[s];
+        if (b.offset_bytes > p.program.arena_bytes || b.size_bytes > p.program.arena_bytes - b.offset_bytes)
+            detail::reject(p, std::size_t(-1), "buffer " + std::to_string(s) + " [" + std::to_string(b.offset_bytes) + ", +" +
+                                                   std::to_string(b.size_bytes) + ") lies outside the arena of " +
+                                                   std::to_string(p.program.arena_bytes) + " bytes");
+    }
+}
+
+/// Checks one instruction's own fields (slots, peer, micro-batch, message size).
+inline void check_fields(const plan::rank_plan& p, std::size_t i, std::size_t ranks, const handler_registry& h) {
+    const auto& in = p.program.instructions[i];
+    if (plan::is_unknown(in.kind)) reject(p, i, "unknown instruction kind");
+    for (std::uint32_t slot : {in.in, in.out, in.stash, in.work})
+        if (slot != plan::no_slot && slot >= p.program.buffers.size())
+            reject(p, i, "slot " + std::to_string(slot) + " is not in the buffer table (" +
+                             std::to_string(p.program.buffers.size()) + " buffers)");
+    const auto cat = plan::category(in.kind);
+    if (cat == plan::kind_category::compute || cat == plan::kind_category::data)
+        if (in.mb >= p.header.microbatches.size())
+            reject(p, i, "micro-batch " + std::to_string(in.mb) + " is not in the micro-batch table");
+    if (!plan::is_message(in.kind)) {
+        if (cat != plan::kind_category::free && !h.has(in.kind)) reject(p, i, "no handler is registered for this kind");
+        return;
+    }
+    if (in.peer < 0 || std::size_t(in.peer) >= ranks || std::uint32_t(in.peer) == p.program.rank)
+        reject(p, i, "peer " + std::to_string(in.peer) + " is not another rank of the " + std::to_string(ranks));
+    if (plan::is_message_start(in.kind)) {
+        const std::uint32_t slot = plan::category(in.kind) == plan::kind_category::send_start ? in.in : in.out;
+        if (slot == plan::no_slot) reject(p, i, "a message start needs its buffer");
+        if (in.bytes > p.program.buffers[slot].size_bytes)
+            reject(p, i, std::to_string(in.bytes) + " bytes do not fit buffer " + std::to_string(slot) + " (" +
+                             std::to_string(p.program.buffers[slot].size_bytes) + " bytes)");
+    }
+}
+
+}  // namespace detail
+
+/// Checks what one rank needs to run its plan safely (the cross-rank rules are the plan tier's
+/// validator's): format version and rank, every buffer inside the arena, every slot, peer and
+/// micro-batch in range, message sizes within their buffers, a handler for every non-message
+/// kind, and every message start waited for exactly once, after it. Throws
+/// rejected_plan_error naming the rank, the instruction and the rule; returns the request map.
+[[nodiscard]] inline request_map check_rank_plan(const plan::rank_plan& p, std::size_t ranks,
+                                                 const handler_registry& handlers) {
+    constexpr std::size_t whole = std::size_t(-1);
+    if (p.header.version != plan::plan_format_version)
+        detail::reject(p, whole, "plan format version " + std::to_string(p.header.version) + ", this executor runs " +
+                                     std::to_string(plan::plan_format_version));
+    if (p.header.ranks() != ranks || p.program.rank >= ranks)
+        detail::reject(p, whole, "the plan is for rank " + std::to_string(p.program.rank) + " of " +
+                                     std::to_string(p.header.ranks()) + ", the transport has " + std::to_string(ranks));
+    detail::check_buffers(p);
+    const auto& prog = p.program.instructions;
+    request_map m;
+    m.slot_of.assign(prog.size(), 0);
+    struct open_start {
+        plan::instruction in;
+        std::uint32_t slot;
+    };
+    std::vector<open_start> open;
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+        detail::check_fields(p, i, ranks, handlers);
+        const auto& in = prog[i];
+        if (plan::is_message_start(in.kind)) {
+            open.push_back({in, static_cast<std::uint32_t>(m.slots)});
+            m.slot_of[i] = static_cast<std::uint32_t>(m.slots++);
+        } else if (plan::is_message_wait(in.kind)) {
+            auto it = std::find_if(open.begin(), open.end(), [&](const open_start& o) {
+                return plan::wait_of(o.in.kind) == in.kind && o.in.mb == in.mb && o.in.stage == in.stage && o.in.peer == in.peer;
+            });
+            if (it == open.end()) detail::reject(p, i, "waits for a message that was not started (or was already waited for)");
+            m.slot_of[i] = it->slot;
+            open.erase(it);
+        }
+    }
+    if (!open.empty())
+        detail::reject(p, whole, plan::kind_name(open.front().in.kind) + " of micro-batch " +
+                                     std::to_string(open.front().in.mb) + ", stage " + std::to_string(open.front().in.stage) +
+                                     " is never waited for");
+    return m;
+}
+
+struct executor_options {
+    timeout_ms timeout{30000};  ///< longest wait for one message or collective
+    bool validate = true;       ///< also run the plan tier's rank rules (plan::validate_rank)
+};
+
+/// Everything an executor checks before running a rank's plan: with `full`, the plan tier's
+/// rank rules (plan::validate_rank: buffer lifetimes, compute order, end of iteration), then
+/// check_rank_plan. Throws rejected_plan_error; returns the request map.
+[[nodiscard]] inline request_map check_before_run(const plan::rank_plan& p, std::size_t ranks,
+                                                  const handler_registry& handlers, bool full) {
+    if (full) {
+        const plan::validation_report rep = plan::validate_rank(p);
+        if (!rep.ok())
+            throw rejected_plan_error("rank " + std::to_string(p.program.rank) + ": invalid plan:\n" + rep.to_string());
+    }
+    return check_rank_plan(p, ranks, handlers);
+}
+
+/// Runs rank plans on a transport (see the file comment). Reusable across iterations.
+template <transport T>
+class executor {
+public:
+    executor(T& t, handler_registry handlers, executor_options o = {})
+        : t_(&t), handlers_(std::move(handlers)), o_(o) {}
+
+    [[nodiscard]] const arena& memory() const noexcept { return arena_; }
+    [[nodiscard]] handler_registry& handlers() noexcept { return handlers_; }
+
+    /// Checks the plan, then runs it (see the file comment for the errors it throws).
+    void run(const plan::rank_plan& p) {
+        if (p.program.rank != t_->rank())
+            throw rejected_plan_error("rank " + std::to_string(t_->rank()) + ": was given the plan of rank " +
+                                      std::to_string(p.program.rank));
+        const request_map reqs = check_before_run(p, t_->ranks(), handlers_, o_.validate);
+        arena_.resize(p.program.arena_bytes);
+        requests_.assign(reqs.slots, typename T::request{});
+        group_ = dp_group(p.header, p.program.rank);
+        step_context ctx(p, arena_.bytes(), &executor::reduce, this);
+        const auto& prog = p.program.instructions;
+        std::size_t i = 0;
+        try {
+            for (; i < prog.size(); ++i) dispatch(prog[i], i, reqs.slot_of[i], ctx);
+        } catch (const timeout_error&) {
+            throw;  // no abort: the others fail on their own timeouts
+        } catch (const aborted_error& e) {
+            throw aborted_error("rank " + std::to_string(t_->rank()) + ": " + describe_instruction(prog[i], i) +
+                                ": step aborted: " + e.what());
+        } catch (const std::exception& e) {
+            const std::string why = "rank " + std::to_string(t_->rank()) + ": " + describe_instruction(prog[i], i) +
+                                    " failed: " + e.what();
+            t_->abort(why);
+            throw step_error(why);
+        }
+    }
+
+private:
+    void dispatch(const plan::instruction& in, std::size_t i, std::uint32_t req, step_context& ctx) {
+        switch (plan::category(in.kind)) {
+            case plan::kind_category::send_start:
+                requests_[req] = t_->start_send(std::size_t(in.peer), message_tag(in),
+                                                ctx.buffer(in.in).first(static_cast<std::size_t>(in.bytes)));
+                return;
+            case plan::kind_category::recv_start:
+                requests_[req] = t_->start_recv(std::size_t(in.peer), message_tag(in),
+                                                ctx.buffer(in.out).first(static_cast<std::size_t>(in.bytes)));
+                return;
+            case plan::kind_category::send_wait:
+            case plan::kind_category::recv_wait:
+                if (!t_->wait(requests_[req], o_.timeout))
+                    throw timeout_error("rank " + std::to_string(t_->rank()) + ": " + describe_instruction(in, i) +
+                                        " timed out after " + std::to_string(o_.timeout.count()) +
+                                        " ms waiting for peer " + std::to_string(in.peer) + " (micro-batch " +
+                                        std::to_string(in.mb) + ")");
+                return;
+            case plan::kind_category::free:
+                if (!handlers_.has(in.kind)) return;
+                [[fallthrough]];
+            default:
+                ctx.set_index(i);
+                handlers_[in.kind](in, ctx);
+        }
+    }
+
+    static void reduce(void* self, std::span<double> values) {
+        auto* e = static_cast<executor*>(self);
+        e->t_->all_reduce(values, e->group_, e->o_.timeout);
+    }
+
+    T* t_;
+    handler_registry handlers_;
+    executor_options o_;
+    arena arena_;
+    std::vector<typename T::request> requests_;
+    std::vector<std::size_t> group_;
+};
+
+}  // namespace pipeplan::runtime

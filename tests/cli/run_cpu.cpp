@@ -1,0 +1,120 @@
+// CLI contract tests for `pipeplan run-cpu` (issue 10): JSON keys, the reference check passing
+// for several schedules, dp and --mbs, plans through a directory store, bad input.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "run_cli.hpp"
+
+using pipeplan::test::run_cli;
+
+namespace {
+
+std::string small_batch() {
+    const std::string path = pipeplan::test::temp_path(".csv");
+    std::ofstream out(path);
+    out << "input_tokens,target_tokens\n";
+    unsigned x = 99;
+    for (int i = 0; i < 20; ++i) {
+        x = x * 1103515245u + 12345u;
+        out << 1 + (x >> 8) % 14 << "," << 1 + (x >> 20) % 4 << "\n";
+    }
+    return path;
+}
+
+nlohmann::json run_json(std::vector<std::string> args) {
+    args.push_back("--json");
+    const auto r = run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("pipeplan run-cpu: every iteration matches the reference; JSON keys") {
+    const std::string batch = small_batch();
+    for (const char* schedule : {"1f1b", "interleaved", "zb-h1", "merak-critical", "adaptive"}) {
+        CAPTURE(schedule);
+        const auto j = run_json({"run-cpu", "--batch", batch, "--stages", "4", "--schedule", schedule, "--dp", "2",
+                                 "--iterations", "3", "--seed", "5"});
+        CHECK(j["ranks"] == 8);
+        CHECK(j["ok"] == true);
+        REQUIRE(j["iterations"].size() == 3);
+        for (const auto& it : j["iterations"]) {
+            CHECK(it["max_grad_rel_error"].get<double>() <= 1e-9);
+            CHECK(std::abs(it["loss"].get<double>() - it["reference_loss"].get<double>()) <=
+                  1e-9 * it["reference_loss"].get<double>());
+            CHECK(it["microbatches"].get<int>() >= 2);
+        }
+        // SGD steps make progress on the batch.
+        CHECK(j["iterations"][2]["loss"].get<double>() < j["iterations"][0]["loss"].get<double>());
+    }
+}
+
+TEST_CASE("pipeplan run-cpu: --mbs gives fixed micro-batches; --store dir: passes plans through files") {
+    const std::string batch = small_batch();
+    const auto fixed = run_json({"run-cpu", "--batch", batch, "--stages", "2", "--mbs", "5"});
+    CHECK(fixed["iterations"][0]["microbatches"] == 4);  // 20 samples / 5
+    const std::string dir = pipeplan::test::temp_path(".store");
+    const auto j = run_json({"run-cpu", "--batch", batch, "--stages", "3", "--schedule", "gpipe", "--iterations", "2",
+                             "--store", "dir:" + dir});
+    CHECK(j["ok"] == true);
+    CHECK(std::filesystem::exists(std::filesystem::path(dir) / "run-cpu" / "iteration_1" / "rank_2.plan"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("pipeplan run-cpu: bad input is a clear error") {
+    const std::string batch = small_batch();
+    auto r = run_cli({"run-cpu", "--batch", batch, "--stages", "2", "--schedule", "nope"});
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("unknown schedule 'nope'") != std::string::npos);
+    r = run_cli({"run-cpu", "--batch", batch, "--stages", "2", "--store", "ftp://x"});
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("dir:PATH or redis://HOST:PORT") != std::string::npos);
+    r = run_cli({"run-cpu", "--batch", batch, "--stages", "2", "--chunks", "3"});
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("needs --schedule interleaved") != std::string::npos);
+    r = run_cli({"run-cpu", "--batch", "/nonexistent.csv", "--stages", "2"});
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("/nonexistent.csv") != std::string::npos);
+}
+
+TEST_CASE("pipeplan serve-plans: a folder of batches becomes one stored plan per iteration and rank") {
+    namespace fs = std::filesystem;
+    const fs::path batches = pipeplan::test::temp_path(".batches");
+    fs::create_directories(batches);
+    for (int i = 0; i < 3; ++i) fs::copy_file(small_batch(), batches / ("b" + std::to_string(i) + ".csv"));
+    const std::string store = pipeplan::test::temp_path(".store");
+    const auto r = run_cli({"serve-plans", "--batches", batches.string(), "--store", "dir:" + store, "--stages", "2",
+                            "--dp", "2", "--schedule", "zb-h1", "--job", "train7", "--threads", "3", "--json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["plans"] == 12);
+    CHECK(j["iterations"].size() == 3);
+    CHECK(j["iterations"][2]["batch"].get<std::string>().find("b2.csv") != std::string::npos);
+    for (int it = 0; it < 3; ++it)
+        for (int rank = 0; rank < 4; ++rank)
+            CHECK(fs::exists(fs::path(store) / "train7" / ("iteration_" + std::to_string(it)) /
+                             ("rank_" + std::to_string(rank) + ".plan")));
+    // Deterministic whatever the planner threads: serving again with one thread gives the same bytes.
+    const std::string store1 = pipeplan::test::temp_path(".store");
+    REQUIRE(run_cli({"serve-plans", "--batches", batches.string(), "--store", "dir:" + store1, "--stages", "2", "--dp",
+                     "2", "--schedule", "zb-h1", "--job", "train7", "--threads", "1"})
+                .exit_code == 0);
+    const auto rel = fs::path("train7") / "iteration_1" / "rank_3.plan";
+    CHECK(pipeplan::test::read_text_file((fs::path(store) / rel).string()) ==
+          pipeplan::test::read_text_file((fs::path(store1) / rel).string()));
+    const auto bad = run_cli({"serve-plans", "--batches", "/nonexistent", "--store", "dir:" + store, "--stages", "2"});
+    CHECK(bad.exit_code != 0);
+    CHECK(bad.err.find("not a directory") != std::string::npos);
+    fs::remove_all(batches);
+    fs::remove_all(store);
+    fs::remove_all(store1);
+}

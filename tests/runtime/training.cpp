@@ -1,0 +1,286 @@
+// End to end: plans of every schedule, executed by the CPU backend on the tiny model, give the
+// reference's loss and gradients (1e-9 relative, double), for dp 1 and 2, S up to 8 and
+// variable-size micro-batches; three optimizer steps keep matching; faults end steps cleanly.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeplan/core/random.hpp"
+#include "pipeplan/runtime/cpu/plans.hpp"
+#include "pipeplan/runtime/cpu/split.hpp"
+#include "pipeplan/runtime/cpu/trainer.hpp"
+#include "batching/real_batches.hpp"
+
+using namespace pipeplan;
+using namespace pipeplan::runtime;
+using namespace pipeplan::runtime::cpu;
+using namespace std::chrono_literals;
+
+namespace {
+
+model_config test_model() {
+    model_config c;
+    c.vocab = 16;
+    c.hidden = 6;
+    c.ffn = 8;
+    c.blocks = 16;  // enough for S = 8 with 2 chunks
+    c.seed = 7;
+    return c;
+}
+
+struct test_batch {
+    std::vector<std::size_t> lengths;
+    replica_split split;
+};
+
+/// `samples` random lengths in [1, 12], sorted into micro-batches of 1-3 samples (variable
+/// sizes and paddings), dealt to `dp` replicas.
+test_batch random_batch(std::size_t samples, std::size_t dp, std::uint64_t seed) {
+    splitmix64 rng(seed);
+    test_batch b;
+    for (std::size_t i = 0; i < samples; ++i) b.lengths.push_back(1 + rng.below(12));
+    std::vector<std::uint32_t> order(samples);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](auto x, auto y) { return b.lengths[x] < b.lengths[y]; });
+    b.split.resize(dp);
+    std::size_t i = 0, k = 0;
+    while (i < samples) {
+        const std::size_t n = std::min<std::size_t>(1 + rng.below(3), samples - i);
+        b.split[k % dp].push_back(std::vector<std::uint32_t>(order.begin() + long(i), order.begin() + long(i + n)));
+        i += n;
+        ++k;
+    }
+    return b;
+}
+
+std::vector<std::uint64_t> all_ids(std::size_t n) {
+    std::vector<std::uint64_t> ids(n);
+    std::iota(ids.begin(), ids.end(), 0u);
+    return ids;
+}
+
+const std::vector<schedule::schedule_name> every_schedule = {
+    schedule::schedule_name::gpipe,      schedule::schedule_name::one_f_one_b, schedule::schedule_name::interleaved,
+    schedule::schedule_name::adaptive,   schedule::schedule_name::zb_h1,       schedule::schedule_name::merak_early,
+    schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical};
+
+}  // namespace
+
+TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gradients (dp 1 and 2, S up to 8)") {
+    const model_config c = test_model();
+    const model_params init = init_params(c);
+    int runs = 0;
+    for (std::size_t dp : {1, 2})
+        for (std::size_t devices : {2, 4, 8})
+            for (auto name : every_schedule) {
+                CAPTURE(dp);
+                CAPTURE(devices);
+                CAPTURE(schedule::to_string(name));
+                const test_batch b = random_batch((devices * 3 + 6) * dp, dp, 100 * dp + devices);  // M >= 4 per replica
+                const step_result ref = reference_step(c, init, all_ids(b.lengths.size()), b.lengths);
+                tiny_plan_options o;
+                o.schedule = name;
+                o.devices = devices;
+                const plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+                cpu_cluster cluster(c, p.programs.size(), sgd{0.1}, {10s});
+                const iteration_result r = cluster.run(rank_plans(p), b.lengths);
+                CHECK(std::abs(r.loss - ref.loss) <= 1e-9 * ref.loss);
+                CHECK(max_relative_error(r.grads, ref.grads, whole_model(init)) <= 1e-9);
+                CHECK(r.replica_divergence == 0.0);  // the all-reduce hands out identical bits
+                ++runs;
+            }
+    CHECK(runs == 48);
+}
+
+TEST_CASE("cpu backend: real batches split exactly (and with a fixed mbs) train like the reference" * PIPEPLAN_NEEDS_DATA()) {
+    const model_config c = test_model();
+    const model_params init = init_params(c);
+    for (std::uint64_t seed : {1, 2})
+        for (std::size_t dp : {1, 2})
+            for (std::size_t mbs : {0, 3}) {
+                CAPTURE(seed);
+                CAPTURE(dp);
+                CAPTURE(mbs);
+                const auto samples = test::draw_batch("superni_gpt.csv", 9000, seed);
+                REQUIRE(samples.size() >= 8);
+                tiny_split_options so;
+                so.devices = 4;
+                so.dp = dp;
+                so.mbs = mbs;
+                so.max_seqlen_tokens = 24;
+                const tiny_batch b = split_for_tiny(c, samples, so);
+                std::size_t mbs_total = 0, samples_total = 0, sizes_seen = 0;
+                std::vector<std::size_t> sizes;
+                for (const auto& r : b.split)
+                    for (const auto& m : r) {
+                        ++mbs_total;
+                        samples_total += m.size();
+                        sizes.push_back(m.size());
+                    }
+                std::sort(sizes.begin(), sizes.end());
+                sizes_seen = std::size_t(std::unique(sizes.begin(), sizes.end()) - sizes.begin());
+                CHECK(samples_total == samples.size());
+                if (mbs == 0) CHECK(sizes_seen > 1);  // the exact split makes variable-size micro-batches
+                const step_result ref = reference_step(c, init, all_ids(b.lengths_tokens.size()), b.lengths_tokens);
+                for (auto name : every_schedule) {
+                    CAPTURE(schedule::to_string(name));
+                    tiny_plan_options o;
+                    o.schedule = name;
+                    o.devices = 4;
+                    const plan::execution_plan p = plan_tiny(c, b.split, b.lengths_tokens, o);
+                    cpu_cluster cluster(c, p.programs.size(), sgd{0.1}, {10s});
+                    const iteration_result r = cluster.run(rank_plans(p), b.lengths_tokens);
+                    CHECK(std::abs(r.loss - ref.loss) <= 1e-9 * ref.loss);
+                    CHECK(max_relative_error(r.grads, ref.grads, whole_model(init)) <= 1e-9);
+                }
+                (void)mbs_total;
+            }
+}
+
+TEST_CASE("cpu backend: a plan with a micro-batch dropped or run twice does not match") {
+    // The comparison is sharp: leaving one micro-batch out (a lost micro-batch) moves the loss.
+    const model_config c = test_model();
+    const model_params init = init_params(c);
+    test_batch b = random_batch(12, 1, 3);
+    const step_result ref = reference_step(c, init, all_ids(b.lengths.size()), b.lengths);
+    b.split[0].pop_back();
+    tiny_plan_options o;
+    o.devices = 4;
+    const plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+    cpu_cluster cluster(c, p.programs.size(), sgd{0.1}, {10s});
+    const iteration_result r = cluster.run(rank_plans(p), b.lengths);
+    CHECK(std::abs(r.loss - ref.loss) > 1e-6 * ref.loss);
+}
+
+TEST_CASE("cpu backend: three iterations with SGD and with Adam keep matching the reference's parameters") {
+    const model_config c = test_model();
+    for (int use_adam = 0; use_adam < 2; ++use_adam)
+        for (auto name : {schedule::schedule_name::interleaved, schedule::schedule_name::zb_h1, schedule::schedule_name::merak_early}) {
+            CAPTURE(use_adam);
+            CAPTURE(schedule::to_string(name));
+            adam a;
+            a.lr = 0.01;
+            const optimizer opt = use_adam ? optimizer(a) : optimizer(sgd{0.2});
+            optimizer ref_opt = opt;
+            model_params ref_params = init_params(c);
+            tiny_plan_options o;
+            o.schedule = name;
+            o.devices = 4;
+            cpu_cluster cluster(c, 8, opt, {10s});
+            for (std::uint64_t it = 0; it < 3; ++it) {
+                const test_batch b = random_batch(14, 2, 50 + it);  // a new batch every iteration
+                o.iteration = it;
+                const step_result ref = reference_step(c, ref_params, all_ids(b.lengths.size()), b.lengths);
+                std::visit([&](auto& x) { x.step(ref_params, ref.grads, std::vector{whole_model(ref_params)}); }, ref_opt);
+                const iteration_result r = cluster.run(rank_plans(plan_tiny(c, b.split, b.lengths, o)), b.lengths);
+                CHECK(std::abs(r.loss - ref.loss) <= 1e-9 * ref.loss);
+                for (std::size_t rank = 0; rank < cluster.ranks(); ++rank)
+                    for (const auto& l : cluster.rank(rank).owned())
+                        CHECK(max_relative_error(cluster.rank(rank).params(), ref_params, l) <= 1e-9);
+            }
+        }
+}
+
+TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before anything runs") {
+    const model_config c = test_model();
+    const test_batch b = random_batch(12, 1, 11);
+    tiny_plan_options o;
+    o.devices = 2;
+    plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+    // Drop a receive's wait on rank 1: the executor's own check refuses the rank's plan.
+    auto& prog = p.programs[1].instructions;
+    prog.erase(std::find_if(prog.begin(), prog.end(), [](const auto& i) { return i.kind == plan::instr_kind::recv_activation_wait; }));
+    CHECK_FALSE(plan::validate(p).ok());
+    cpu_cluster cluster(c, 2, sgd{0.1}, {2s});
+    CHECK_THROWS_AS((void)cluster.run(rank_plans(p), b.lengths), rejected_plan_error);
+    CHECK(cluster.rank(1).loss() == 0.0);
+}
+
+namespace {
+/// A rank that dies cannot warn anybody: its transport's abort does nothing.
+struct dying_transport : thread_transport {
+    using thread_transport::thread_transport;
+    void abort(const std::string&) {}
+};
+struct rank_died : std::runtime_error {
+    rank_died() : std::runtime_error("rank died") {}
+};
+
+/// Runs the 4 ranks of a tiny-model plan with real trainers; rank 2's third forward throws
+/// rank_died. With `dies`, rank 2 cannot abort the others (a crashed process); otherwise its
+/// executor aborts the step (a handler error). Returns each rank's error, prefixed by its type.
+std::vector<std::string> run_with_fault(bool dies, timeout_ms timeout) {
+    const model_config c = test_model();
+    const test_batch b = random_batch(16, 1, 21);
+    tiny_plan_options o;
+    o.devices = 4;
+    const auto plans = rank_plans(plan_tiny(c, b.split, b.lengths, o));
+    thread_hub hub(4);
+    std::vector<std::string> err(4);
+    std::vector<std::thread> ts;
+    for (std::size_t r = 0; r < 4; ++r)
+        ts.emplace_back([&, r] {
+            rank_trainer trainer(c, init_params(c), sgd{0.1});
+            trainer.begin(plans[r], b.lengths);
+            handler_registry h = trainer.handlers();
+            if (r == 2) {
+                auto inner = h[plan::instr_kind::forward];
+                auto forwards = std::make_shared<int>(0);
+                h.on(plan::instr_kind::forward, [inner, forwards](const plan::instruction& in, step_context& ctx) {
+                    if (++*forwards == 3) throw rank_died();
+                    inner(in, ctx);
+                });
+            }
+            try {
+                if (r == 2 && dies) {
+                    dying_transport t(hub, r);
+                    executor<dying_transport>(t, h, {timeout}).run(plans[r]);
+                } else {
+                    thread_transport t(hub, r);
+                    executor<thread_transport>(t, h, {timeout}).run(plans[r]);
+                }
+            } catch (const timeout_error& e) {
+                err[r] = std::string("timeout: ") + e.what();
+            } catch (const aborted_error& e) {
+                err[r] = std::string("aborted: ") + e.what();
+            } catch (const std::exception& e) {
+                err[r] = std::string("other: ") + e.what();
+            }
+        });
+    for (auto& t : ts) t.join();
+    return err;
+}
+}  // namespace
+
+TEST_CASE("cpu backend: a rank that stops mid-iteration makes every other rank fail with a timeout, not hang") {
+    const auto start = std::chrono::steady_clock::now();
+    const auto err = run_with_fault(true, 300ms);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+    CHECK(err[2].find("rank died") != std::string::npos);
+    for (std::size_t r : {0, 1, 3}) {
+        CAPTURE(err[r]);
+        CHECK(err[r].rfind("timeout: rank " + std::to_string(r) + ": instruction #", 0) == 0);
+        CHECK(err[r].find("peer") != std::string::npos);
+        CHECK(err[r].find("micro-batch") != std::string::npos);
+    }
+}
+
+TEST_CASE("cpu backend: a handler that throws ends its rank's step with that error and aborts the others") {
+    const auto start = std::chrono::steady_clock::now();
+    const auto err = run_with_fault(false, 20s);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);  // not the 20 s timeout
+    CHECK(err[2].rfind("other: rank 2: instruction #", 0) == 0);
+    CHECK(err[2].find("forward") != std::string::npos);
+    CHECK(err[2].find("rank died") != std::string::npos);
+    for (std::size_t r : {0, 1, 3}) {
+        CAPTURE(err[r]);
+        CHECK(err[r].rfind("aborted: rank " + std::to_string(r), 0) == 0);
+        CHECK(err[r].find("rank died") != std::string::npos);
+    }
+}
