@@ -3,6 +3,12 @@
 //   BM_Adaptive/8/64             adaptive schedule incl. order discovery, S = 8,
 //                                M = 64 variable micro-batches                     <= 1 ms
 //   BM_OrderSearch/4/25          order search, S = 4, 25 micro-batches, memory limit <= 5 ms
+// Adaptive at scale (issue 13, finding 5: order discovery in O(ops · log)), single thread:
+//   BM_Adaptive/4/200000         <= 5 s (was 518 s)
+//   BM_Adaptive/64/4096          <= 1 s
+//   BM_Adaptive/1024/2048        (was 126 s)
+//   BM_Adaptive/4/{25k..200k}    time grows ~linearly with M
+// Run: build/benchmarks/bench_schedule --benchmark_filter='BM_Adaptive/(4/|64|1024)'
 // Run: build/benchmarks/bench_schedule --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
@@ -59,6 +65,14 @@ void BM_Adaptive(benchmark::State& st) {
     }
 }
 BENCHMARK(BM_Adaptive)->Args({8, 64})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Adaptive)
+    ->Args({4, 25000})
+    ->Args({4, 50000})
+    ->Args({4, 100000})
+    ->Args({4, 200000})
+    ->Args({64, 4096})
+    ->Args({1024, 2048})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_OrderSearch(benchmark::State& st) {
     const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));

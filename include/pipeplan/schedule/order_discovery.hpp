@@ -112,10 +112,11 @@ public:
             constexpr double u = std::numeric_limits<double>::epsilon() / 2.0;
             const double n = static_cast<double>(count_);
             // |R - exact| <= gamma(n-1)·exact <= 2(n-1)u·exact while n·u <= 1/2; exact <= P + B;
-            // factor 2 more for the rounding of this bound itself.
-            const double width = bound_ + 4.0 * n * u * (running_ + bound_);
-            const double lo = std::nextafter(running_ - width, -std::numeric_limits<double>::infinity());
-            const double hi = std::nextafter(running_ + width, std::numeric_limits<double>::infinity());
+            // factor 2 more for the rounding of this bound itself, and 2u·(|P| + width) for the
+            // rounding of P ± width.
+            double width = bound_ + 4.0 * n * u * (running_ + bound_);
+            width += 4.0 * u * (std::fabs(running_) + width);
+            const double lo = running_ - width, hi = running_ + width;
             if (std::isfinite(lo) && std::isfinite(hi) && n * u <= 0.25) {
                 if (f(hi) <= limit) return true;
                 if (!(f(lo) <= limit)) return false;
@@ -177,7 +178,15 @@ private:
 /// which the policy takes them.
 class candidate_queue {
 public:
-    void push(double ready_ms, std::uint32_t mb, std::uint32_t stage) {
+    /// Adds a candidate whose input arrives at `ready_ms`; `now_ms` is the current time (no
+    /// later arrive() call has an earlier time), so one that is already there goes straight to
+    /// the ready heap.
+    void push(double ready_ms, std::uint32_t mb, std::uint32_t stage, double now_ms) {
+        if (!(ready_ms > now_ms)) {
+            ready_.push_back(key(mb, stage));
+            std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
+            return;
+        }
         pending_.push_back({ready_ms, key(mb, stage)});
         std::push_heap(pending_.begin(), pending_.end(), later);
     }
@@ -366,8 +375,15 @@ private:
     void release(std::size_t d, std::uint32_t j) {
         const std::size_t k = d * M_ + j;
         if (--left_[k] != 0) return;
-        --dev_[d].inflight;
-        dev_[d].reserved.remove(j, res_[k]);
+        auto& ds = dev_[d];
+        --ds.inflight;
+        ds.reserved.remove(j, res_[k]);
+        // Released entries deep in the gap heap are dropped in bulk once they are the majority
+        // (amortised O(1) each), so the heap stays O(in flight).
+        if (ds.gaps.size() > 2 * ds.inflight + 16) {
+            std::erase_if(ds.gaps, [&](const auto& g) { return left_[d * M_ + g.second] == 0; });
+            std::make_heap(ds.gaps.begin(), ds.gaps.end());
+        }
     }
 
     void try_run(std::size_t d, double t) {
@@ -404,8 +420,9 @@ private:
             events_.push({t, 1, static_cast<std::uint32_t>(d)});
         }
     }
-    void deliver(candidate_queue& q, std::size_t to, double ready_ms, std::uint32_t mb, std::uint32_t stage) {
-        q.push(ready_ms, mb, stage);
+    void deliver(candidate_queue& q, std::size_t to, double ready_ms, std::uint32_t mb, std::uint32_t stage,
+                 double now_ms) {
+        q.push(ready_ms, mb, stage, now_ms);
         const auto& ds = dev_[to];
         // An idle device (or one that frees up before the arrival) must wake up for it.
         if (!ds.busy || ds.busy_until < ready_ms) wake(to, ready_ms);
@@ -432,11 +449,11 @@ private:
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];
             auto& q = c.to.kind == op_kind::B ? dev_[to].bwd : dev_[to].fwd;
-            deliver(q, to, links_.arrival(t, d, to, timing_.message_mb(o)), o.mb, c.to.stage);
+            deliver(q, to, links_.arrival(t, d, to, timing_.message_mb(o)), o.mb, c.to.stage, t);
         } else if (o.kind == op_kind::F) {
-            deliver(ds.bwd, d, t, o.mb, o.stage);
+            deliver(ds.bwd, d, t, o.mb, o.stage, t);
         }
-        if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, t, o.mb, o.stage);
+        if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, t, o.mb, o.stage, t);
     }
 
     const scenario& sc_;
