@@ -87,7 +87,7 @@ namespace detail {
 /// (a near tie) is R re-added exactly, and then kept until the next release.
 class reserved_memory {
 public:
-    /// Admits member `id` (ids are < `capacity` given to reset) reserving `mb`.
+    /// Admits member `id` reserving `mb`.
     void add(std::uint32_t id, double mb) {
         live_.push_back({id, mb});
         ++count_;
@@ -95,18 +95,18 @@ public:
         if (exact_valid_) exact_ += mb;  // what re-adding the members in order gives
         track(running_ + mb);
     }
-    /// Releases member `id`, which reserved `mb`.
-    void remove(std::uint32_t id, double mb) {
-        gone_[id] = 1;
+    /// Releases a member that reserved `mb` (the `released` predicate of fits() now names it).
+    void remove(double mb) {
         --count_;
         exact_valid_ = false;
         if (count_ == 0) return clear_members();
         track(running_ - mb);
     }
     /// True when f(R) <= limit, R being the ordered sum of the members' reservations; f must be
-    /// non-decreasing (sums of R and constants in floating point are).
-    template <class F>
-    [[nodiscard]] bool fits(F&& f, double limit) {
+    /// non-decreasing (sums of R and constants in floating point are). `released(id)` tells
+    /// the members removed since they were added.
+    template <class F, class Released>
+    [[nodiscard]] bool fits(F&& f, double limit, Released&& released) {
         if (exact_valid_) return f(exact_) <= limit;
         if (!exact_only_) {
             constexpr double u = std::numeric_limits<double>::epsilon() / 2.0;
@@ -122,12 +122,12 @@ public:
                 if (!(f(lo) <= limit)) return false;
             }
         }
-        return f(exact()) <= limit;
+        return f(exact(released)) <= limit;
     }
-    /// Forgets every member; ids up to `capacity` - 1 may follow.
+    /// Forgets every member; room for `capacity` members in flight.
     void reset(std::size_t capacity) {
-        gone_.assign(capacity, 0);
         clear_members();
+        live_.reserve(capacity);
         exact_only_ = false;
     }
     /// Number of exact re-additions so far (near ties; for tests).
@@ -150,8 +150,9 @@ private:
         running_ = bound_ = exact_ = 0.0;
         exact_valid_ = true;
     }
-    double exact() {
-        std::erase_if(live_, [&](const member& m) { return gone_[m.id] != 0; });
+    template <class Released>
+    double exact(Released&& released) {
+        std::erase_if(live_, [&](const member& m) { return released(m.id); });
         exact_ = 0.0;
         for (const member& m : live_) exact_ += m.mb;
         exact_valid_ = true;
@@ -163,7 +164,6 @@ private:
     }
 
     std::vector<member> live_;  // admitted members in admission order (released ones until compaction)
-    std::vector<char> gone_;    // [id] released
     std::size_t count_ = 0;     // members in flight
     double running_ = 0.0;      // P
     double bound_ = 0.0;        // B >= |P - exact sum of the members|
@@ -199,6 +199,8 @@ public:
             std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
         }
     }
+    /// Room for `n` arrived candidates (fewer reallocations while they fill).
+    void reserve(std::size_t n) { ready_.reserve(n); }
     [[nodiscard]] bool has_ready() const noexcept { return !ready_.empty(); }
     /// Micro-batch of the first ready candidate (has_ready() must hold).
     [[nodiscard]] std::uint32_t first_mb() const noexcept { return static_cast<std::uint32_t>(ready_.front() >> 32); }
@@ -270,7 +272,7 @@ public:
             if (e.wake) wake_at_[d] = never;
             else complete(d, e.t_ms);
             try_run(d, e.t_ms);
-            next_wake(d, e.t_ms);
+            next_wake(d);
         }
         return std::move(out_);
     }
@@ -318,7 +320,11 @@ private:
                 ds.limit = std::max<std::size_t>(
                     1, pol_.inflight_limit.size() == 1 ? pol_.inflight_limit[0] : pol_.inflight_limit.at(d));
             ds.prefer = pol_.prefer_on.empty() ? pol_.prefer : pol_.prefer_on[d];
-            ds.reserved.reset(M_);
+            const std::size_t room = std::min<std::size_t>(M_ * stages_count_[d], 16);
+            ds.reserved.reset(room);
+            ds.fwd.reserve(room);
+            ds.bwd.reserve(room);
+            ds.gaps.reserve(room);
             const auto ops = static_cast<std::uint32_t>((split_ ? 3 : 2) * stages_count_[d]);
             std::fill_n(left_.begin() + static_cast<std::ptrdiff_t>(d * M_), M_, ops);
         }
@@ -356,7 +362,8 @@ private:
         if (ds.inflight >= ds.limit) return false;
         const std::size_t k = d * M_ + j;
         const double model = model_[d], res = res_[k], top = std::max(gap_mb(d), gap_[k]);
-        return ds.reserved.fits([&](double reserved) { return model + reserved + res + top; }, limit_mb_);
+        auto released = [&](std::uint32_t i) { return left_[d * M_ + i] == 0; };
+        return ds.reserved.fits([&](double reserved) { return model + reserved + res + top; }, limit_mb_, released);
     }
     void admit(std::size_t d, std::uint32_t j) {
         auto& ds = dev_[d];
@@ -377,7 +384,7 @@ private:
         if (--left_[k] != 0) return;
         auto& ds = dev_[d];
         --ds.inflight;
-        ds.reserved.remove(j, res_[k]);
+        ds.reserved.remove(res_[k]);
         // Released entries deep in the gap heap are dropped in bulk once they are the majority
         // (amortised O(1) each), so the heap stays O(in flight).
         if (ds.gaps.size() > 2 * ds.inflight + 16) {
@@ -391,7 +398,7 @@ private:
         if (ds.busy) return;
         ds.fwd.arrive(t);
         ds.bwd.arrive(t);
-        ds.wgt.arrive(t);
+        if (split_) ds.wgt.arrive(t);
         const bool b_first = ds.prefer == pref_t::backward_first || (ds.prefer == pref_t::alternate && ds.last_forward);
         if (b_first && ds.bwd.has_ready()) return start(d, ds.bwd.take(op_kind::B), t);
         // Forwards: of admitted micro-batches (those below next_admit), else the next one in
@@ -427,13 +434,11 @@ private:
         // An idle device (or one that frees up before the arrival) must wake up for it.
         if (!ds.busy || ds.busy_until < ready_ms) wake(to, ready_ms);
     }
-    // After its event, an idle device sleeps until its earliest candidate that is not there yet.
-    void next_wake(std::size_t d, double t) {
+    // After its event, an idle device sleeps until its earliest candidate that is not there yet
+    // (runs right after try_run(d, t), which moved the arrived ones).
+    void next_wake(std::size_t d) {
         auto& ds = dev_[d];
         if (ds.busy) return;
-        ds.fwd.arrive(t);
-        ds.bwd.arrive(t);
-        ds.wgt.arrive(t);
         wake(d, std::min({ds.fwd.next_arrival_ms(), ds.bwd.next_arrival_ms(), ds.wgt.next_arrival_ms()}));
     }
     // The running op of d completes at t: the data flow of timing.hpp — the op of another
