@@ -39,7 +39,7 @@ void BM_Simulate1F1B(benchmark::State& st) {
     }
     st.counters["ops"] = static_cast<double>(2 * S * M);
 }
-BENCHMARK(BM_Simulate1F1B)->Args({64, 4096})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Simulate1F1B)->Args({64, 4096})->Args({4, 200000})->Args({1024, 2048})->Unit(benchmark::kMillisecond);
 
 // The same with a reused simulator (scratch memory and result kept between runs).
 void BM_Simulate1F1B_Reused(benchmark::State& st) {
