@@ -2,7 +2,7 @@
 // the single-GPU stream transport with the CUDA MLP, checked against a single-stream reference
 // (loss and every gradient to 1e-9 relative, doubles), dp 1 and 2, S 2 and 4; collectives of
 // the stream transport; the NCCL transport with bootstrap through a directory store when two or
-// more GPUs are present. With no usable device the executable prints why and exits 77 (SKIP).
+// more GPUs are present (a pipeline of one stage per GPU, checked against the reference too). With no usable device the executable prints why and exits 77 (SKIP).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -177,7 +177,7 @@ TEST_CASE("gpu: stream transport collectives sum in member order; mismatched cou
     }
 }
 
-TEST_CASE("gpu: NCCL transport bootstraps through a directory store and all-reduces (needs 2+ GPUs)") {
+TEST_CASE("gpu: NCCL transport bootstraps through a directory store, all-reduces and runs a pipeline plan (2+ GPUs)") {
     int devices = 0;
     check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
     if (devices < 2) {
@@ -190,6 +190,19 @@ TEST_CASE("gpu: NCCL transport bootstraps through a directory store and all-redu
     directory_store store(dir);
     std::vector<std::vector<double>> got(ranks);
     std::vector<std::string> errors(ranks);
+    mlp_config c;
+    c.hidden = 16;
+    c.blocks = 8;
+    const std::vector<double> w = mlp_init(c);
+    cpu::model_config shape;
+    shape.hidden = c.hidden;
+    shape.blocks = c.blocks;
+    const batch b = random_batch(1, 2 * ranks + 1, 99);
+    cpu::tiny_plan_options po;
+    po.devices = ranks;
+    const auto plans = cpu::rank_plans(cpu::plan_tiny(shape, b.split, b.lengths, po));
+    std::vector<mlp_result> results(ranks);
+    std::vector<std::vector<cpu::stage_layout>> owned(ranks);
     std::vector<std::thread> ts;
     for (std::size_t r = 0; r < ranks; ++r)
         ts.emplace_back([&, r] {
@@ -198,7 +211,7 @@ TEST_CASE("gpu: NCCL transport bootstraps through a directory store and all-redu
                 o.job = "gpu-test";
                 o.device = static_cast<int>(r);
                 o.timeout = 60s;
-                auto t = nccl_transport::connect(store, r, ranks, 1, o);  // one device per replica: dp = ranks
+                auto t = nccl_transport::connect(store, r, ranks, ranks, o);  // one replica of `ranks` devices
                 device_arena a;
                 std::vector<double> v(64, double(r + 1));
                 check(cudaMemcpy(doubles(a, v.size()), v.data(), v.size() * 8, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -208,18 +221,40 @@ TEST_CASE("gpu: NCCL transport bootstraps through a directory store and all-redu
                 t.finish_step(60s);
                 got[r].resize(v.size());
                 check(cudaMemcpy(got[r].data(), a.data(), v.size() * 8, cudaMemcpyDeviceToHost), "cudaMemcpy");
+                // A pipeline of `ranks` stages over NCCL: the plan-driven gradients match.
+                mlp_rank model(c, w);
+                model.begin(plans[r], b.lengths, static_cast<cudaStream_t>(t.compute_stream()));
+                executor<nccl_transport, device_arena> ex(t, model.handlers(), {60s, true});
+                ex.run(plans[r]);
+                t.finish_step(60s);
+                results[r] = model.result();
+                owned[r] = model.owned();
             } catch (const std::exception& e) {
                 errors[r] = e.what();
             }
         });
     for (auto& t : ts) t.join();
     std::filesystem::remove_all(dir);
-    const double want = double(ranks * (ranks + 1) / 2);
+    mlp_result pipeline;
+    pipeline.grads.assign(w.size(), 0.0);
     for (std::size_t r = 0; r < ranks; ++r) {
         REQUIRE_MESSAGE(errors[r].empty(), "rank ", r, ": ", errors[r]);
-        CHECK(got[r] == std::vector<double>(64, want));
+        CHECK(got[r] == std::vector<double>(64, double(r + 1)));  // dp = 1: the all-reduce is the identity
+        pipeline.loss += results[r].loss;
+        for (const auto& l : owned[r])
+            for (std::size_t i = l.first_block * c.hidden * c.hidden; i < l.end_block * c.hidden * c.hidden; ++i)
+                pipeline.grads[i] = results[r].grads[i];
     }
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreate(&s), "cudaStreamCreate");
+    const mlp_result ref = mlp_reference(c, w, b.lengths, s);
+    check(cudaStreamDestroy(s), "cudaStreamDestroy");
+    CHECK(std::abs(pipeline.loss - ref.loss) <= 1e-9 * ref.loss);
+    CHECK(max_relative_error(pipeline.grads, ref.grads, c.hidden * c.hidden, c.blocks) <= 1e-9);
 }
+
+static_assert(grouping_transport<nccl_transport> && streaming_transport<nccl_transport>);
+static_assert(grouping_transport<stream_transport> && streaming_transport<stream_transport>);
 
 int main(int argc, char** argv) {
     const device_query q = query_devices();

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "pipeplan/core/random.hpp"
-#include "pipeplan/runtime/cpu/tiny_model.hpp"
+#include "pipeplan/runtime/cpu/trainer.hpp"  // split_layers, plan_tokens
 #include "pipeplan/runtime/cuda/device_arena.hpp"
 #include "pipeplan/runtime/cuda/kernels.hpp"
 #include "pipeplan/runtime/executor.hpp"
@@ -44,7 +44,7 @@ struct mlp_config {
     splitmix64 rng(c.seed);
     std::vector<double> w(c.blocks * c.hidden * c.hidden);
     const double a = 1.0 / std::sqrt(static_cast<double>(c.hidden));
-    for (auto& x : w) x = a * (2.0 * rng.uniform() - 1.0);
+    for (auto& x : w) x = a * (2.0 * static_cast<double>(rng() >> 11) * 0x1.0p-53 - 1.0);
     return w;
 }
 
