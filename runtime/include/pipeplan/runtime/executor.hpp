@@ -12,6 +12,10 @@
 //     calls its handler with the instruction and a step_context (the rank's arena buffers by
 //     slot, the plan, and an all-reduce over the rank's data-parallel group); `free` calls its
 //     handler when one is registered (trainers keeping per-buffer state release it there).
+// Device backends: the arena's memory is a template parameter (arena_memory: the host arena, or
+// runtime/cuda's device_arena); a transport with end_group() gets it after each group of
+// consecutive message starts (stream_plan.hpp), and one with compute_stream() hands its stream
+// to handlers through step_context.
 // A handler that throws, or a message whose peer disagrees, aborts the transport (the other
 // ranks end with aborted_error instead of waiting) and ends the step with step_error naming
 // the instruction. A timeout does not abort: every rank that waits on a stopped rank fails with
