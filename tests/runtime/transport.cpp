@@ -126,3 +126,30 @@ TEST_CASE("thread transport: all-reduce is typed: fp32 sums in float, fp16 is re
     CHECK(err.find("fp64") != std::string::npos);
     CHECK(err.find("fp32") != std::string::npos);
 }
+
+TEST_CASE("thread transport: reduce-scatter hands member k the group-order sum of chunk k") {
+    constexpr std::size_t n = 3, chunk = 4;
+    thread_hub hub(n);
+    std::vector<std::vector<double>> in(n, std::vector<double>(n * chunk)), out(n, std::vector<double>(chunk));
+    for (std::size_t r = 0; r < n; ++r)
+        for (std::size_t i = 0; i < n * chunk; ++i) in[r][i] = 0.1 * double(r + 1) + double(i);
+    const std::vector<std::size_t> group{2, 0, 1};  // member positions differ from rank numbers
+    std::vector<std::thread> ts;
+    for (std::size_t r = 0; r < n; ++r)
+        ts.emplace_back([&, r] {
+            hub.endpoint(r).reduce_scatter(typed_buffer::of(std::span(in[r])), typed_buffer::of(std::span(out[r])), group,
+                                           10s);
+        });
+    for (auto& t : ts) t.join();
+    for (std::size_t pos = 0; pos < n; ++pos) {
+        const std::size_t r = group[pos];
+        for (std::size_t i = 0; i < chunk; ++i) {
+            const std::size_t j = pos * chunk + i;
+            CHECK(out[r][i] == (in[2][j] + in[0][j]) + in[1][j]);  // group order
+        }
+    }
+    std::vector<double> small(2);
+    CHECK_THROWS_AS(hub.endpoint(0).reduce_scatter(typed_buffer::of(std::span(in[0])), typed_buffer::of(std::span(small)),
+                                                   group, 1s),
+                    pipeplan::invalid_argument);
+}

@@ -101,6 +101,13 @@ static_assert(arena_memory<arena>);
 template <class T>
 concept grouping_transport = transport<T> && requires(T& t) { t.end_group(); };
 
+/// A transport with reduce_scatter(in, out, group, timeout): `in` holds group-size chunks of
+/// out.count elements; member k receives the sum of every member's chunk k (ZeRO ≥ 2).
+template <class T>
+concept scattering_transport = transport<T> && requires(T& t, typed_buffer b, std::span<const std::size_t> g, timeout_ms to) {
+    t.reduce_scatter(b, b, g, to);
+};
+
 /// A transport with a compute stream (CUDA: a cudaStream_t) that handlers enqueue their work on.
 template <class T>
 concept streaming_transport = transport<T> && requires(T& t) {
@@ -111,10 +118,11 @@ concept streaming_transport = transport<T> && requires(T& t) {
 class step_context {
 public:
     using reduce_fn = void (*)(void* self, typed_buffer values);
+    using scatter_fn = void (*)(void* self, typed_buffer in, typed_buffer out);
 
     step_context(const plan::rank_plan& plan, std::span<std::byte> arena, reduce_fn reduce, void* reducer,
-                 void* stream = nullptr)
-        : plan_(&plan), arena_(arena), reduce_(reduce), reducer_(reducer), stream_(stream) {}
+                 void* stream = nullptr, scatter_fn scatter = nullptr)
+        : plan_(&plan), arena_(arena), reduce_(reduce), scatter_(scatter), reducer_(reducer), stream_(stream) {}
 
     [[nodiscard]] const plan::rank_plan& plan() const noexcept { return *plan_; }
     [[nodiscard]] std::uint32_t rank() const noexcept { return plan_->program.rank; }
@@ -137,6 +145,15 @@ public:
         reduce_(reducer_, typed_buffer::of(std::span(std::ranges::data(values), std::ranges::size(values))));
     }
 
+    /// Reduce-scatter over the data-parallel group (ZeRO ≥ 2; reduce_gradients' mode
+    /// reduce_scatter): `in` holds one chunk of out.count elements per member; this rank gets
+    /// the sum of every member's chunk of its own position in the group. Throws
+    /// invalid_argument when the transport has no reduce_scatter.
+    void reduce_scatter(typed_buffer in, typed_buffer out) const {
+        if (scatter_ == nullptr) throw invalid_argument("reduce_scatter: this transport has none");
+        scatter_(reducer_, in, out);
+    }
+
     /// The compute stream handlers enqueue on (a cudaStream_t on the CUDA transports; nullptr on
     /// the CPU). buffer() spans are device memory there: never dereference them on the host.
     [[nodiscard]] void* compute_stream() const noexcept { return stream_; }
@@ -147,6 +164,7 @@ private:
     const plan::rank_plan* plan_;
     std::span<std::byte> arena_;
     reduce_fn reduce_;
+    scatter_fn scatter_;
     void* reducer_;
     void* stream_;
     std::size_t index_ = 0;
@@ -329,8 +347,10 @@ public:
         group_ = dp_group(p.header, p.program.rank);
         void* stream = nullptr;
         if constexpr (streaming_transport<T>) stream = t_->compute_stream();
+        step_context::scatter_fn scatter = nullptr;
+        if constexpr (scattering_transport<T>) scatter = &executor::scatter;
         step_context ctx(p, arena_.bytes().first(static_cast<std::size_t>(p.program.arena_bytes)), &executor::reduce,
-                         this, stream);
+                         this, stream, scatter);
         const auto& prog = p.program.instructions;
         stream_plan streams;
         if constexpr (grouping_transport<T>) streams = make_stream_plan(p.program);
@@ -385,6 +405,12 @@ private:
     static void reduce(void* self, typed_buffer values) {
         auto* e = static_cast<executor*>(self);
         e->t_->all_reduce(values, e->group_, e->o_.timeout);
+    }
+    static void scatter(void* self, typed_buffer in, typed_buffer out) {
+        if constexpr (scattering_transport<T>) {
+            auto* e = static_cast<executor*>(self);
+            e->t_->reduce_scatter(in, out, e->group_, e->o_.timeout);
+        }
     }
 
     T* t_;

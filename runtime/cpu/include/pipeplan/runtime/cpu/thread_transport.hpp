@@ -181,6 +181,22 @@ public:
         if (!c.result.empty()) std::memcpy(values.data, c.result.data(), c.result.size());
     }
 
+    /// Reduce-scatter: `in` holds group.size() chunks of out.count elements; this rank receives
+    /// the sum (in group order, as all_reduce) of every member's chunk at its group position.
+    void reduce_scatter(typed_buffer in, typed_buffer out, std::span<const std::size_t> group, timeout_ms timeout) {
+        if (in.type != out.type || in.count != out.count * group.size())
+            throw invalid_argument("reduce_scatter: " + std::to_string(in.count) + " " +
+                                   std::string(plan::to_string(in.type)) + " values in, " + std::to_string(out.count) +
+                                   " " + std::string(plan::to_string(out.type)) + " out, for " +
+                                   std::to_string(group.size()) + " members");
+        const auto pos = std::find(group.begin(), group.end(), rank_);
+        std::vector<std::byte> sum(in.size_bytes());
+        if (!sum.empty()) std::memcpy(sum.data(), in.data, sum.size());
+        all_reduce({sum.data(), in.count, in.type}, group, timeout);
+        const auto me = static_cast<std::size_t>(pos - group.begin());  // all_reduce checked membership
+        if (out.size_bytes() > 0) std::memcpy(out.data, sum.data() + me * out.size_bytes(), out.size_bytes());
+    }
+
     void abort(const std::string& reason) { hub_->abort(reason); }
 
 private:
