@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pipeplan/core/random.hpp"
+#include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/runtime/arena_growth.hpp"
 #include "pipeplan/runtime/bootstrap.hpp"
 #include "pipeplan/runtime/cpu/plans.hpp"
@@ -175,6 +176,11 @@ TEST_CASE("stream deadlock check: every schedule's plans run on two streams per 
                         REQUIRE(prog.buffers[in.stash].size_bytes >= (l.end_block - l.first_block) * tensor_bytes);
                         if (in.out != plan::no_slot) REQUIRE(prog.buffers[in.out].size_bytes >= tensor_bytes);
                     }
+                if (plans == 0) {  // fp64 survives the binary format (dtype code 4)
+                    const plan::execution_plan back = plan::execution_plan_from_binary(plan::to_binary(p));
+                    CHECK(back.header.type == plan::dtype::fp64);
+                    CHECK(back.programs == p.programs);
+                }
                 const auto stuck = find_stream_deadlock(p);
                 CHECK_MESSAGE(!stuck.has_value(), stuck.value_or(""));
                 ++plans;
