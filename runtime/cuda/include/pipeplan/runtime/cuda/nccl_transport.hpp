@@ -66,9 +66,7 @@ public:
     template <plan_store S>
     [[nodiscard]] static nccl_transport connect(S& store, std::size_t rank, std::size_t ranks,
                                                 std::size_t devices_per_replica, const nccl_options& o) {
-        if (ranks == 0 || rank >= ranks || devices_per_replica == 0 || ranks % devices_per_replica != 0)
-            throw invalid_argument("nccl_transport: rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
-                                   " with " + std::to_string(devices_per_replica) + " devices per replica");
+        check_layout(rank, ranks, devices_per_replica);
         ncclUniqueId id{};
         auto bytes = std::as_writable_bytes(std::span(id.internal));
         if (rank == 0) {
@@ -83,27 +81,13 @@ public:
     nccl_transport(const ncclUniqueId& id, std::size_t rank, std::size_t ranks, std::size_t devices_per_replica,
                    const nccl_options& o)
         : rank_(rank), ranks_(ranks), devices_(devices_per_replica), timeout_(o.timeout) {
-        int device = o.device;
-        if (device < 0) {
-            int n = 0;
-            check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-            device = static_cast<int>(rank % static_cast<std::size_t>(n));
+        check_layout(rank, ranks, devices_per_replica);
+        try {
+            set_up(id, o.device);
+        } catch (...) {
+            release();  // a constructor that throws runs no destructor
+            throw;
         }
-        check(cudaSetDevice(device), "cudaSetDevice");
-        check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-        check(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-        check(cudaEventCreateWithFlags(&compute_event_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-        config.blocking = 0;
-        settle(world_, ncclCommInitRankConfig(&world_, static_cast<int>(ranks), id, static_cast<int>(rank), &config),
-               "ncclCommInitRankConfig");
-        ncclConfig_t split_config = NCCL_CONFIG_INITIALIZER;
-        split_config.blocking = 0;
-        settle(world_,
-               ncclCommSplit(world_, static_cast<int>(rank % devices_), static_cast<int>(rank / devices_), &dp_, &split_config),
-               "ncclCommSplit");
-        settle(dp_, ncclSuccess, "ncclCommSplit");
-        for (std::size_t r = rank % devices_; r < ranks; r += devices_) dp_group_.push_back(r);
     }
     nccl_transport(const nccl_transport&) = delete;
     nccl_transport& operator=(const nccl_transport&) = delete;
@@ -112,14 +96,7 @@ public:
         swap(o);
         return *this;
     }
-    ~nccl_transport() {
-        if (dp_ != nullptr) (void)ncclCommAbort(dp_);
-        if (world_ != nullptr) (void)ncclCommAbort(world_);
-        for (cudaEvent_t e : done_) (void)cudaEventDestroy(e);
-        if (compute_event_ != nullptr) (void)cudaEventDestroy(compute_event_);
-        if (compute_ != nullptr) (void)cudaStreamDestroy(compute_);
-        if (comm_ != nullptr) (void)cudaStreamDestroy(comm_);
-    }
+    ~nccl_transport() { release(); }
 
     [[nodiscard]] std::size_t rank() const noexcept { return rank_; }
     [[nodiscard]] std::size_t ranks() const noexcept { return ranks_; }
@@ -206,6 +183,45 @@ public:
     }
 
 private:
+    static void check_layout(std::size_t rank, std::size_t ranks, std::size_t devices_per_replica) {
+        if (ranks == 0 || rank >= ranks || devices_per_replica == 0 || ranks % devices_per_replica != 0)
+            throw invalid_argument("nccl_transport: rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
+                                   " with " + std::to_string(devices_per_replica) + " devices per replica");
+    }
+    /// Streams, events, the world communicator and the data-parallel one.
+    void set_up(const ncclUniqueId& id, int device) {
+        if (device < 0) {
+            int n = 0;
+            check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+            if (n <= 0) throw device_error("nccl_transport: no CUDA device");
+            device = static_cast<int>(rank_ % static_cast<std::size_t>(n));
+        }
+        check(cudaSetDevice(device), "cudaSetDevice");
+        check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        check(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        check(cudaEventCreateWithFlags(&compute_event_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        settle(world_, ncclCommInitRankConfig(&world_, static_cast<int>(ranks_), id, static_cast<int>(rank_), &config),
+               "ncclCommInitRankConfig");
+        ncclConfig_t split_config = NCCL_CONFIG_INITIALIZER;
+        split_config.blocking = 0;
+        settle(world_,
+               ncclCommSplit(world_, static_cast<int>(rank_ % devices_), static_cast<int>(rank_ / devices_), &dp_, &split_config),
+               "ncclCommSplit");
+        settle(dp_, ncclSuccess, "ncclCommSplit");
+        for (std::size_t r = rank_ % devices_; r < ranks_; r += devices_) dp_group_.push_back(r);
+    }
+    void release() noexcept {
+        if (dp_ != nullptr) (void)ncclCommAbort(std::exchange(dp_, nullptr));
+        if (world_ != nullptr) (void)ncclCommAbort(std::exchange(world_, nullptr));
+        for (cudaEvent_t e : done_) (void)cudaEventDestroy(e);
+        done_.clear();
+        if (compute_event_ != nullptr) (void)cudaEventDestroy(std::exchange(compute_event_, nullptr));
+        if (compute_ != nullptr) (void)cudaStreamDestroy(std::exchange(compute_, nullptr));
+        if (comm_ != nullptr) (void)cudaStreamDestroy(std::exchange(comm_, nullptr));
+    }
+
     void swap(nccl_transport& o) noexcept {
         std::swap(rank_, o.rank_);
         std::swap(ranks_, o.ranks_);
