@@ -165,7 +165,9 @@ public:
         h.on(instr_kind::load_microbatch, [](const plan::instruction&, step_context&) {});
         h.on(instr_kind::forward, [this](const plan::instruction& in, step_context& ctx) { forward(in, ctx); });
         h.on(instr_kind::backward, [this](const plan::instruction& in, step_context& ctx) { backward(in, ctx); });
-        h.on(instr_kind::reduce_gradients, [this](const plan::instruction&, step_context& ctx) {
+        h.on(instr_kind::reduce_gradients, [this](const plan::instruction& in, step_context& ctx) {
+            if (in.mode != static_cast<std::uint8_t>(plan::reduce_mode::all_reduce))
+                throw error("the CUDA model keeps whole gradients (ZeRO < 2): it all-reduces, never reduce-scatters");
             for (const auto& l : owned_) ctx.all_reduce(owned_grads(l));
         });
         h.on(instr_kind::optimizer_step, [this](const plan::instruction&, step_context& ctx) {
