@@ -423,3 +423,84 @@ TEST_CASE("split_dp is deterministic") {
     CHECK(a.microbatches == b.microbatches);
     CHECK(a.objective_ms == b.objective_ms);
 }
+
+TEST_CASE("split_dp with a shape cost cache equals split_dp without one, across batches and ladders") {
+    int compared = 0;
+    for (const bool enc_dec : {false, true}) {
+        table_cost_model model;
+        model.encoder_decoder = enc_dec;
+        model.stored_mb_per_token = 0.3;
+        pb::pipeline_config cfg;
+        cfg.stages = 4;
+        cfg.device_memory_mb = 5000;
+        pb::shape_cost_cache cache;
+        std::mt19937_64 rng(enc_dec ? 11 : 12);
+        for (int it = 0; it < 6; ++it) {
+            const auto batch = random_batch(rng, 40 + static_cast<int>(rng() % 80));
+            for (const auto kind : {pb::memory_limit_kind::preferred, pb::memory_limit_kind::available}) {
+                pb::split_options opt;
+                opt.limit_ladder = {kind};
+                opt.accounting = it % 2 == 0 ? pb::accounting_mode::pipeplan : pb::accounting_mode::dynapipe;
+                const auto plain = pb::split_dp(model, batch, cfg, opt);
+                const auto cached = pb::split_dp(model, batch, cfg, opt, nullptr, &cache);
+                INFO("enc_dec " << enc_dec << " iteration " << it);
+                CHECK(cached.microbatches == plain.microbatches);
+                CHECK(cached.objective_ms == plain.objective_ms);
+                CHECK(cached.limit == plain.limit);
+                CHECK(cached.recompute == plain.recompute);
+                ++compared;
+            }
+        }
+        CHECK(cache.size() > 0);
+    }
+    CHECK(compared == 24);
+}
+
+TEST_CASE("shape_cost_cache empties itself for another evaluator setting") {
+    table_cost_model model;
+    pb::pipeline_config cfg;
+    cfg.stages = 2;
+    cfg.device_memory_mb = 5000;
+    pb::shape_cost_cache cache;
+    const pb::stage_cost_evaluator<table_cost_model> a(model, cfg, pb::accounting_mode::pipeplan);
+    cache.bind(a);
+    auto& row = cache.at(128, 0, pipeplan::recompute_mode::none);
+    const auto* c = cache.cost(row, a, 128, 0, pipeplan::recompute_mode::none, 3);
+    REQUIRE(c != nullptr);
+    CHECK(*c == a.evaluate({3, 128, 0}, pipeplan::recompute_mode::none).value());
+    CHECK(cache.size() == 3);
+    cache.bind(a);
+    CHECK(cache.size() == 3);  // same setting: kept
+    pb::pipeline_config other = cfg;
+    other.stages = 4;
+    const pb::stage_cost_evaluator<table_cost_model> b(model, other, pb::accounting_mode::pipeplan);
+    cache.bind(b);
+    CHECK(cache.size() == 0);
+    const pb::stage_cost_evaluator<table_cost_model> d(model, other, pb::accounting_mode::dynapipe);
+    (void)cache.cost(cache.at(128, 0, pipeplan::recompute_mode::none), b, 128, 0, pipeplan::recompute_mode::none, 2);
+    cache.bind(d);
+    CHECK(cache.size() == 0);
+}
+
+TEST_CASE("split_dp objective bound: exact below the bound, never below it when the optimum is not") {
+    for (const bool enc_dec : {false, true}) {
+        std::mt19937_64 rng(enc_dec ? 5 : 6);
+        table_cost_model model;
+        model.encoder_decoder = enc_dec;
+        model.stored_mb_per_token = 0.3;
+        pb::pipeline_config cfg;
+        cfg.stages = 4;
+        cfg.device_memory_mb = 5000;
+        const auto batch = random_batch(rng, 90);
+        pb::split_options opt;
+        opt.order = pb::ordering_method::lexicographic;  // one order: the bound only prunes
+        const auto exact = pb::split_dp(model, batch, cfg, opt);
+        opt.objective_bound_ms = exact.objective_ms * 1.01;
+        const auto above = pb::split_dp(model, batch, cfg, opt);
+        CHECK(above.objective_ms == exact.objective_ms);
+        opt.objective_bound_ms = exact.objective_ms;  // nothing strictly better exists
+        CHECK(pb::split_dp(model, batch, cfg, opt).objective_ms >= exact.objective_ms);
+        opt.objective_bound_ms = std::numeric_limits<double>::quiet_NaN();
+        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+    }
+}

@@ -43,6 +43,7 @@ public:
     struct entry {
         std::vector<double> t;
         bool closed = false;
+        shape_cost_cache::row* cached = nullptr;  ///< the context's cache row of this shape
     };
 
     /// The table entry of (E, D) (created empty).
@@ -51,6 +52,15 @@ public:
     /// t(m) of `e` (shape (m, seqlen, dec_seqlen)), extending the row by one evaluation at a time;
     /// false when m does not fit (nor any larger size).
     bool at(entry& e, int seqlen, int dec_seqlen, int m, double& t) {
+        if (shape_cost_cache* cache = ctx_->cache()) {
+            if (!e.cached) e.cached = &cache->at(seqlen, dec_seqlen, rung_.recompute);
+            while (!e.closed && static_cast<int>(e.t.size()) < m) {
+                const microbatch_cost* c = cache->cost(*e.cached, ctx_->evaluator(), seqlen, dec_seqlen,
+                                                       rung_.recompute, static_cast<int>(e.t.size()) + 1);
+                if (c && rung_.fits(*c)) e.t.push_back(c->time_ms);
+                else e.closed = true;
+            }
+        }
         while (!e.closed && static_cast<int>(e.t.size()) < m) {
             microbatch_cost c;
             const microbatch_shape s{static_cast<int>(e.t.size()) + 1, seqlen, dec_seqlen};
@@ -189,12 +199,16 @@ template <cost_model Model>
 /// (decoder weight 1/4) are solved, sharing the shape tables; the better split is then refined
 /// (up to options.refine_passes re-orderings inside its micro-batches, each solved exactly) —
 /// never worse than lexicographic. The result is exact for the final order.
+/// `cache` (optional, batching/cost_cache.hpp) keeps the shape costs for later splits with the
+/// same model, configuration and accounting; the result is the same with or without it.
 /// Throws split_error (empty batch, sample too long, model states, no feasible split) or
 /// invalid_argument (configuration, options, token counts).
 template <cost_model Model>
 [[nodiscard]] split_result split_dp(const Model& model, std::span<const sample> batch, const pipeline_config& config,
-                                    const split_options& options = {}, split_dp_stats* stats = nullptr) {
-    const split_context<Model> ctx(model, batch, config, options);
+                                    const split_options& options = {}, split_dp_stats* stats = nullptr,
+                                    shape_cost_cache* cache = nullptr) {
+    split_context<Model> ctx(model, batch, config, options);
+    ctx.use_cache(cache);
     const bool enc_dec = ctx.evaluator().encoder_decoder();
     if (options.packing.enabled && options.order != ordering_method::automatic &&
         options.order != ordering_method::sorted && options.order != ordering_method::lexicographic)
@@ -216,7 +230,8 @@ template <cost_model Model>
         const auto consider = [&](std::span<const int> order) {
             split_dp_stats st;
             split_result r = split_dp_ordered(ctx, order, rung, &st, &tables,
-                                              have ? best.objective_ms : std::numeric_limits<double>::infinity());
+                                              have ? std::min(best.objective_ms, options.objective_bound_ms)
+                                                   : options.objective_bound_ms);
             if (stats) {
                 stats->capped_solves += st.capped_solves;
                 stats->range_entries += st.range_entries;
