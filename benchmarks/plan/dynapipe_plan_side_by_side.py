@@ -16,7 +16,8 @@ helpers of benchmarks/batching/dynapipe_side_by_side.py), then for each batch ru
 Prints one JSON line per batch and a markdown table at the end.
 
   DYNAREF_WORK=/work/dynaref-work PIPEPLAN=build/examples/cli/pipeplan \\
-    /usr/bin/python3 benchmarks/plan/dynapipe_plan_side_by_side.py --model gpt_6.7b --seeds 1-5
+    /usr/bin/python3 benchmarks/plan/dynapipe_plan_side_by_side.py --model gpt_6.7b --seeds 1-5 \\
+    [--pipeplan-flags='--alternative-splits 4']
 
 Run from the project root after ../shared/reference/dynapipe/build.sh. Scratch files go to
 $DYNAREF_WORK/plan_side_by_side (nothing is written inside the repository).
@@ -33,6 +34,7 @@ from dynapipe_side_by_side import (COMMON, DATA, PIPEPLAN, REF, SETTINGS, draw_b
                                    run_json, seeds_of, write_batch)
 
 NETWORK = ["--accounting", "dynapipe", "--bandwidth-gbps", "100"]
+EXTRA = []  # more `pipeplan plan` flags (--pipeplan-flags)
 
 
 def dynapipe_plan(model, batch_csv, split_json=None, seed=0):
@@ -48,7 +50,7 @@ def dynapipe_plan(model, batch_csv, split_json=None, seed=0):
 
 def pipeplan_plan(model, batch_csv, out_dir=None, microbatches=None):
     cmd = [PIPEPLAN, "plan", "--profiles", os.path.join(DATA, "cost_models"), "--model", model, *SETTINGS[model],
-           *COMMON, *NETWORK, "--batch", batch_csv, "--json"]
+           *COMMON, *NETWORK, *EXTRA, "--batch", batch_csv, "--json"]
     if out_dir:
         cmd += ["--out", out_dir, "--format", "json"]
     if microbatches:
@@ -114,11 +116,13 @@ def main():
     ap.add_argument("--model", default="gpt_6.7b", choices=sorted(SETTINGS))
     ap.add_argument("--tokens", type=int, default=65536)
     ap.add_argument("--seeds", default="1-5")
+    ap.add_argument("--pipeplan-flags", default="", help="extra `pipeplan plan` flags, e.g. --pipeplan-flags='--alternative-splits 4'")
     ap.add_argument("--table-from", nargs="+", metavar="LOG", help="only print the table from earlier runs' JSON lines")
     a = ap.parse_args()
     if a.table_from:
         print_table([json.loads(line) for f in a.table_from for line in open(f) if line.startswith("{")])
         return 0
+    EXTRA.extend(a.pipeplan_flags.split())
     work = os.path.join(os.environ.get("DYNAREF_WORK", os.path.join(os.getcwd(), "dynaref-work")), "plan_side_by_side")
     os.makedirs(work, exist_ok=True)
     samples = read_lengths(os.path.join(DATA, "lengths", "superni_llama.csv" if a.model == "t5_11b" else "superni_gpt.csv"))

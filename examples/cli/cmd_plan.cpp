@@ -42,7 +42,7 @@ struct plan_cli_options {
     double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
     unsigned devices_per_node = 1;
     unsigned long long iteration = 0;
-    unsigned threads = 1;
+    unsigned threads = 1, alternative_splits = 0;
     std::string microbatches, out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
 };
@@ -166,6 +166,7 @@ void run_plan(const plan_cli_options& o) {
     po.hidden_size = hidden_size_of(o.model, o.hidden_size);
     po.iteration = o.iteration;
     po.threads = o.threads;
+    po.alternative_splits = o.alternative_splits;
     if (o.schedule != "auto") po.schedule = parse_name<schedule::schedule_name>(o.schedule);
     const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
     const interpolation_mode mode =
@@ -309,6 +310,10 @@ void register_plan(CLI::App& app) {
     sub->add_option("--torch-csv-comms", o->torch_csv_comms, "Write the torch schedule CSV with SEND/RECV/REDUCE_GRAD actions (dp > 1: one per replica, FILE_r<k>.csv)");
     sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one process per replica, one track per rank, flow arrows for messages)");
     sub->add_option("--svg", o->svg, "Write an SVG Gantt chart of the chosen schedule");
+    sub->add_option("--alternative-splits", o->alternative_splits,
+                    "Also schedule up to N runner-up splits of the exact DP (0..8), compared by simulation")
+        ->check(integer_in(0u, 8u))
+        ->capture_default_str();
     sub->add_option("--threads", o->threads,
                     "Worker threads for the candidate schedules and buffer planning (1..256); the plan is "
                     "byte-identical for every count")

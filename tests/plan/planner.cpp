@@ -221,3 +221,19 @@ TEST_CASE("parallel_for: every task once, per-worker scratch, the lowest task's 
     }
     pipeplan::parallel_for(0, 4, [](std::size_t, std::size_t) { FAIL("no task"); });
 }
+
+TEST_CASE("planner: runner-up splits are extra candidates; the plan is never slower") {
+    const auto batch = synthetic_batch(16384, 9);
+    auto o = gpt_options();
+    const auto base = plan_iteration(gpt(), batch, o);
+    o.alternative_splits = 2;
+    const auto more = plan_iteration(gpt(), batch, o);
+    CHECK(validate(more.plan).ok());
+    CHECK(more.makespan_ms <= base.makespan_ms);
+    std::size_t runner_ups = 0;
+    for (const auto& c : more.candidates) runner_ups += c.split.rfind("runner-up", 0) == 0;
+    CHECK(runner_ups > 0);
+    CHECK(more.candidates.size() == base.candidates.size() + runner_ups);
+    o.alternative_splits = 65;
+    CHECK_THROWS_AS((void)plan_iteration(gpt(), batch, o), pipeplan::invalid_argument);
+}

@@ -60,6 +60,8 @@ struct split_options {
     /// The result is the exact optimum whenever that is below the bound; otherwise a split whose
     /// objective is >= the bound (a caller holding a split of that objective keeps its own).
     double objective_bound_ms = std::numeric_limits<double>::infinity();
+    /// DP only: how many runner-up splits split_dp returns when asked (its `alternatives`).
+    int alternative_splits = 2;
 };
 
 /// One rung of the ladder: a stored limit and a recomputation mode, with the resulting limits.
@@ -108,6 +110,8 @@ public:
             throw invalid_argument("relative tolerance must be in [0, 1)");
         if (options_.refine_passes < 0) throw invalid_argument("refine passes must be >= 0");
         if (std::isnan(options_.objective_bound_ms)) throw invalid_argument("objective bound must not be NaN");
+        if (options_.alternative_splits < 0 || options_.alternative_splits > 64)
+            throw invalid_argument("alternative splits must be in [0, 64]");
         if (options_.packing.separator_tokens < 0) throw invalid_argument("packing separator tokens must be >= 0");
         if (options_.packing.enabled && eval_.encoder_decoder())
             throw invalid_argument("packing inside micro-batches is supported for decoder-only models only");

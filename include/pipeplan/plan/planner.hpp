@@ -87,6 +87,9 @@ struct planner_options {
     std::uint64_t seed = 1;
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
+    /// Also schedule up to this many runner-up splits of the preferred limit (partitions the
+    /// exact DP solved on its way, next best by objective: batching::split_dp's alternatives).
+    std::size_t alternative_splits = 0;
     /// Worker threads (>= 1) for the candidate schedules and the per-rank buffer planning. The
     /// plan does not depend on it: candidates are compared in a fixed order (split, then kind)
     /// and ties go to the earlier one, so any thread count gives byte-identical plans.
@@ -161,6 +164,7 @@ public:
         if (opt_.config.device_memory_mb <= 0) throw invalid_argument("planner: device memory must be > 0 MB");
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
+        if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
     }
 
     [[nodiscard]] const planner_options& options() const noexcept { return opt_; }
@@ -170,9 +174,19 @@ public:
     [[nodiscard]] plan_result plan(std::span<const batching::sample> batch) {
         const auto t0 = detail::clock::now();
         std::vector<std::pair<std::string, batching::split_result>> splits;
-        splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, opt_.split, nullptr, &costs_));
+        batching::split_options so = opt_.split;
+        so.alternative_splits = static_cast<int>(opt_.alternative_splits);
+        std::vector<batching::split_result> runner_ups;
+        splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_,
+                                                            opt_.alternative_splits > 0 ? &runner_ups : nullptr));
         if (opt_.compare_splits) {
             if (auto alt = available_split(batch, splits.front().second)) splits.emplace_back("available", std::move(*alt));
+        }
+        for (std::size_t k = 0; k < runner_ups.size(); ++k) {
+            const bool known = std::any_of(splits.begin(), splits.end(), [&](const auto& s) {
+                return s.second.microbatches == runner_ups[k].microbatches;
+            });
+            if (!known) splits.emplace_back("runner-up " + std::to_string(k + 1), std::move(runner_ups[k]));
         }
         return finish(std::move(splits), t0);
     }
