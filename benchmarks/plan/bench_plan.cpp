@@ -5,10 +5,19 @@
 // tokens (S 4, tp 4, L 6) <= 25 ms, 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
 // worst arena / live set. Skips (with a message) when ../shared/data is absent.
+// Report mode (no timing): `bench_plan --arena_report` plans GPT-6.7B and T5-11B 65,536-token
+// batches (seeds 1..6) and a GPT 1,048,576-token batch and prints, per batch, the worst rank's
+// largest simultaneously-live set, its planned arena and their ratio (target <= 1.10).
+// `--arena_dump=gpt|t5|gpt1m:SEED` prints that batch's worst rank's buffers (role, mb, stage,
+// size, lifetime, offset) for studying fragmentation.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "batching/real_batches.hpp"
@@ -32,6 +41,16 @@ struct setup {
 constexpr setup gpt{"gpt_6.7b", "superni_gpt.csv", 2, 4, 8, 4096};
 constexpr setup t5{"t5_11b", "superni_llama.csv", 4, 4, 6, 1024};
 
+pp::planner_options options_of(const setup& s) {
+    pp::planner_options o;
+    o.config.stages = s.stages;
+    o.config.layers_per_stage = s.layers;
+    o.config.tp = s.tp;
+    o.config.device_memory_mb = 36000;
+    o.hidden_size = s.hidden;
+    return o;
+}
+
 void run_planner(benchmark::State& state, const setup& s, long long tokens) {
     const auto* m = pipeplan::test::find_profile_model(s.model_name, pipeplan::interpolation_mode::recommended);
     if (!m) {
@@ -39,13 +58,7 @@ void run_planner(benchmark::State& state, const setup& s, long long tokens) {
         return;
     }
     const auto batch = pipeplan::test::draw_batch(s.lengths_file, tokens, 42);
-    pp::planner_options o;
-    o.config.stages = s.stages;
-    o.config.layers_per_stage = s.layers;
-    o.config.tp = s.tp;
-    o.config.device_memory_mb = 36000;
-    o.hidden_size = s.hidden;
-    pp::planner<pipeplan::profile_cost_model> planner(*m, o);
+    pp::planner<pipeplan::profile_cost_model> planner(*m, options_of(s));
     pp::plan_result r;
     for (auto _ : state) {
         r = planner.plan(batch);
@@ -90,10 +103,93 @@ void BM_lower_validate(benchmark::State& state) {
     state.counters["instructions"] = static_cast<double>(instructions);
 }
 
+/// The rank with the largest arena / live-set ratio.
+std::size_t worst_rank(const pp::plan_result& r) {
+    std::size_t w = 0;
+    for (std::size_t k = 1; k < r.arena_mb.size(); ++k)
+        if (r.arena_mb[k] / r.live_peak_mb[k] > r.arena_mb[w] / r.live_peak_mb[w]) w = k;
+    return w;
+}
+
+/// Plans one batch for the report modes; nullopt (with a message) without the data.
+std::optional<pp::plan_result> plan_batch(const setup& s, long long tokens, std::uint64_t seed) {
+    const auto* m = pipeplan::test::find_profile_model(s.model_name, pipeplan::interpolation_mode::recommended);
+    if (!m) {
+        std::fprintf(stderr, "../shared/data is absent: no profiles or lengths to report on\n");
+        return std::nullopt;
+    }
+    pp::planner<pipeplan::profile_cost_model> planner(*m, options_of(s));
+    return planner.plan(pipeplan::test::draw_batch(s.lengths_file, tokens, seed));
+}
+
+int arena_report() {
+    struct row {
+        const char* name;
+        const setup* s;
+        long long tokens;
+        std::uint64_t seed;
+    };
+    std::vector<row> rows;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) rows.push_back({"gpt_6.7b 65k", &gpt, 65536, seed});
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) rows.push_back({"t5_11b 65k", &t5, 65536, seed});
+    rows.push_back({"gpt_6.7b 1M", &gpt, 1048576, 42});
+    std::printf("%-14s %5s %4s %5s %12s %12s %7s %10s\n", "batch", "seed", "mbs", "rank", "live_mb", "arena_mb",
+                "ratio", "all_ranks");
+    double worst = 1.0;
+    for (const row& x : rows) {
+        const auto r = plan_batch(*x.s, x.tokens, x.seed);
+        if (!r) return 0;
+        const std::size_t w = worst_rank(*r);
+        std::string all;
+        for (std::size_t k = 0; k < r->arena_mb.size(); ++k) {
+            char buf[16];
+            std::snprintf(buf, sizeof buf, "%s%.3f", k ? " " : "", r->arena_mb[k] / r->live_peak_mb[k]);
+            all += buf;
+        }
+        const double ratio = r->arena_mb[w] / r->live_peak_mb[w];
+        worst = std::max(worst, ratio);
+        std::printf("%-14s %5llu %4zu %5zu %12.1f %12.1f %7.4f %s\n", x.name, static_cast<unsigned long long>(x.seed),
+                    r->plan.header.microbatches.size(), w, r->live_peak_mb[w], r->arena_mb[w], ratio, all.c_str());
+    }
+    std::printf("worst arena / live set: %.4f\n", worst);
+    return 0;
+}
+
+int arena_dump(const std::string& what) {
+    const auto colon = what.find(':');
+    const std::string name = what.substr(0, colon);
+    const std::uint64_t seed = colon == std::string::npos ? 42 : std::stoull(what.substr(colon + 1));
+    const setup* s = name == "t5" ? &t5 : &gpt;
+    const auto r = plan_batch(*s, name == "gpt1m" ? 1048576 : 65536, seed);
+    if (!r) return 0;
+    const std::size_t w = worst_rank(*r);
+    const pp::rank_program& p = r->plan.programs[w];
+    const auto life = pp::buffer_lifetimes(p);
+    std::printf("rank %zu: live %.1f MB, arena %.1f MB, %zu instructions\n", w, r->live_peak_mb[w], r->arena_mb[w],
+                p.instructions.size());
+    std::printf("%5s %-15s %4s %5s %10s %6s %6s %10s\n", "slot", "role", "mb", "stage", "size_mb", "first", "last", "offset_mb");
+    for (std::size_t b = 0; b < p.buffers.size(); ++b)
+        if (life[b].used())
+            std::printf("%5zu %-15s %4u %5u %10.2f %6u %6u %10.2f\n", b, std::string(pp::to_string(p.buffers[b].role)).c_str(),
+                        p.buffers[b].mb, p.buffers[b].stage, static_cast<double>(p.buffers[b].size_bytes) / 1e6,
+                        life[b].first, life[b].last, static_cast<double>(p.buffers[b].offset_bytes) / 1e6);
+    return 0;
+}
+
 }  // namespace
 
 BENCHMARK(BM_plan_gpt)->Arg(65536)->Arg(1048576)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--arena_report") == 0) return arena_report();
+        if (std::strncmp(argv[i], "--arena_dump=", 13) == 0) return arena_dump(argv[i] + 13);
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
