@@ -9,7 +9,8 @@
 // batches (seeds 1..6) and a GPT 1,048,576-token batch and prints, per batch, the worst rank's
 // largest simultaneously-live set, its planned arena and their ratio (target <= 1.10).
 // `--arena_dump=gpt|t5|gpt1m:SEED` prints that batch's worst rank's buffers (role, mb, stage,
-// size, lifetime, offset) for studying fragmentation.
+// size, lifetime, offset) for studying fragmentation; `--arena_dump=s8m64[:RANK]` those of
+// BM_lower_validate/8/64's plan.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -82,25 +83,35 @@ void run_planner(benchmark::State& state, const setup& s, long long tokens) {
 void BM_plan_gpt(benchmark::State& s) { run_planner(s, gpt, s.range(0)); }
 void BM_plan_t5(benchmark::State& s) { run_planner(s, t5, s.range(0)); }
 
-/// Lowering + validation alone: 1F1B, S stages, M micro-batches of seeded sizes.
-void BM_lower_validate(benchmark::State& state) {
-    const auto S = static_cast<std::size_t>(state.range(0)), M = static_cast<std::size_t>(state.range(1));
+/// The synthetic scenario of BM_lower_validate: S stages, M micro-batches of seeded sizes.
+pipeplan::schedule::scenario synthetic_scenario(std::size_t S, std::size_t M) {
     pipeplan::splitmix64 rng(7);
     std::vector<double> mult, base(S, 1.0);
     for (std::size_t j = 0; j < M; ++j) mult.push_back(1.0 + static_cast<double>(rng.below(300)) / 100.0);
     auto sc = pipeplan::schedule::scaled_scenario(base, mult, 2.0, 100.0, 10.0, 12.0);
     sc.activation_mb = mult;
+    return sc;
+}
+
+/// Lowering + validation alone: 1F1B, S stages, M micro-batches of seeded sizes.
+void BM_lower_validate(benchmark::State& state) {
+    const auto sc = synthetic_scenario(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
     const auto sched = pipeplan::schedule::one_f_one_b{}(sc);
     std::size_t instructions = 0;
+    double worst_arena = 1.0;
     for (auto _ : state) {
         const pp::execution_plan p = pp::lower(sc, sched);
         const auto rep = pp::validate(p);
         if (!rep.ok()) state.SkipWithError("invalid plan");
         instructions = 0;
-        for (const auto& prog : p.programs) instructions += prog.instructions.size();
+        for (const auto& prog : p.programs) {
+            instructions += prog.instructions.size();
+            worst_arena = std::max(worst_arena, static_cast<double>(prog.arena_bytes) / static_cast<double>(prog.live_peak_bytes));
+        }
         benchmark::DoNotOptimize(rep.violations.data());
     }
     state.counters["instructions"] = static_cast<double>(instructions);
+    state.counters["arena_over_live"] = worst_arena;
 }
 
 /// The rank with the largest arena / live-set ratio.
@@ -160,9 +171,20 @@ int arena_dump(const std::string& what) {
     const std::string name = what.substr(0, colon);
     const std::uint64_t seed = colon == std::string::npos ? 42 : std::stoull(what.substr(colon + 1));
     const setup* s = name == "t5" ? &t5 : &gpt;
-    const auto r = plan_batch(*s, name == "gpt1m" ? 1048576 : 65536, seed);
+    std::optional<pp::plan_result> r;
+    if (name == "s8m64") {  // BM_lower_validate's plan; the number is a rank (default: the worst)
+        const auto sc = synthetic_scenario(8, 64);
+        r.emplace();
+        r->plan = pp::lower(sc, pipeplan::schedule::one_f_one_b{}(sc));
+        for (const auto& prog : r->plan.programs) {
+            r->arena_mb.push_back(static_cast<double>(prog.arena_bytes) / 1e6);
+            r->live_peak_mb.push_back(static_cast<double>(prog.live_peak_bytes) / 1e6);
+        }
+    } else {
+        r = plan_batch(*s, name == "gpt1m" ? 1048576 : 65536, seed);
+    }
     if (!r) return 0;
-    const std::size_t w = worst_rank(*r);
+    const std::size_t w = name == "s8m64" && colon != std::string::npos ? seed % r->arena_mb.size() : worst_rank(*r);
     const pp::rank_program& p = r->plan.programs[w];
     const auto life = pp::buffer_lifetimes(p);
     std::printf("rank %zu: live %.1f MB, arena %.1f MB, %zu instructions\n", w, r->live_peak_mb[w], r->arena_mb[w],
@@ -176,8 +198,38 @@ int arena_dump(const std::string& what) {
     return 0;
 }
 
+/// The parts of BM_lower_validate/8/64 alone: lowering without buffer planning, buffer
+/// planning alone, validation alone.
+void BM_lower_parts(benchmark::State& state) {
+    const auto sc = synthetic_scenario(8, 64);
+    const auto sched = pipeplan::schedule::one_f_one_b{}(sc);
+    const pp::execution_plan planned = pp::lower(sc, sched);
+    const auto cp = pp::lower_compute(sc, sched);
+    const auto unplanned = pp::insert_communication(cp, sc);
+    for (auto _ : state) {
+        switch (state.range(0)) {
+            case 0: {
+                const auto progs = pp::insert_communication(pp::lower_compute(sc, sched), sc);
+                benchmark::DoNotOptimize(progs.data());
+                break;
+            }
+            case 1: {
+                auto progs = unplanned;
+                for (auto& prog : progs) pp::plan_buffers(prog);
+                benchmark::DoNotOptimize(progs.data());
+                break;
+            }
+            default: {
+                const auto rep = pp::validate(planned);
+                benchmark::DoNotOptimize(rep.violations.data());
+            }
+        }
+    }
+}
+
 }  // namespace
 
+BENCHMARK(BM_lower_parts)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_plan_gpt)->Arg(65536)->Arg(1048576)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);
