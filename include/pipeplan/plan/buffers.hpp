@@ -182,6 +182,39 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
     return arena;
 }
 
+/// Places the items `offset` leaves `unplaced` around those it places, in time order: each
+/// into the smallest gap between the buffers whose lifetimes meet its own (those live at its
+/// birth, and the placed ones born during its life), or above them. Returns the arena size.
+inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset,
+                                std::vector<placed_span>& live, std::vector<placed_span>& busy) {
+    const auto by_begin = [](const placed_span& x, const placed_span& y) { return x.begin < y.begin; };
+    live.clear();
+    std::uint64_t arena = 0;
+    for (std::uint32_t i = 0; i < items.size(); ++i) {
+        const placement_item& b = items[i];
+        std::erase_if(live, [&](const placed_span& e) { return e.last < b.first; });
+        if (offset[i] == unplaced) {
+            busy.assign(live.begin(), live.end());
+            for (std::uint32_t j = i + 1; j < items.size() && items[j].first <= b.last; ++j)
+                if (offset[j] != unplaced) busy.push_back({offset[j], offset[j] + items[j].size_bytes, 0, 0});
+            if (busy.size() > live.size()) std::sort(busy.begin(), busy.end(), by_begin);
+            std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
+            for (const placed_span& e : busy) {
+                if (e.begin > cursor && e.begin - cursor >= b.size_bytes && e.begin - cursor < best_gap) {
+                    pos = cursor;
+                    best_gap = e.begin - cursor;
+                }
+                cursor = std::max(cursor, e.end);
+            }
+            offset[i] = best_gap == UINT64_MAX ? cursor : pos;
+        }
+        const placed_span e{offset[i], offset[i] + b.size_bytes, b.last, i};
+        live.insert(std::upper_bound(live.begin(), live.end(), e, by_begin), e);
+        arena = std::max(arena, e.end);
+    }
+    return arena;
+}
+
 /// Beam search over placements in time order (see the file comment). Each state is a partial
 /// placement of the items born so far: its live buffers' address ranges (a flat pool,
 /// `cap` spans per state), its arena so far, a hash of its live layout and its last trail node
@@ -417,25 +450,24 @@ private:
 /// a program of `instructions` instructions. With `max_beam_width` 0, greedy best fit by size
 /// and by breadth; else beam searches under the aligned live set — width 8 over the buffers of
 /// at least 1/16 of it with decisions for those of 1/8, then, unless that arena is within 8%
-/// of the live set, width `max_beam_width` over the buffers of 1/32 — each followed by best
-/// fit of the smaller buffers around the rest. (The second search costs about 2-4 times the
-/// first; the 8% keeps the S 8, M 64 lowering within its time budget.) Returns the smallest
+/// of the live set, width `max_beam_width` over the buffers of 1/32 — each followed by
+/// place_rest() for the smaller buffers. (The second search costs about 2-4 times the first;
+/// the 8% keeps the S 8, M 64 lowering within its time budget.) Returns the smallest
 /// arena; fills `offset` (by item). Deterministic.
 inline std::uint64_t place_items(std::span<const placement_item> items, std::size_t instructions,
                                  std::size_t max_beam_width, std::vector<std::uint64_t>& offset) {
     if (items.empty()) return offset.clear(), 0;
-    const overlap_lists ov(items);
-    std::vector<placed_span> scratch;
+    std::vector<placed_span> scratch, busy;
     std::vector<std::uint64_t> trial;
     std::uint64_t best = UINT64_MAX;
     const auto keep = [&](std::uint64_t arena) {
         if (arena < best) best = arena, offset.swap(trial);
     };
-    const std::vector<std::uint32_t> by_size = greedy_order(items, false);
     if (max_beam_width == 0) {
+        const overlap_lists ov(items);
         for (const bool breadth : {false, true}) {
             trial.assign(items.size(), unplaced);
-            keep(place_best_fit(items, ov, breadth ? greedy_order(items, true) : by_size, trial, scratch));
+            keep(place_best_fit(items, ov, greedy_order(items, breadth), trial, scratch));
         }
         return best;
     }
@@ -447,7 +479,7 @@ inline std::uint64_t place_items(std::span<const placement_item> items, std::siz
     };
     for (const stage_t st : {stage_t{8, 8, 16}, stage_t{max_beam_width, 8, 32}}) {
         search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial);
-        keep(place_best_fit(items, ov, by_size, trial, scratch));  // the small buffers, around the rest
+        keep(place_rest(items, trial, scratch, busy));  // the small buffers, around the rest
         if (best <= peak + peak / 100 * 8) break;
     }
     return best;
