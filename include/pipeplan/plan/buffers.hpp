@@ -448,7 +448,7 @@ private:
 
 /// The placements of the file comment for `items` (sorted as placement_items() sorts them) of
 /// a program of `instructions` instructions. With `max_beam_width` 0, greedy best fit by size
-/// and by breadth; else beam searches under the aligned live set — width 8 over the buffers of
+/// and by breadth; else beam searches under the aligned live set — width 4 over the buffers of
 /// at least 1/16 of it with decisions for those of 1/8, then, unless that arena is within 8%
 /// of the live set, width `max_beam_width` over the buffers of 1/32 — each followed by
 /// place_rest() for the smaller buffers. (The second search costs about 2-4 times the first;
@@ -477,7 +477,7 @@ inline std::uint64_t place_items(std::span<const placement_item> items, std::siz
         std::size_t width;
         std::uint64_t decision_divisor, min_divisor;
     };
-    for (const stage_t st : {stage_t{8, 8, 16}, stage_t{max_beam_width, 8, 32}}) {
+    for (const stage_t st : {stage_t{4, 8, 16}, stage_t{max_beam_width, 8, 32}}) {
         search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial);
         keep(place_rest(items, trial, scratch, busy));  // the small buffers, around the rest
         if (best <= peak + peak / 100 * 8) break;
@@ -489,7 +489,7 @@ inline std::uint64_t place_items(std::span<const placement_item> items, std::siz
 
 /// Assigns offsets (pass 4b) with detail::place_items() and sets arena_bytes and
 /// live_peak_bytes.
-inline void assign_offsets(rank_program& p, std::uint64_t alignment_bytes = 256, std::size_t max_beam_width = 16) {
+inline void assign_offsets(rank_program& p, std::uint64_t alignment_bytes = 256, std::size_t max_beam_width = 12) {
     const std::vector<lifetime> life = buffer_lifetimes(p);
     const std::vector<detail::placement_item> items = detail::placement_items(p, life, alignment_bytes);
     std::vector<std::uint64_t> offset;
