@@ -186,20 +186,32 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
 /// into the smallest gap between the buffers whose lifetimes meet its own (those live at its
 /// birth, and the placed ones born during its life), or above them. Returns the arena size.
 inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset,
-                                std::vector<placed_span>& live, std::vector<placed_span>& busy) {
+                                std::vector<placed_span>& live, std::vector<placed_span>& later) {
     const auto by_begin = [](const placed_span& x, const placed_span& y) { return x.begin < y.begin; };
     live.clear();
+    std::vector<std::uint32_t> placed;  // the items placed beforehand, by birth
+    for (std::uint32_t j = 0; j < items.size(); ++j)
+        if (offset[j] != unplaced) placed.push_back(j);
     std::uint64_t arena = 0;
+    std::uint32_t now = UINT32_MAX;
+    std::size_t next_placed = 0;
     for (std::uint32_t i = 0; i < items.size(); ++i) {
         const placement_item& b = items[i];
-        std::erase_if(live, [&](const placed_span& e) { return e.last < b.first; });
+        if (b.first != now) std::erase_if(live, [&](const placed_span& e) { return e.last < b.first; });
+        now = b.first;
+        while (next_placed < placed.size() && placed[next_placed] <= i) ++next_placed;
         if (offset[i] == unplaced) {
-            busy.assign(live.begin(), live.end());
-            for (std::uint32_t j = i + 1; j < items.size() && items[j].first <= b.last; ++j)
-                if (offset[j] != unplaced) busy.push_back({offset[j], offset[j] + items[j].size_bytes, 0, 0});
-            if (busy.size() > live.size()) std::sort(busy.begin(), busy.end(), by_begin);
+            later.clear();  // the placed buffers born during b's life
+            for (std::size_t k = next_placed; k < placed.size() && items[placed[k]].first <= b.last; ++k) {
+                const std::uint32_t j = placed[k];
+                later.push_back({offset[j], offset[j] + items[j].size_bytes, 0, 0});
+            }
+            std::sort(later.begin(), later.end(), by_begin);
+            // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            for (const placed_span& e : busy) {
+            for (std::size_t x = 0, y = 0; x < live.size() || y < later.size();) {
+                const bool from_live = y == later.size() || (x < live.size() && live[x].begin < later[y].begin);
+                const placed_span& e = from_live ? live[x++] : later[y++];
                 if (e.begin > cursor && e.begin - cursor >= b.size_bytes && e.begin - cursor < best_gap) {
                     pos = cursor;
                     best_gap = e.begin - cursor;
