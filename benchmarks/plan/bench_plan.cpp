@@ -7,10 +7,20 @@
 // tokens (S 4, tp 4, L 6) <= 25 ms, 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
 // worst arena / live set. Skips (with a message) when ../shared/data is absent.
+// Report mode (no timing): `bench_plan --arena_report` plans GPT-6.7B and T5-11B 65,536-token
+// batches (seeds 1..6) and a GPT 1,048,576-token batch and prints, per batch, the worst rank's
+// largest simultaneously-live set, its planned arena and their ratio (target <= 1.10).
+// `--arena_dump=gpt|t5|gpt1m:SEED` prints that batch's worst rank's buffers (role, mb, stage,
+// size, lifetime, offset) for studying fragmentation; `--arena_dump=s8m64[:RANK]` those of
+// BM_lower_validate/8/64's plan.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "batching/real_batches.hpp"
@@ -34,6 +44,16 @@ struct setup {
 constexpr setup gpt{"gpt_6.7b", "superni_gpt.csv", 2, 4, 8, 4096};
 constexpr setup t5{"t5_11b", "superni_llama.csv", 4, 4, 6, 1024};
 
+pp::planner_options options_of(const setup& s) {
+    pp::planner_options o;
+    o.config.stages = s.stages;
+    o.config.layers_per_stage = s.layers;
+    o.config.tp = s.tp;
+    o.config.device_memory_mb = 36000;
+    o.hidden_size = s.hidden;
+    return o;
+}
+
 /// How the planner meets its batches: one planner re-planning the same batch (its shape-cost
 /// cache warm after the first iteration), a fresh planner per iteration (what one `pipeplan
 /// plan` run pays), or one planner cycling through 8 different seeded batches (a training run).
@@ -48,12 +68,7 @@ void run_planner(benchmark::State& state, const setup& s, long long tokens, reus
     std::vector<std::vector<pipeplan::batching::sample>> batches;
     for (std::uint64_t seed = 42; seed < (mode == reuse::new_batches ? 50u : 43u); ++seed)
         batches.push_back(pipeplan::test::draw_batch(s.lengths_file, tokens, seed));
-    pp::planner_options o;
-    o.config.stages = s.stages;
-    o.config.layers_per_stage = s.layers;
-    o.config.tp = s.tp;
-    o.config.device_memory_mb = 36000;
-    o.hidden_size = s.hidden;
+    const pp::planner_options o = options_of(s);
     pp::planner<pipeplan::profile_cost_model> planner(*m, o);
     pp::plan_result r;
     std::size_t next = 0;
@@ -88,29 +103,153 @@ void BM_plan_t5_fresh(benchmark::State& s) { run_planner(s, t5, s.range(0), reus
 void BM_plan_gpt_new_batches(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::new_batches); }
 void BM_plan_t5_new_batches(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::new_batches); }
 
-/// Lowering + validation alone: 1F1B, S stages, M micro-batches of seeded sizes.
-void BM_lower_validate(benchmark::State& state) {
-    const auto S = static_cast<std::size_t>(state.range(0)), M = static_cast<std::size_t>(state.range(1));
+/// The synthetic scenario of BM_lower_validate: S stages, M micro-batches of seeded sizes.
+pipeplan::schedule::scenario synthetic_scenario(std::size_t S, std::size_t M) {
     pipeplan::splitmix64 rng(7);
     std::vector<double> mult, base(S, 1.0);
     for (std::size_t j = 0; j < M; ++j) mult.push_back(1.0 + static_cast<double>(rng.below(300)) / 100.0);
     auto sc = pipeplan::schedule::scaled_scenario(base, mult, 2.0, 100.0, 10.0, 12.0);
     sc.activation_mb = mult;
+    return sc;
+}
+
+/// Lowering + validation alone: 1F1B, S stages, M micro-batches of seeded sizes.
+void BM_lower_validate(benchmark::State& state) {
+    const auto sc = synthetic_scenario(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
     const auto sched = pipeplan::schedule::one_f_one_b{}(sc);
     std::size_t instructions = 0;
+    double worst_arena = 1.0;
     for (auto _ : state) {
         const pp::execution_plan p = pp::lower(sc, sched);
         const auto rep = pp::validate(p);
         if (!rep.ok()) state.SkipWithError("invalid plan");
         instructions = 0;
-        for (const auto& prog : p.programs) instructions += prog.instructions.size();
+        for (const auto& prog : p.programs) {
+            instructions += prog.instructions.size();
+            worst_arena = std::max(worst_arena, static_cast<double>(prog.arena_bytes) / static_cast<double>(prog.live_peak_bytes));
+        }
         benchmark::DoNotOptimize(rep.violations.data());
     }
     state.counters["instructions"] = static_cast<double>(instructions);
+    state.counters["arena_over_live"] = worst_arena;
+}
+
+/// The rank with the largest arena / live-set ratio.
+std::size_t worst_rank(const pp::plan_result& r) {
+    std::size_t w = 0;
+    for (std::size_t k = 1; k < r.arena_mb.size(); ++k)
+        if (r.arena_mb[k] / r.live_peak_mb[k] > r.arena_mb[w] / r.live_peak_mb[w]) w = k;
+    return w;
+}
+
+/// Plans one batch for the report modes; nullopt (with a message) without the data.
+std::optional<pp::plan_result> plan_batch(const setup& s, long long tokens, std::uint64_t seed) {
+    const auto* m = pipeplan::test::find_profile_model(s.model_name, pipeplan::interpolation_mode::recommended);
+    if (!m) {
+        std::fprintf(stderr, "../shared/data is absent: no profiles or lengths to report on\n");
+        return std::nullopt;
+    }
+    pp::planner<pipeplan::profile_cost_model> planner(*m, options_of(s));
+    return planner.plan(pipeplan::test::draw_batch(s.lengths_file, tokens, seed));
+}
+
+int arena_report() {
+    struct row {
+        const char* name;
+        const setup* s;
+        long long tokens;
+        std::uint64_t seed;
+    };
+    std::vector<row> rows;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) rows.push_back({"gpt_6.7b 65k", &gpt, 65536, seed});
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) rows.push_back({"t5_11b 65k", &t5, 65536, seed});
+    rows.push_back({"gpt_6.7b 1M", &gpt, 1048576, 42});
+    std::printf("%-14s %5s %4s %5s %12s %12s %7s %10s\n", "batch", "seed", "mbs", "rank", "live_mb", "arena_mb",
+                "ratio", "all_ranks");
+    double worst = 1.0;
+    for (const row& x : rows) {
+        const auto r = plan_batch(*x.s, x.tokens, x.seed);
+        if (!r) return 0;
+        const std::size_t w = worst_rank(*r);
+        std::string all;
+        for (std::size_t k = 0; k < r->arena_mb.size(); ++k) {
+            char buf[16];
+            std::snprintf(buf, sizeof buf, "%s%.3f", k ? " " : "", r->arena_mb[k] / r->live_peak_mb[k]);
+            all += buf;
+        }
+        const double ratio = r->arena_mb[w] / r->live_peak_mb[w];
+        worst = std::max(worst, ratio);
+        std::printf("%-14s %5llu %4zu %5zu %12.1f %12.1f %7.4f %s\n", x.name, static_cast<unsigned long long>(x.seed),
+                    r->plan.header.microbatches.size(), w, r->live_peak_mb[w], r->arena_mb[w], ratio, all.c_str());
+    }
+    std::printf("worst arena / live set: %.4f\n", worst);
+    return 0;
+}
+
+int arena_dump(const std::string& what) {
+    const auto colon = what.find(':');
+    const std::string name = what.substr(0, colon);
+    const std::uint64_t seed = colon == std::string::npos ? 42 : std::stoull(what.substr(colon + 1));
+    const setup* s = name == "t5" ? &t5 : &gpt;
+    std::optional<pp::plan_result> r;
+    if (name == "s8m64") {  // BM_lower_validate's plan; the number is a rank (default: the worst)
+        const auto sc = synthetic_scenario(8, 64);
+        r.emplace();
+        r->plan = pp::lower(sc, pipeplan::schedule::one_f_one_b{}(sc));
+        for (const auto& prog : r->plan.programs) {
+            r->arena_mb.push_back(static_cast<double>(prog.arena_bytes) / 1e6);
+            r->live_peak_mb.push_back(static_cast<double>(prog.live_peak_bytes) / 1e6);
+        }
+    } else {
+        r = plan_batch(*s, name == "gpt1m" ? 1048576 : 65536, seed);
+    }
+    if (!r) return 0;
+    const std::size_t w = name == "s8m64" && colon != std::string::npos ? seed % r->arena_mb.size() : worst_rank(*r);
+    const pp::rank_program& p = r->plan.programs[w];
+    const auto life = pp::buffer_lifetimes(p);
+    std::printf("rank %zu: live %.1f MB, arena %.1f MB, %zu instructions\n", w, r->live_peak_mb[w], r->arena_mb[w],
+                p.instructions.size());
+    std::printf("%5s %-15s %4s %5s %10s %6s %6s %10s\n", "slot", "role", "mb", "stage", "size_mb", "first", "last", "offset_mb");
+    for (std::size_t b = 0; b < p.buffers.size(); ++b)
+        if (life[b].used())
+            std::printf("%5zu %-15s %4u %5u %10.2f %6u %6u %10.2f\n", b, std::string(pp::to_string(p.buffers[b].role)).c_str(),
+                        p.buffers[b].mb, p.buffers[b].stage, static_cast<double>(p.buffers[b].size_bytes) / 1e6,
+                        life[b].first, life[b].last, static_cast<double>(p.buffers[b].offset_bytes) / 1e6);
+    return 0;
+}
+
+/// The parts of BM_lower_validate/8/64 alone: lowering without buffer planning, buffer
+/// planning alone, validation alone.
+void BM_lower_parts(benchmark::State& state) {
+    const auto sc = synthetic_scenario(8, 64);
+    const auto sched = pipeplan::schedule::one_f_one_b{}(sc);
+    const pp::execution_plan planned = pp::lower(sc, sched);
+    const auto cp = pp::lower_compute(sc, sched);
+    const auto unplanned = pp::insert_communication(cp, sc);
+    for (auto _ : state) {
+        switch (state.range(0)) {
+            case 0: {
+                const auto progs = pp::insert_communication(pp::lower_compute(sc, sched), sc);
+                benchmark::DoNotOptimize(progs.data());
+                break;
+            }
+            case 1: {
+                auto progs = unplanned;
+                for (auto& prog : progs) pp::plan_buffers(prog);
+                benchmark::DoNotOptimize(progs.data());
+                break;
+            }
+            default: {
+                const auto rep = pp::validate(planned);
+                benchmark::DoNotOptimize(rep.violations.data());
+            }
+        }
+    }
 }
 
 }  // namespace
 
+BENCHMARK(BM_lower_parts)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_plan_gpt)->Arg(65536)->Arg(1048576)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_gpt_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
@@ -119,4 +258,14 @@ BENCHMARK(BM_plan_gpt_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--arena_report") == 0) return arena_report();
+        if (std::strncmp(argv[i], "--arena_dump=", 13) == 0) return arena_dump(argv[i] + 13);
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

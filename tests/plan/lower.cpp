@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common.hpp"
+#include "pipeplan/core/random.hpp"
 #include "pipeplan/plan/lower.hpp"
 #include "pipeplan/plan/validate.hpp"
 #include "pipeplan/schedule/simulator.hpp"
@@ -167,6 +168,85 @@ TEST_CASE("plan_buffers: best fit reuses a freed gap (closed form)") {
     CHECK(p.live_peak_bytes == 1536);
     CHECK(p.arena_bytes == 1536);
     CHECK(p.buffers[0].offset_bytes == p.buffers[2].offset_bytes);
+}
+
+namespace {
+
+/// The optimal arena of tiny instances by brute force: for any optimal placement, putting the
+/// buffers in the order of their optimal offsets, each at the lowest offset free of the
+/// already placed ones that it meets in time, gives offsets no higher (by induction) — so the
+/// best such placement over all orders is optimal.
+std::uint64_t optimal_arena(const std::vector<detail::placement_item>& items) {
+    std::vector<std::uint32_t> order(items.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::uint64_t best = UINT64_MAX;
+    std::vector<std::uint64_t> offset(items.size());
+    do {
+        std::uint64_t arena = 0;
+        for (std::size_t k = 0; k < order.size(); ++k) {
+            const auto& b = items[order[k]];
+            std::uint64_t pos = 0;
+            for (bool moved = true; moved;) {  // lift above every conflicting placed buffer
+                moved = false;
+                for (std::size_t q = 0; q < k; ++q) {
+                    const auto& c = items[order[q]];
+                    const bool in_time = b.first <= c.last && c.first <= b.last;
+                    if (in_time && pos < offset[order[q]] + c.size_bytes && offset[order[q]] < pos + b.size_bytes) {
+                        pos = offset[order[q]] + c.size_bytes;
+                        moved = true;
+                    }
+                }
+            }
+            offset[order[k]] = pos;
+            arena = std::max(arena, pos + b.size_bytes);
+        }
+        best = std::min(best, arena);
+    } while (std::next_permutation(order.begin(), order.end()));
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE("plan_buffers: placements against the brute-force optimum on tiny instances (<= 7 buffers)") {
+    splitmix64 rng(2026);
+    double worst_beam = 1.0, worst_best_fit = 1.0;
+    int optimal_beam = 0, optimal_best_fit = 0;
+    constexpr int instances = 150;
+    for (int t = 0; t < instances; ++t) {
+        const std::size_t n = 3 + rng.below(5);
+        std::vector<detail::placement_item> items;
+        for (std::uint32_t i = 0; i < n; ++i) {
+            const auto first = static_cast<std::uint32_t>(rng.below(8));
+            items.push_back({i, first, first + static_cast<std::uint32_t>(rng.below(5)), 256 * (1 + rng.below(12))});
+        }
+        std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+            return a.first != b.first ? a.first < b.first : a.last != b.last ? a.last > b.last : a.slot < b.slot;
+        });
+        const std::uint64_t opt = optimal_arena(items);
+        CHECK(opt >= detail::aligned_live_peak(items, 16));
+        for (const std::size_t width : {std::size_t(12), std::size_t(0)}) {
+            std::vector<std::uint64_t> offset;
+            const std::uint64_t arena = detail::place_items(items, 16, width, offset);
+            CAPTURE(t);
+            CAPTURE(width);
+            REQUIRE(offset.size() == n);
+            for (std::size_t a = 0; a < n; ++a) {  // a valid placement, inside the arena
+                CHECK(offset[a] + items[a].size_bytes <= arena);
+                for (std::size_t b = a + 1; b < n; ++b)
+                    if (items[a].first <= items[b].last && items[b].first <= items[a].last)
+                        CHECK((offset[a] + items[a].size_bytes <= offset[b] || offset[b] + items[b].size_bytes <= offset[a]));
+            }
+            CHECK(arena >= opt);  // never below the optimum: else the placement overlaps
+            const double ratio = static_cast<double>(arena) / static_cast<double>(opt);
+            (width ? worst_beam : worst_best_fit) = std::max(width ? worst_beam : worst_best_fit, ratio);
+            (width ? optimal_beam : optimal_best_fit) += arena == opt;
+        }
+    }
+    MESSAGE("tiny instances: beam search optimal in " << optimal_beam << "/" << instances << ", worst " << worst_beam
+                                                      << "x the optimum; best fit optimal in " << optimal_best_fit << "/"
+                                                      << instances << ", worst " << worst_best_fit << "x");
+    CHECK(optimal_beam >= optimal_best_fit * 9 / 10);
+    CHECK(worst_beam <= 1.5);
 }
 
 TEST_CASE("lower: every schedule gives a valid plan") {

@@ -122,6 +122,22 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
     }
 }
 
+TEST_CASE("validate: a full report stops nothing from being checked safely") {
+    // Every rank broken in its structure, with room for one violation: the later ranks' walks
+    // must not run on out-of-range fields (they did when the cap was reached).
+    auto p = one_f_one_b_plan(4, 6);
+    for (auto& prog : p.programs)
+        for (auto& x : prog.instructions)
+            if (is_compute(x.kind)) x.mb = 1000;
+    validate_options o;
+    o.max_violations = 1;
+    const auto r = validate(p, o);
+    REQUIRE(r.violations.size() == 1);
+    CHECK(r.truncated);
+    CHECK(r.violations[0].rule == "structure");
+    CHECK(r.violations[0].message.find("micro-batch out of range") != std::string::npos);
+}
+
 TEST_CASE("validate: the deadlock rule agrees with the reference executor") {
     // With the pair rule, two ranks cannot deadlock each other (a rank blocked on the pair's
     // k-th message has posted every earlier start of the pair), so a linear pipeline cannot

@@ -236,11 +236,17 @@ struct slot_builder {
 
     void run() {
         // Producers run before consumers in the global order: assign in that order.
-        std::vector<op_ref> order;
+        // (the sequence numbers are a permutation of 0 .. ops - 1)
+        std::size_t total = 0;
+        for (const auto& v : ops) total += v.size();
+        std::vector<op_ref> order(total);
         for (std::uint32_t r = 0; r < ops.size(); ++r)
-            for (std::uint32_t i = 0; i < ops[r].size(); ++i) order.push_back({r, i});
-        std::sort(order.begin(), order.end(),
-                  [&](op_ref a, op_ref b) { return cp.seq[a.rank][a.index] < cp.seq[b.rank][b.index]; });
+            for (std::uint32_t i = 0; i < ops[r].size(); ++i) order[cp.seq[r][i]] = {r, i};
+        for (std::size_t r = 0; r < ops.size(); ++r) {
+            std::size_t n = 0;  // each compute op adds at most 4 buffers
+            for (const instruction& x : ops[r]) n += x.kind == instr_kind::backward_weight ? 1 : 4;
+            tables[r].buffers.reserve(n);
+        }
         for (op_ref o : order) assign(o);
     }
 
@@ -371,8 +377,8 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
             out[r].push_back({i, 3, c.mb, ld});
         }
     }
-    for (auto& v : out)
-        std::stable_sort(v.begin(), v.end(), [](const placed& x, const placed& y) {
+    for (auto& v : out)  // (before, phase, key) is unique per rank
+        std::sort(v.begin(), v.end(), [](const placed& x, const placed& y) {
             return x.before != y.before ? x.before < y.before : x.phase != y.phase ? x.phase < y.phase : x.key < y.key;
         });
     return out;

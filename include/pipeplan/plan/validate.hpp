@@ -29,9 +29,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
@@ -88,14 +86,15 @@ namespace detail {
 struct reporter {
     validation_report& out;
     std::size_t cap;
+    std::size_t seen = 0;  ///< violations found, reported or not
     void operator()(std::uint32_t rank, std::uint32_t index, const char* rule, std::string msg) {
+        ++seen;
         if (out.violations.size() >= cap) {
             out.truncated = true;
             return;
         }
         out.violations.push_back({rank, index, rule, std::move(msg)});
     }
-    [[nodiscard]] bool full() const noexcept { return out.violations.size() >= cap; }
 };
 
 [[nodiscard]] inline std::string describe(const instruction& i) {
@@ -177,32 +176,47 @@ inline void check_arena(const rank_view& rv, reporter& rep) {
     }
 }
 
-/// pairing: every start has exactly one later wait of the same message.
-inline void check_pairing(const rank_view& rv, reporter& rep) {
-    using key = std::tuple<std::uint8_t, std::uint32_t, std::uint32_t, std::int32_t>;
-    std::map<key, std::uint32_t> open;
+/// Flat index of a message on one rank by its start kind, stage and micro-batch (the peer
+/// follows from them once the structure rule holds): the key of the open-message tables.
+struct message_keys {
+    std::size_t microbatches, stages;
+    [[nodiscard]] std::size_t size() const noexcept { return 4 * stages * microbatches; }
+    [[nodiscard]] std::size_t operator()(const instruction& x) const noexcept {
+        const auto start = static_cast<std::size_t>(x.kind) - (is_message_wait(x.kind) ? 1 : 0);
+        const std::size_t k = (start - static_cast<std::size_t>(instr_kind::send_activation_start)) / 2;  // 0..3
+        return (k * stages + x.stage) * microbatches + x.mb;
+    }
+};
+inline constexpr std::uint32_t not_open = 0xFFFFFFFFu;
+
+/// pairing: every start has exactly one later wait of the same message. `open` is scratch.
+inline void check_pairing(const rank_view& rv, reporter& rep, std::vector<std::uint32_t>& open) {
+    const message_keys key{rv.h.microbatches.size(), rv.h.virtual_stages()};
+    open.assign(key.size(), not_open);
     const auto& prog = rv.p.instructions;
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
         const instruction& ins = prog[i];
         if (is_message_start(ins.kind)) {
-            const key k{static_cast<std::uint8_t>(ins.kind), ins.mb, ins.stage, ins.peer};
-            if (!open.emplace(k, i).second) rep(rv.rank, i, "pairing", describe(ins) + ": started again before its wait");
+            std::uint32_t& o = open[key(ins)];
+            if (o != not_open) rep(rv.rank, i, "pairing", describe(ins) + ": started again before its wait");
+            else o = i;
         } else if (is_message_wait(ins.kind)) {
-            const key k{static_cast<std::uint8_t>(ins.kind) - 1, ins.mb, ins.stage, ins.peer};
-            auto it = open.find(k);
-            if (it == open.end()) {
+            std::uint32_t& o = open[key(ins)];
+            if (o == not_open) {
                 rep(rv.rank, i, "pairing", describe(ins) + ": waits for a message that was not started");
                 continue;
             }
-            const instruction& st = prog[it->second];
+            const instruction& st = prog[o];
             if (st.in != ins.in || st.out != ins.out)
                 rep(rv.rank, i, "pairing", describe(ins) + ": names another buffer than its start");
             else if (st.bytes != ins.bytes || !(st.shape == ins.shape) || st.type != ins.type)
                 rep(rv.rank, i, "pairing", describe(ins) + ": bytes, shape or dtype differ from its start");
-            open.erase(it);
+            o = not_open;
         }
     }
-    for (const auto& [k, i] : open) rep(rv.rank, i, "pairing", describe(prog[i]) + ": never waited for");
+    for (std::uint32_t i = 0; i < prog.size(); ++i)
+        if (is_message_start(prog[i].kind) && open[key(prog[i])] == i)
+            rep(rv.rank, i, "pairing", describe(prog[i]) + ": never waited for");
 }
 
 /// Per (mb, stage) facts gathered while walking a rank's program.
@@ -239,14 +253,14 @@ struct buffer_walk {
             bad(i, std::string("reads a ") + what + " buffer it should not have");
             return;
         }
-        const std::string sl = "slot " + std::to_string(slot);
+        const auto sl = [slot] { return "slot " + std::to_string(slot); };
         switch (state[slot]) {
-            case unborn: return bad(i, sl + " is read before it is written");
-            case pending: return bad(i, sl + " is read before its receive completed");
-            case dead: return bad(i, sl + " is read after its free");
+            case unborn: return bad(i, sl() + " is read before it is written");
+            case pending: return bad(i, sl() + " is read before its receive completed");
+            case dead: return bad(i, sl() + " is read after its free");
             case ready: break;
         }
-        if (!(holds[slot] == want)) bad(i, sl + " holds the " + describe(holds[slot]) + ", needs the " + describe(want));
+        if (!(holds[slot] == want)) bad(i, sl() + " holds the " + describe(holds[slot]) + ", needs the " + describe(want));
     }
     /// A write of `slot` with `c` (state becomes `to`).
     void write(std::uint32_t i, std::uint32_t slot, content c, state_t to) {
@@ -270,39 +284,70 @@ struct buffer_walk {
     }
     void free(std::uint32_t i, std::uint32_t slot) {
         if (slot == no_slot) return bad(i, "frees no slot");
-        const std::string sl = "slot " + std::to_string(slot);
-        if (state[slot] == unborn) return bad(i, sl + " is freed before it is written");
-        if (state[slot] == dead) return bad(i, sl + (is_work[slot] ? " is a workspace (never freed)" : " is freed twice"));
-        if (state[slot] == pending) return bad(i, sl + " is freed before its receive completed");
-        if (in_flight[slot] > 0) return bad(i, sl + " is freed while a send of it is in flight");
+        const auto sl = [slot] { return "slot " + std::to_string(slot); };
+        if (state[slot] == unborn) return bad(i, sl() + " is freed before it is written");
+        if (state[slot] == dead) return bad(i, sl() + (is_work[slot] ? " is a workspace (never freed)" : " is freed twice"));
+        if (state[slot] == pending) return bad(i, sl() + " is freed before its receive completed");
+        if (in_flight[slot] > 0) return bad(i, sl() + " is freed while a send of it is in flight");
         state[slot] = dead;
         death[slot] = i;
     }
-    /// No two buffers live at the same time overlap in the arena; nothing leaks.
+    /// No two buffers live at the same time overlap in the arena; nothing leaks. A sweep over
+    /// the instructions keeps the live buffers sorted by offset (and disjoint: a buffer found
+    /// overlapping is reported and left out), so each new buffer meets only its neighbours.
     void finish() {
-        std::vector<std::uint32_t> order;
+        const std::size_t n = rv.p.instructions.size();
+        std::vector<std::uint32_t> born_at(n + 2, 0), dies_at(n + 2, 0);  // bucket starts, then slots
         for (std::uint32_t s = 0; s < state.size(); ++s) {
             if (state[s] == ready || state[s] == pending) {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " is never freed");
-                death[s] = static_cast<std::uint32_t>(rv.p.instructions.size());
+                death[s] = static_cast<std::uint32_t>(n);
             }
-            if (state[s] != unborn && rv.p.buffers[s].size_bytes > 0) order.push_back(s);
         }
-        std::sort(order.begin(), order.end(), [&](auto a, auto b) { return birth[a] != birth[b] ? birth[a] < birth[b] : a < b; });
-        std::vector<std::uint32_t> active;
-        for (std::uint32_t s : order) {
-            std::erase_if(active, [&](std::uint32_t q) { return death[q] < birth[s]; });
-            const buffer& b = rv.p.buffers[s];
-            for (std::uint32_t q : active) {
-                const buffer& c = rv.p.buffers[q];
-                if (b.offset_bytes < c.offset_bytes + c.size_bytes && c.offset_bytes < b.offset_bytes + b.size_bytes) {
-                    rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " +
-                                                         std::to_string(q) + " in the arena");
-                    break;
+        const auto& buf = rv.p.buffers;
+        const auto sized = [&](std::uint32_t s) { return state[s] != unborn && buf[s].size_bytes > 0; };
+        std::vector<std::uint32_t> born, dies;
+        bucket(born_at, born, birth, sized);
+        bucket(dies_at, dies, death, sized);
+        const auto by_offset = [&](std::uint32_t a, std::uint32_t b) { return buf[a].offset_bytes < buf[b].offset_bytes; };
+        std::vector<std::uint32_t> active;  // by offset
+        std::vector<char> in_active(state.size(), 0);
+        for (std::size_t t = 0; t <= n; ++t) {
+            for (std::uint32_t k = born_at[t]; k < born_at[t + 1]; ++k) {
+                const std::uint32_t s = born[k];
+                const buffer& b = buf[s];
+                const auto at = std::lower_bound(active.begin(), active.end(), s, by_offset);
+                const auto overlaps = [&](std::uint32_t q) {
+                    return b.offset_bytes < buf[q].offset_bytes + buf[q].size_bytes && buf[q].offset_bytes < b.offset_bytes + b.size_bytes;
+                };
+                std::uint32_t hit = no_slot;
+                if (at != active.begin() && overlaps(*(at - 1))) hit = *(at - 1);
+                else if (at != active.end() && overlaps(*at)) hit = *at;
+                if (hit != no_slot) {
+                    rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
+                    continue;
                 }
+                active.insert(at, s);
+                in_active[s] = 1;
             }
-            active.push_back(s);
+            for (std::uint32_t k = dies_at[t]; k < dies_at[t + 1]; ++k)
+                if (const std::uint32_t q = dies[k]; in_active[q])
+                    active.erase(std::lower_bound(active.begin(), active.end(), q, by_offset));
         }
+    }
+
+    /// Counting sort of the slots that pass `keep` by `when` (instruction indices): slots of
+    /// instruction t are out[start[t] .. start[t + 1]).
+    template <class Keep>
+    void bucket(std::vector<std::uint32_t>& start, std::vector<std::uint32_t>& out, const std::vector<std::uint32_t>& when,
+                Keep&& keep) const {
+        for (std::uint32_t s = 0; s < state.size(); ++s)
+            if (keep(s)) ++start[when[s] + 1];
+        for (std::size_t t = 1; t < start.size(); ++t) start[t] += start[t - 1];
+        out.resize(start.back());
+        std::vector<std::uint32_t> fill(start.begin(), start.end() - 1);
+        for (std::uint32_t s = 0; s < state.size(); ++s)
+            if (keep(s)) out[fill[when[s]]++] = s;
     }
 };
 
@@ -403,9 +448,10 @@ inline void check_units(const rank_view& rv, const std::vector<unit_state>& unit
         for (std::uint32_t j = 0; j < M; ++j) {
             if (rv.h.microbatches[j].replica != rv.replica) continue;
             const unit_state& u = units[std::size_t(v) * M + j];
-            const std::string what = "mb " + std::to_string(j) + " stage " + std::to_string(v) + ": ";
             const auto at = [](std::int32_t x) { return x < 0 ? violation::whole_program : static_cast<std::uint32_t>(x); };
-            auto bad = [&](std::int32_t idx, const std::string& m) { rep(rv.rank, at(idx), "compute", what + m); };
+            auto bad = [&](std::int32_t idx, const std::string& m) {
+                rep(rv.rank, at(idx), "compute", "mb " + std::to_string(j) + " stage " + std::to_string(v) + ": " + m);
+            };
             if (u.nfwd != 1) bad(u.fwd, std::to_string(u.nfwd) + " forwards (needs exactly 1)");
             if (u.nbwd != 1) bad(u.bwd, std::to_string(u.nbwd) + " backwards (needs exactly 1)");
             if (u.nfwd == 1 && u.nbwd == 1 && u.bwd < u.fwd) bad(u.bwd, "backward before its forward");
@@ -446,14 +492,14 @@ inline void check_end(const rank_view& rv, reporter& rep) {
     if (step < 0) rep(rv.rank, violation::whole_program, "reduce", "no optimizer_step");
 }
 
-/// Every rule that concerns one rank alone.
-inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep) {
+/// Every rule that concerns one rank alone. `scratch` is reused across ranks.
+inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep, std::vector<std::uint32_t>& scratch) {
     const rank_view rv(h, p);
-    const std::size_t before = rep.out.violations.size();
-    for (std::uint32_t i = 0; i < p.instructions.size() && !rep.full(); ++i) check_structure(rv, i, rep);
+    const std::size_t before = rep.seen;
+    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) check_structure(rv, i, rep);
     check_arena(rv, rep);
-    if (rep.out.violations.size() != before) return;  // the walks below index with these fields
-    check_pairing(rv, rep);
+    if (rep.seen != before) return;  // the walks below index with these fields
+    check_pairing(rv, rep, scratch);
     std::vector<unit_state> units(std::size_t(h.virtual_stages()) * h.microbatches.size());
     walk_rank(rv, rep, units);
     check_units(rv, units, rep);
@@ -468,22 +514,22 @@ struct pair_indices {
 
 [[nodiscard]] inline pair_indices index_pairs(const execution_plan& plan) {
     const std::size_t R = plan.programs.size();
+    const message_keys key{plan.header.microbatches.size(), plan.header.virtual_stages()};
     pair_indices px;
     px.k.resize(R);
     px.starts.assign(R, std::vector<std::vector<std::uint32_t>>(R));
+    std::vector<std::uint32_t> open(key.size(), 0);  // the pair index of each open start
     for (std::size_t r = 0; r < R; ++r) {
         const auto& prog = plan.programs[r].instructions;
         px.k[r].assign(prog.size(), 0);
-        std::map<std::tuple<std::uint8_t, std::uint32_t, std::uint32_t, std::int32_t>, std::uint32_t> open;
         for (std::uint32_t i = 0; i < prog.size(); ++i) {
             const instruction& x = prog[i];
             if (is_message_start(x.kind)) {
                 auto& list = px.starts[r][static_cast<std::size_t>(x.peer)];
-                px.k[r][i] = static_cast<std::uint32_t>(list.size());
+                px.k[r][i] = open[key(x)] = static_cast<std::uint32_t>(list.size());
                 list.push_back(i);
-                open[{static_cast<std::uint8_t>(x.kind), x.mb, x.stage, x.peer}] = px.k[r][i];
             } else if (is_message_wait(x.kind)) {
-                px.k[r][i] = open[{static_cast<std::uint8_t>(static_cast<std::uint8_t>(x.kind) - 1), x.mb, x.stage, x.peer}];
+                px.k[r][i] = open[key(x)];
             }
         }
     }
@@ -492,7 +538,7 @@ struct pair_indices {
 
 /// match: the k-th start on each side of every pair agree.
 inline bool check_match(const execution_plan& plan, const pair_indices& px, reporter& rep) {
-    const std::size_t before = rep.out.violations.size();
+    const std::size_t before = rep.seen;
     const std::size_t R = plan.programs.size();
     for (std::uint32_t a = 0; a < R; ++a)
         for (std::uint32_t b = a + 1; b < R; ++b) {
@@ -523,7 +569,7 @@ inline bool check_match(const execution_plan& plan, const pair_indices& px, repo
                         std::to_string(a_more ? b : a) + ", which starts " + std::to_string(n) + " with it");
             }
         }
-    return rep.out.violations.size() == before;
+    return rep.seen == before;
 }
 
 /// deadlock: runs the programs with blocking waits.
@@ -601,10 +647,11 @@ inline void check_messages(const execution_plan& plan, reporter& rep) {
                                                               std::to_string(plan.programs[r].rank));
             return out;
         }
-    const std::size_t before = out.violations.size();
-    for (const rank_program& p : plan.programs) detail::check_rank(h, p, rep);
+    const std::size_t before = rep.seen;
+    std::vector<std::uint32_t> scratch;
+    for (const rank_program& p : plan.programs) detail::check_rank(h, p, rep, scratch);
     // The cross-rank rules need sound local structure (matched starts and waits).
-    if (out.violations.size() == before) detail::check_messages(plan, rep);
+    if (rep.seen == before) detail::check_messages(plan, rep);
     return out;
 }
 
@@ -622,7 +669,8 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
         rep(rp.program.rank, violation::whole_program, "structure", "rank out of range of the header");
         return out;
     }
-    detail::check_rank(rp.header, rp.program, rep);
+    std::vector<std::uint32_t> scratch;
+    detail::check_rank(rp.header, rp.program, rep, scratch);
     return out;
 }
 
