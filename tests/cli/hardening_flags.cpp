@@ -8,32 +8,15 @@
 #include <fstream>
 #include <initializer_list>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "run_cli.hpp"
 
 using pipeplan::test::run_cli;
-using pipeplan::test::temp_path;
+using pipeplan::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// A fresh folder under the temp directory, removed at the end of the test.
-struct temp_dir {
-    fs::path path = temp_path(".d");
-    temp_dir() { fs::create_directories(path); }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    [[nodiscard]] std::string file(const std::string& name, const std::string& text) const {
-        const std::string p = (path / name).string();
-        std::ofstream(p, std::ios::binary) << text;
-        return p;
-    }
-    [[nodiscard]] std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -30,6 +30,17 @@ execution_plan sample_plan(const test::named_case& c) {
     return p;
 }
 
+/// The message of the input_error `f` throws ("no error" when it throws none).
+template <class F>
+std::string message(F&& f) {
+    try {
+        f();
+    } catch (const input_error& e) {
+        return std::string(e.what());
+    }
+    return std::string("no error");
+}
+
 }  // namespace
 
 TEST_CASE("serialize: binary and JSON round trips are exact, for whole plans and rank files") {
@@ -62,14 +73,6 @@ TEST_CASE("serialize: truncated, corrupted, newer and foreign files give clear e
     const auto sc = test::random_scenario(2, 3, 4);
     const auto c = test::all_schedules(sc)[1];
     const std::string bin = to_binary(share_of(sample_plan(c), 0));
-    auto message = [](auto&& f) {
-        try {
-            f();
-        } catch (const input_error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
     // every truncation is refused
     for (std::size_t n = 0; n < bin.size(); n += 1 + n / 8)
         CHECK(message([&] { (void)rank_plan_from_binary(bin.substr(0, n), "r.plan"); }).find("r.plan") == 0);
@@ -177,14 +180,6 @@ TEST_CASE("serialize: a schedule name either format cannot carry is refused by b
     // could not be written as JSON (nlohmann threw type_error 316 from dump()).
     const auto sc = test::random_scenario(2, 3, 4);
     const auto c = test::all_schedules(sc)[1];
-    auto message = [](auto&& f) {
-        try {
-            f();
-        } catch (const input_error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
     for (const std::string& name : {std::string("a\x9b"), std::string("x\ny"), std::string(65, 'a'), std::string("sp ace")}) {
         CAPTURE(name);
         execution_plan p = sample_plan(c);
@@ -208,14 +203,6 @@ TEST_CASE("serialize: a schedule name either format cannot carry is refused by b
 TEST_CASE("serialize: JSON plan errors give line, column and field path; deep nesting and 1e400 are located") {
     const auto sc = test::random_scenario(2, 3, 4);
     const std::string js = to_json_text(share_of(sample_plan(test::all_schedules(sc)[1]), 0));
-    auto message = [](auto&& f) {
-        try {
-            f();
-        } catch (const input_error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
     // The iteration number replaced by a string: the error points at that value.
     const std::size_t at = js.find("\"iteration\": ") + 13;
     std::string bad = js;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <stdexcept>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,14 @@ namespace pipeplan {
     }
     if (n < text.size()) out.append("... (").append(std::to_string(text.size())).append(" bytes)");
     return out;
+}
+
+/// "[lo, hi]" with the numbers as printf's %g writes them (e.g. "[0, 1e+09]"), for messages
+/// that quote an allowed range.
+[[nodiscard]] inline std::string range_text(double lo, double hi) {
+    char buf[64];
+    const int n = std::snprintf(buf, sizeof buf, "[%g, %g]", lo, hi);
+    return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
 }
 
 /// Base of every exception pipeplan throws. The message is kept printable: control characters

@@ -15,6 +15,7 @@
 //   iterator that publishes how far it has read; a value starts at the first byte after the
 //   previous event that is not whitespace, ',' or ':'. Each byte is looked at a bounded number
 //   of times, and a location is turned into line and column only for an error.
+// - A key given twice in one object is an error (which value counts would be ambiguous).
 // - The document keeps a view of `text`: the text must outlive it.
 #pragma once
 
@@ -114,7 +115,12 @@ public:
     bool start_object(std::size_t) { return open(json::value_t::object); }
     bool start_array(std::size_t) { return open(json::value_t::array); }
     bool key(json::string_t& k) {
-        member_ = &(*stack_.back())[k];  // a map node: stays where it is
+        auto& members = stack_.back()->get_ref<json::object_t&>();
+        if (members.count(k) > 0) {  // which value would count is ambiguous: refused
+            const text_position p = position_at(text_, value_start());
+            throw input_error(source_, p.line, p.column, "", "invalid JSON: duplicate key '" + printable(k) + "' in an object");
+        }
+        member_ = &members[k];  // a map node: stays where it is
         scan_from_ = read_offset();
         return true;
     }
@@ -216,8 +222,7 @@ public:
             const nlohmann::json* node = m.array != nullptr ? &(*m.array)[m.index] : m.node;
             starts_.emplace_back(node == &b.root ? &root_ : node, m.offset);
         }
-        // By address; a duplicate key's member keeps its last value, so its last start.
-        std::stable_sort(starts_.begin(), starts_.end(),
+        std::sort(starts_.begin(), starts_.end(),
                          [](const auto& a, const auto& b) { return std::less<>{}(a.first, b.first); });
     }
     json_document(const json_document&) = delete;

@@ -51,13 +51,6 @@ struct scenario_limits {
     static constexpr long long max_devices_per_node = 1 << 20;
 };
 
-/// "[0, 1e+09]"-style text of a range.
-inline std::string range_text(double lo, double hi) {
-    std::ostringstream os;
-    os << "[" << lo << ", " << hi << "]";
-    return os.str();
-}
-
 /// Decodes the optional `devices`, `placement` and `checkpoint_ratio` fields into `sc` (whose
 /// stages are known); `fail(value, path, reason)` must throw, `array(v, path, n, lo, hi, unit)`
 /// reads n numbers in [lo, hi].
