@@ -10,12 +10,14 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/core/names.hpp"
@@ -120,16 +122,12 @@ void print_summary(const pe::energy_problem& p, const pe::energy_profile& profil
                     100.0 * (1.0 - chosen.energy_at_target_j / chosen.all_max_at_target_j));
 }
 
-void run_energy(const energy_args& a) {
+void run_energy(const energy_args& a, const std::set<std::string>& given) {
     const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
-    if (!(a.memory_limit_mb > 0)) throw invalid_argument("--memory-limit-mb must be > 0");
-    if (a.step_ms < 0.0 || !std::isfinite(a.step_ms)) throw invalid_argument("--step-ms must be > 0");
+    reject_unless(given, "--memory-limit-mb", name == ps::schedule_name::adaptive || name == ps::schedule_name::zb_h1,
+                  "to --schedule " + a.schedule + " (only adaptive, zb-h1 plan under a memory limit)");
     pe::energy_profile profile = load_profile(a);
-    if (!std::isnan(a.idle_power_w)) {
-        if (!(a.idle_power_w >= 0.0) || !std::isfinite(a.idle_power_w))
-            throw invalid_argument("--idle-power-w must be a finite number >= 0");
-        profile.idle_power_w = a.idle_power_w;
-    }
+    if (!std::isnan(a.idle_power_w)) profile.idle_power_w = a.idle_power_w;  // range-checked by the flag
     const ps::scenario base = ps::read_scenario_json(a.scenario_path);
     try {
         base.validate();
@@ -141,6 +139,7 @@ void run_energy(const energy_args& a) {
     opt.memory_limit_mb = a.memory_limit_mb;
     opt.checkpoint_ratio = a.checkpoint_ratio;
     const ps::scenario sc = ps::prepare_scenario(name, base, opt);
+    reject_changed_chunks(a.chunks, opt.chunks, a.schedule);
     const ps::pipeline_schedule sched = ps::make_generator(name, opt)(sc);
 
     const pe::energy_problem p = pe::make_energy_problem(sc, sched, profile);
@@ -182,22 +181,29 @@ void register_energy(CLI::App& app) {
         "energy", "Iteration time-energy frontier of a schedule (Perseus) and its per-computation GPU clocks");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
     sub->add_option("--schedule", args->schedule, name_list<ps::schedule_name>("|"))->required();
-    sub->add_option("--chunks", args->chunks, "Model chunks per device for interleaved (default: the scenario's, or 2)");
-    sub->add_option("--checkpoint-ratio", args->checkpoint_ratio, "Merak's activation checkpoint ratio (merak-* only)");
-    sub->add_option("--memory-limit-mb", args->memory_limit_mb, "Per-device memory limit (MB) for adaptive and zb-h1");
+    sub->add_option("--chunks", args->chunks,
+                    "Model chunks per device for interleaved (default: the scenario's, or 2)")
+        ->check(integer_in<std::size_t>(1, max_chunks));
+    sub->add_option("--checkpoint-ratio", args->checkpoint_ratio, "Merak's activation checkpoint ratio in [0, 1] (merak-* only)")
+        ->check(number_in(0, 1));
+    sub->add_option("--memory-limit-mb", args->memory_limit_mb, "Per-device memory limit (MB) for adaptive and zb-h1")
+        ->check(number_in(0, max_memory_mb, true));
     auto* prof = sub->add_option("--energy-profile", args->profile_path,
                                  "Time-energy profile CSV (docs/formats.md: kind,stage,frequency_mhz,time_ms,energy_j)");
     sub->add_option("--gpu", args->gpu, "Analytic DVFS model instead of a profile: " + name_list<pe::gpu_model>("|") +
                                             " (default a100)")
         ->excludes(prof);
-    sub->add_option("--idle-power-w", args->idle_power_w, "Power of a waiting GPU (W); overrides the profile's");
-    sub->add_option("--step-ms", args->step_ms, "Time cut per Phillips-Dessouky step (default: makespan / 100)");
+    sub->add_option("--idle-power-w", args->idle_power_w, "Power of a waiting GPU (W); overrides the profile's")
+        ->check(number_in(0, max_power_w));
+    sub->add_option("--step-ms", args->step_ms, "Time cut per Phillips-Dessouky step (default: makespan / 100)")
+        ->check(number_in(0, max_time_ms, true));
     sub->add_flag("--exact-breakpoints", args->exact, "Also stop steps where an op's cost slope changes (slower)");
-    sub->add_option("--target-ms", args->target_ms, "Pick the least-energy plan for this iteration time (e.g. a straggler's)");
+    sub->add_option("--target-ms", args->target_ms, "Pick the least-energy plan for this iteration time (e.g. a straggler's)")
+        ->check(number_in(0, max_time_ms, true));
     sub->add_option("--svg", args->svg_path, "Write the chosen plan's Gantt chart coloured by GPU clock here");
     sub->add_option("--trace", args->trace_path, "Write the chosen plan's Chrome trace (with frequency_mhz) here");
     sub->add_flag("--json", args->json, "Print the result as JSON");
-    sub->callback([args] { run_energy(*args); });
+    sub->callback([args, sub] { run_energy(*args, given_flags(*sub)); });
 }
 
 }  // namespace pipeplan::cli

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/partition/json.hpp"
 #include "pipeplan/partition/pipedream.hpp"
@@ -23,6 +24,11 @@ namespace pipeplan::cli {
 namespace {
 
 namespace pp = pipeplan::partition;
+
+constexpr int max_workers_per_level = 4096;           ///< -n: workers of one level
+constexpr std::size_t max_levels = 16;                ///< levels of -n
+constexpr double max_bandwidth_bytes_per_s = 1e15;    ///< -b (8 Pbit/s)
+constexpr double max_compression = 1e6;               ///< --activation-compression
 
 struct partition_args {
     std::string graph_path;
@@ -52,6 +58,9 @@ void print_text(const pp::pipedream_result& r) {
 
 void run_partition(const partition_args& a) {
     pp::pipedream_options opt;
+    if (a.workers.size() > max_levels)
+        throw invalid_argument("-n gives " + std::to_string(a.workers.size()) + " levels; at most " +
+                               std::to_string(max_levels) + " are supported");
     if (!a.bandwidths.empty() && a.bandwidths.size() != a.workers.size())
         throw invalid_argument("-b needs one bandwidth per level of -n (" + std::to_string(a.workers.size()) +
                                "), got " + std::to_string(a.bandwidths.size()));
@@ -59,10 +68,7 @@ void run_partition(const partition_args& a) {
         opt.levels.push_back({a.workers[l], a.bandwidths.empty() ? 1e9 : a.bandwidths[l]});
     opt.straight_pipeline = a.straight;
     opt.activation_compression = a.compression;
-    if (a.memory_mb) {
-        if (!(*a.memory_mb > 0)) throw invalid_argument("--memory-mb must be > 0");
-        opt.memory_limit_bytes = *a.memory_mb * 1e6;
-    }
+    if (a.memory_mb) opt.memory_limit_bytes = *a.memory_mb * 1e6;  // range-checked by the flag
     opt.validate();
     auto g = pp::read_layer_graph(a.graph_path);
     const auto dag = pp::build_antichain_dag(g);
@@ -84,11 +90,16 @@ void register_partition(CLI::App& app) {
     auto args = std::make_shared<partition_args>();
     CLI::App* sub = app.add_subcommand("partition", "Partition a layer graph (PipeDream graph.txt) into pipeline stages");
     sub->add_option("--graph", args->graph_path, "Layer graph in PipeDream's graph.txt format")->required();
-    sub->add_option("-n,--workers", args->workers, "Workers per level, lowest level first")->required();
-    sub->add_option("-b,--bandwidth", args->bandwidths, "Bandwidth per level in bytes/s (default 1e9 each)");
+    sub->add_option("-n,--workers", args->workers, "Workers per level, lowest level first")
+        ->required()
+        ->check(integer_in(1, max_workers_per_level));
+    sub->add_option("-b,--bandwidth", args->bandwidths, "Bandwidth per level in bytes/s (default 1e9 each)")
+        ->check(number_in(0, max_bandwidth_bytes_per_s, true));
     sub->add_flag("--straight", args->straight, "Straight pipeline: no stage replication");
-    sub->add_option("--activation-compression", args->compression, "Activation compression ratio (default 1)");
-    sub->add_option("--memory-mb", args->memory_mb, "Memory per worker (MB) that stashed data must fit");
+    sub->add_option("--activation-compression", args->compression, "Activation compression ratio (default 1)")
+        ->check(number_in(0, max_compression, true));
+    sub->add_option("--memory-mb", args->memory_mb, "Memory per worker (MB) that stashed data must fit")
+        ->check(number_in(0, max_memory_mb, true));
     sub->add_option("--out", args->out_path, "Write the graph with stage_id annotations here");
     sub->add_flag("--json", args->json, "Print the result as JSON");
     sub->callback([args] { run_partition(*args); });

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -146,8 +148,21 @@ void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
     if (!o.out_dir.empty()) write_plan_dir(r, o.out_dir, o.format == "json");
 }
 
-void run_plan(const plan_cli_options& o) {
+/// Flags that only make sense with some other flag are errors without it, never ignored.
+void reject_inapplicable(const plan_cli_options& o, const std::set<std::string>& given) {
     if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
+    reject_unless(given, "--format", !o.out_dir.empty(), "without --out");
+    reject_unless(given, "--zero-stage", given.count("--dp") > 0, "without --dp (ZeRO shards model states over dp ranks)");
+    reject_unless(given, "--intra-node-bandwidth-gbps", o.devices_per_node > 1,
+                  "with one device per node (give --devices-per-node > 1)");
+    const bool chunked = o.schedule == "auto" || o.schedule == "adaptive" || o.schedule == "interleaved";
+    if (o.chunks > 1 && !chunked)
+        throw invalid_argument("--chunks " + std::to_string(o.chunks) + " does not apply to --schedule " + o.schedule +
+                               " (only auto, adaptive, interleaved run several chunks per device)");
+}
+
+void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
+    reject_inapplicable(o, given);
     plan::planner_options po;
     po.config.stages = o.stages;
     po.config.layers_per_stage = o.layers_per_stage;
@@ -237,6 +252,13 @@ std::string slot_text(std::uint32_t s) { return s == plan::no_slot ? "-" : std::
 
 void run_plan_show(const std::string& file, int rank) {
     const plan::execution_plan p = read_plan_file(file);
+    if (rank >= 0 && std::none_of(p.programs.begin(), p.programs.end(),
+                                  [&](const auto& prog) { return prog.rank == static_cast<std::uint32_t>(rank); })) {
+        std::string have;
+        for (const auto& prog : p.programs) have += (have.empty() ? "" : ", ") + std::to_string(prog.rank);
+        throw invalid_argument("--rank " + std::to_string(rank) + ": '" + file + "' holds no program of that rank (it has: " +
+                               (have.empty() ? "none" : have) + ")");
+    }
     const auto& h = p.header;
     fmt::print("plan v{} iteration {}: schedule {}, {} devices x {} replicas, {} chunk(s), {} placement, {}, ZeRO {}, "
                "predicted makespan {:.3f} ms, {} micro-batches\n",
@@ -282,25 +304,46 @@ void register_plan(CLI::App& app) {
         "is 100 Gbit/s with no latency (DynaPipe's uniform cluster).");
     sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
     sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
-    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str();
-    sub->add_option("--stages", o->stages, "Pipeline stages S")->required();
-    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")->required();
-    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB): the memory limit of the schedules")->required();
+    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str()->check(integer_in(1, max_tp));
+    sub->add_option("--stages", o->stages, "Pipeline stages S")->required()->check(integer_in(1, max_stages));
+    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")
+        ->required()
+        ->check(integer_in(1, max_layers));
+    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB): the memory limit of the schedules")
+        ->required()
+        ->check(number_in(0, max_memory_mb, true));
     sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
-    sub->add_option("--dp", o->dp, "Data-parallel replicas")->capture_default_str();
-    sub->add_option("--chunks", o->chunks, "Virtual chunks per device C (> 1: interleaved candidates)")->capture_default_str();
-    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (>= 2: gradients reduce-scattered)")->capture_default_str();
+    sub->add_option("--dp", o->dp, "Data-parallel replicas")->capture_default_str()->check(integer_in(1, max_dp));
+    sub->add_option("--chunks", o->chunks,
+                    "Virtual chunks per device C (> 1: interleaved candidates; with --schedule auto, adaptive or "
+                    "interleaved)")
+        ->capture_default_str()
+        ->check(integer_in(1, max_chunks));
+    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (>= 2: gradients reduce-scattered; needs --dp)")
+        ->capture_default_str()
+        ->check(integer_in(0, 3));
     sub->add_option("--schedule", o->schedule, "auto | adaptive | 1f1b | zb-h1 | interleaved | gpipe | merak-*")->capture_default_str();
-    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length");
+    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length")
+        ->check(integer_in(1, max_seqlen_tokens));
     sub->add_option("--accounting", o->accounting, "pipeplan | dynapipe")->capture_default_str();
-    sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth between pipeline neighbours (Gbit/s)")->capture_default_str();
-    sub->add_option("--latency-us", o->latency_us, "Link latency per message (us)")->capture_default_str();
+    sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth between pipeline neighbours (Gbit/s)")
+        ->capture_default_str()
+        ->check(number_in(0, max_bandwidth_gbps, true));
+    sub->add_option("--latency-us", o->latency_us, "Link latency per message (us)")
+        ->capture_default_str()
+        ->check(number_in(0, max_latency_us));
     sub->add_option("--devices-per-node", o->devices_per_node, "Devices per node (neighbours in a node use the intra-node link)")
-        ->capture_default_str();
-    sub->add_option("--intra-node-bandwidth-gbps", o->intra_bandwidth_gbps, "Intra-node bandwidth (0: as --bandwidth-gbps)")
-        ->capture_default_str();
-    sub->add_option("--hidden-size", o->hidden_size, "Hidden size for message sizes (default: the model preset's)");
-    sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")->capture_default_str();
+        ->capture_default_str()
+        ->check(integer_in(1U, static_cast<unsigned>(max_stages)));
+    sub->add_option("--intra-node-bandwidth-gbps", o->intra_bandwidth_gbps,
+                    "Intra-node bandwidth (0: as --bandwidth-gbps; needs --devices-per-node > 1)")
+        ->capture_default_str()
+        ->check(number_in(0, max_bandwidth_gbps));
+    sub->add_option("--hidden-size", o->hidden_size, "Hidden size for message sizes (default: the model preset's)")
+        ->check(integer_in(1, max_hidden_size));
+    sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")
+        ->capture_default_str()
+        ->check(integer_in<unsigned long long>(0, std::numeric_limits<unsigned long long>::max()));
     sub->add_option("--microbatches", o->microbatches,
                     "Plan these micro-batches instead of splitting: a JSON file whose 'microbatches' lists sample ids "
                     "(rows of --batch), e.g. from `pipeplan split --json` or another planner");
@@ -320,7 +363,7 @@ void register_plan(CLI::App& app) {
         ->check(integer_in(1u, 256u))
         ->capture_default_str();
     sub->add_flag("--json", o->json, "Print the summary as one JSON object");
-    sub->callback([o] { run_plan(*o); });
+    sub->callback([o, sub] { run_plan(*o, given_flags(*sub)); });
 
     auto files = std::make_shared<std::vector<std::string>>();
     CLI::App* check = app.add_subcommand("plan-check", "Validate plan files (rank files or whole plans) and print a summary");
@@ -331,7 +374,8 @@ void register_plan(CLI::App& app) {
     auto show_rank = std::make_shared<int>(-1);
     CLI::App* show = app.add_subcommand("plan-show", "Print a plan file's header, buffers and program readably");
     show->add_option("file", *show_file, "Plan file (binary or JSON)")->required();
-    show->add_option("--rank", *show_rank, "Only this rank (files with several programs)");
+    show->add_option("--rank", *show_rank, "Only this rank (files with several programs)")
+        ->check(integer_in(0, std::numeric_limits<int>::max()));
     show->callback([show_file, show_rank] { run_plan_show(*show_file, *show_rank); });
 }
 

@@ -7,7 +7,9 @@
 //   ahead on planner threads and writes every rank's plan to a plan store (runtime/serve.hpp).
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <vector>
 #include <memory>
 #include <optional>
@@ -17,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/runtime/cpu/run.hpp"
 #include "pipeplan/runtime/serve.hpp"
@@ -24,6 +27,19 @@
 
 namespace pipeplan::cli {
 namespace {
+
+constexpr std::size_t max_cpu_ranks = 256;      ///< --stages x --dp: one thread per rank
+constexpr std::size_t max_plan_depth = 1024;    ///< serve-plans --depth
+constexpr std::size_t max_iterations = 1000000; ///< run-cpu --iterations
+constexpr long max_timeout_ms = 86400000;       ///< --timeout-ms (one day)
+
+/// The ranks (threads) of the tiny model's job: S x dp at most max_cpu_ranks.
+void check_ranks(const runtime::cpu::run_cpu_options& o) {
+    if (o.devices * o.dp > max_cpu_ranks)
+        throw limit_exceeded("--stages " + std::to_string(o.devices) + " x --dp " + std::to_string(o.dp) + " = " +
+                             std::to_string(o.devices * o.dp) + " ranks (one thread each); at most " +
+                             std::to_string(max_cpu_ranks) + " are supported");
+}
 
 struct run_cpu_args {
     std::string batch, schedule = "1f1b", store;
@@ -45,6 +61,7 @@ nlohmann::json to_json(const runtime::cpu::run_cpu_report& r) {
 
 void run(run_cpu_args& a) {
     a.o.schedule = schedule::parse_schedule_name(a.schedule);
+    check_ranks(a.o);
     a.o.timeout = runtime::timeout_ms(a.timeout_ms);
     const auto batch = batching::read_batch_csv(a.batch);
     std::optional<runtime::any_store> store;
@@ -87,6 +104,7 @@ std::vector<std::filesystem::path> batch_files(const std::string& dir) {
 
 void serve(serve_args& a) {
     a.o.schedule = schedule::parse_schedule_name(a.schedule);
+    check_ranks(a.o);
     const auto files = batch_files(a.batches);
     runtime::any_store store = runtime::open_store(a.store);
     const auto planner = [&](std::uint64_t it) {
@@ -112,13 +130,22 @@ void serve(serve_args& a) {
 
 /// The options that describe the tiny model's job (shared by run-cpu and serve-plans).
 void add_job_options(CLI::App* sub, runtime::cpu::run_cpu_options& o, std::string& schedule) {
-    sub->add_option("--stages", o.devices, "Pipeline stages S (devices per replica)")->required();
+    sub->add_option("--stages", o.devices, "Pipeline stages S (devices per replica)")
+        ->required()
+        ->check(integer_in<std::size_t>(1, max_cpu_ranks));
     sub->add_option("--schedule", schedule, name_list<schedule::schedule_name>(" | "))->capture_default_str();
-    sub->add_option("--dp", o.dp, "Data-parallel replicas")->capture_default_str();
-    sub->add_option("--chunks", o.chunks, "Chunks per device for interleaved (default 2)");
-    sub->add_option("--mbs", o.mbs, "Fixed micro-batch size (default: the exact split)");
-    sub->add_option("--max-seqlen", o.max_seqlen_tokens, "Truncate samples at this many tokens (0: none)");
-    sub->add_option("--seed", o.seed, "Seed of the tiny model's parameters and tokens")->capture_default_str();
+    sub->add_option("--dp", o.dp, "Data-parallel replicas")
+        ->capture_default_str()
+        ->check(integer_in<std::size_t>(1, max_cpu_ranks));
+    sub->add_option("--chunks", o.chunks, "Chunks per device for interleaved (default 2)")
+        ->check(integer_in<std::size_t>(1, max_chunks));
+    sub->add_option("--mbs", o.mbs, "Fixed micro-batch size (default: the exact split)")
+        ->check(integer_in<std::size_t>(1, max_mbs));
+    sub->add_option("--max-seqlen", o.max_seqlen_tokens, "Truncate samples at this many tokens (0: none)")
+        ->check(integer_in<std::size_t>(0, max_seqlen_tokens));
+    sub->add_option("--seed", o.seed, "Seed of the tiny model's parameters and tokens")
+        ->capture_default_str()
+        ->check(integer_in<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
 }
 
 }  // namespace
@@ -132,8 +159,12 @@ void register_serve_plans(CLI::App& app) {
     sub->add_option("--store", a->store, "dir:PATH or redis://HOST:PORT")->required();
     add_job_options(sub, a->o, a->schedule);
     sub->add_option("--job", a->job, "Job name (the store's key prefix)")->capture_default_str();
-    sub->add_option("--threads", a->threads, "Planner threads")->capture_default_str();
-    sub->add_option("--depth", a->depth, "Iterations planned ahead")->capture_default_str();
+    sub->add_option("--threads", a->threads, "Planner threads")
+        ->capture_default_str()
+        ->check(integer_in<std::size_t>(1, max_threads));
+    sub->add_option("--depth", a->depth, "Iterations planned ahead")
+        ->capture_default_str()
+        ->check(integer_in<std::size_t>(1, max_plan_depth));
     sub->add_flag("--json", a->json, "Print the report as one JSON object");
     sub->callback([a] { serve(*a); });
 }
@@ -145,10 +176,13 @@ void register_run_cpu(CLI::App& app) {
                    "against a single-thread run");
     sub->add_option("--batch", a->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
     add_job_options(sub, a->o, a->schedule);
-    sub->add_option("--iterations", a->o.iterations, "Training iterations (SGD steps)")->capture_default_str();
+    sub->add_option("--iterations", a->o.iterations, "Training iterations (SGD steps)")
+        ->capture_default_str()
+        ->check(integer_in<std::size_t>(1, max_iterations));
     sub->add_option("--store", a->store, "Pass plans through a plan store: dir:PATH or redis://HOST:PORT");
     sub->add_option("--timeout-ms", a->timeout_ms, "Longest wait for a message, a collective or a plan")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(integer_in<long>(1, max_timeout_ms));
     sub->add_flag("--json", a->json, "Print the report as one JSON object");
     sub->callback([a] { run(*a); });
 }

@@ -9,12 +9,14 @@
 // much the time-balanced sharding lowers the bottleneck against uniform layers and parameters.
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/partition/transformer.hpp"
@@ -53,15 +55,15 @@ nlohmann::json to_json(const pp::shard_result& r) {
             {"bottleneck_ms", r.bottleneck_ms()}};
 }
 
-void run_shard(const shard_args& a) {
+void run_shard(const shard_args& a, const std::set<std::string>& given) {
     const transformer_shape& shape = find_transformer_shape(preset_name(a.model));
+    reject_unless(given, "--dec-seqlen", shape.encoder_decoder, "to model '" + a.model + "' (not encoder-decoder)");
     layer_query q;
     q.mbs = a.mbs;
     q.seqlen_tokens = a.seqlen;
     q.dec_seqlen_tokens = a.dec_seqlen;
     q.tp = a.tp;
     q.recompute = parse_recompute(a.recompute);
-    if (q.mbs < 1 || q.seqlen_tokens < 1) throw invalid_argument("--mbs and --seqlen must be >= 1");
     if (shape.encoder_decoder && q.dec_seqlen_tokens < 1)
         throw invalid_argument("model '" + a.model + "' is encoder-decoder: --dec-seqlen must be >= 1");
     const auto parts = with_cost_model(a.profiles, a.model, interpolation_mode::recommended,
@@ -106,15 +108,18 @@ void register_shard(CLI::App& app) {
     CLI::App* sub = app.add_subcommand("shard", "Shard a transformer's layers into pipeline stages (Merak-style)");
     sub->add_option("--profiles", a->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
     sub->add_option("--model", a->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
-    sub->add_option("--stages", a->stages, "Pipeline stages S")->required();
+    sub->add_option("--stages", a->stages, "Pipeline stages S")->required()->check(integer_in(1, max_stages));
     sub->add_option("--method", a->method, "parameters | layers | time | all")->capture_default_str();
-    sub->add_option("--mbs", a->mbs, "Micro-batch size (sequences)")->capture_default_str();
-    sub->add_option("--seqlen", a->seqlen, "Sequence length (encoder length for T5)")->required();
-    sub->add_option("--dec-seqlen", a->dec_seqlen, "Decoder length (encoder-decoder models)");
-    sub->add_option("--tp", a->tp, "Tensor-parallel degree")->capture_default_str();
+    sub->add_option("--mbs", a->mbs, "Micro-batch size (sequences)")->capture_default_str()->check(integer_in(1, max_mbs));
+    sub->add_option("--seqlen", a->seqlen, "Sequence length (encoder length for T5)")
+        ->required()
+        ->check(integer_in(1, max_seqlen_tokens));
+    sub->add_option("--dec-seqlen", a->dec_seqlen, "Decoder length (encoder-decoder models only)")
+        ->check(integer_in(1, max_seqlen_tokens));
+    sub->add_option("--tp", a->tp, "Tensor-parallel degree")->capture_default_str()->check(integer_in(1, max_tp));
     sub->add_option("--recompute", a->recompute, "none | selective | full")->capture_default_str();
     sub->add_flag("--json", a->json, "Print the result as JSON");
-    sub->callback([a] { run_shard(*a); });
+    sub->callback([a, sub] { run_shard(*a, given_flags(*sub)); });
 }
 
 }  // namespace pipeplan::cli

@@ -106,9 +106,7 @@ void run_named(const simulate_args& a, const ps::scenario& base, simulate_run& r
     opt.memory_limit_mb = a.memory_limit_mb;
     opt.checkpoint_ratio = a.checkpoint_ratio;
     run.sc = ps::prepare_scenario(name, base, opt);
-    if (a.chunks_given && opt.chunks != a.chunks)  // never silently replaced
-        throw invalid_argument("--chunks " + std::to_string(a.chunks) + " does not apply to --schedule " + a.schedule +
-                               " on this scenario (it runs " + std::to_string(opt.chunks) + " chunk(s) per device)");
+    reject_changed_chunks(a.chunks_given ? a.chunks : 0, opt.chunks, a.schedule);
     if (a.search) {
         ps::order_search_options so;
         so.memory_limit_mb = a.memory_limit_mb;

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -31,6 +32,12 @@ inline constexpr int max_layers = 1 << 16;    ///< layers per stage
 inline constexpr int max_mbs = 1 << 20;       ///< micro-batch size (rows)
 inline constexpr int max_seqlen_tokens = 1 << 24;  ///< a sequence length of a cost query
 inline constexpr double max_memory_mb = 1e9;  ///< a device memory (1 PB)
+inline constexpr int max_hidden_size = 1 << 20;       ///< a model's hidden size
+inline constexpr double max_bandwidth_gbps = 1e6;     ///< a link (1 Pbit/s)
+inline constexpr double max_latency_us = 1e9;         ///< a link's latency per message (1000 s)
+inline constexpr double max_time_ms = 1e9;            ///< a time given in ms (11.6 days)
+inline constexpr double max_power_w = 1e6;            ///< a device's power
+inline constexpr int max_threads = 256;               ///< threads of one command (planners, CPU ranks)
 
 /// An integer flag in [lo, hi]. The value must be a plain decimal integer: no sign wrap-around
 /// into unsigned types, no overflow, no fractions.
@@ -91,6 +98,14 @@ inline void reject_unless(const std::set<std::string>& given, std::string_view f
                           const std::string& reason) {
     if (!applies && given.count(std::string(flag)) > 0)
         throw invalid_argument(std::string(flag) + " does not apply " + reason);
+}
+
+/// Throws invalid_argument when `--chunks requested` (0: not given) was replaced by the schedule's
+/// `applied` chunks: a value is never silently changed.
+inline void reject_changed_chunks(std::size_t requested, std::size_t applied, const std::string& schedule) {
+    if (requested != 0 && requested != applied)
+        throw invalid_argument("--chunks " + std::to_string(requested) + " does not apply to --schedule " + schedule +
+                               " on this scenario (it runs " + std::to_string(applied) + " chunk(s) per device)");
 }
 
 }  // namespace pipeplan::cli

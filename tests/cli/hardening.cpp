@@ -23,21 +23,11 @@
 
 using pipeplan::test::read_text_file;
 using pipeplan::test::run_cli;
+using pipeplan::test::temp_dir;
 using pipeplan::test::temp_path;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// A fresh folder under the temp directory, removed at the end of the test.
-struct temp_dir {
-    fs::path path = temp_path(".d");
-    temp_dir() { fs::create_directories(path); }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    [[nodiscard]] std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 void write(const std::string& path, const std::string& text) {
     std::ofstream(path, std::ios::binary) << text;

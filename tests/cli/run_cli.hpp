@@ -1,7 +1,10 @@
 // Runs the built `pipeplan` executable for CLI contract tests.
 #pragma once
 
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace pipeplan::test {
@@ -23,5 +26,25 @@ std::string temp_path(const std::string& suffix);
 
 /// The whole content of the file at `path` (empty when it cannot be read).
 std::string read_text_file(const std::string& path);
+
+/// A fresh folder under the temp directory, removed (with its content) at the end of its scope.
+struct temp_dir {
+    std::filesystem::path path = temp_path(".d");
+    temp_dir() { std::filesystem::create_directories(path); }
+    ~temp_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+    /// The path of `name` in the folder.
+    [[nodiscard]] std::string operator/(const std::string& name) const { return (path / name).string(); }
+    /// Writes `text` to `name` in the folder; returns its path.
+    [[nodiscard]] std::string file(const std::string& name, const std::string& text) const {
+        const std::string p = *this / name;
+        std::ofstream(p, std::ios::binary) << text;
+        return p;
+    }
+};
 
 }  // namespace pipeplan::test

@@ -143,7 +143,7 @@ TEST_CASE("cli simulate: bad input names file, line and field; nothing is writte
     std::ofstream(broken) << "{\n  \"stages\": 4,\n  \"microbatches\": [\n";
     r = run_cli({"simulate", "--scenario", broken, "--schedule", "1f1b"});
     CHECK(r.exit_code == 1);
-    CHECK(r.err.find(broken + ":4: invalid JSON") != std::string::npos);
+    CHECK(r.err.find(broken + ":4:1: invalid JSON") != std::string::npos);
 
     r = run_cli({"simulate", "--scenario", golden_file(), "--schedule", "2f2b"});
     CHECK(r.exit_code == 1);

@@ -33,6 +33,17 @@ execution_plan sample_plan(const test::named_case& c) {
     return p;
 }
 
+/// The message of the input_error `f` throws ("no error" when it throws none).
+template <class F>
+std::string message(F&& f) {
+    try {
+        f();
+    } catch (const input_error& e) {
+        return std::string(e.what());
+    }
+    return std::string("no error");
+}
+
 }  // namespace
 
 TEST_CASE("serialize: binary and JSON round trips are exact, for whole plans and rank files") {
@@ -65,14 +76,6 @@ TEST_CASE("serialize: truncated, corrupted, newer and foreign files give clear e
     const auto sc = test::random_scenario(2, 3, 4);
     const auto c = test::all_schedules(sc)[1];
     const std::string bin = to_binary(share_of(sample_plan(c), 0));
-    auto message = [](auto&& f) {
-        try {
-            f();
-        } catch (const input_error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
     // every truncation is refused
     for (std::size_t n = 0; n < bin.size(); n += 1 + n / 8)
         CHECK(message([&] { (void)rank_plan_from_binary(bin.substr(0, n), "r.plan"); }).find("r.plan") == 0);
@@ -91,7 +94,7 @@ TEST_CASE("serialize: truncated, corrupted, newer and foreign files give clear e
     CHECK(message([&] { (void)rank_plan_from_binary(to_binary(sample_plan(c)), "all.plan"); }).find("one program") != std::string::npos);
     // JSON: bad syntax, wrong field, newer version
     const std::string js = to_json_text(share_of(sample_plan(c), 0));
-    CHECK(message([&] { (void)rank_plan_from_json(js.substr(0, js.size() / 2), "r.json"); }).find("not valid JSON") != std::string::npos);
+    CHECK(message([&] { (void)rank_plan_from_json(js.substr(0, js.size() / 2), "r.json"); }).find("invalid JSON") != std::string::npos);
     auto j = nlohmann::json::parse(js);
     j["programs"][0]["instructions"][3]["kind"] = "fly";
     CHECK(message([&] { (void)rank_plan_from_json(j.dump(), "r.json"); }).find("programs[0].instructions[3].kind") != std::string::npos);
@@ -242,4 +245,46 @@ TEST_CASE("export with dp > 1: a trace process per replica with every rank, a to
     CHECK(replica_file_name("out/plan.csv", 0, 1) == "out/plan.csv");
     CHECK(replica_file_name("out.d/plan", 3, 4) == "out.d/plan_r3");
     CHECK(replica_file_name(".hidden", 0, 2) == ".hidden_r0");
+}
+
+TEST_CASE("serialize: a schedule name either format cannot carry is refused by both readers (fuzz finding)") {
+    // Found by fuzz/fuzz_plan_binary: a binary plan whose schedule name was not UTF-8 read, then
+    // could not be written as JSON (nlohmann threw type_error 316 from dump()).
+    const auto sc = test::random_scenario(2, 3, 4);
+    const auto c = test::all_schedules(sc)[1];
+    for (const std::string& name : {std::string("a\x9b"), std::string("x\ny"), std::string(65, 'a'), std::string("sp ace")}) {
+        CAPTURE(name);
+        execution_plan p = sample_plan(c);
+        p.header.schedule = name;
+        const std::string e = message([&] { (void)execution_plan_from_binary(to_binary(p), "r.plan"); });
+        CHECK(e.find("r.plan: column 'header.schedule': at byte ") == 0);
+        CHECK(e.find("expected at most 64 characters of [A-Za-z0-9_.+-]") != std::string::npos);
+        auto j = nlohmann::json::parse(to_json_text(sample_plan(c)));
+        j["header"]["schedule"] = name;
+        const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+        CHECK(message([&] { (void)execution_plan_from_json(text, "r.json"); }).find("column 'header.schedule'") !=
+              std::string::npos);
+    }
+    // Users' own names of the allowed characters read in both formats.
+    execution_plan p = sample_plan(c);
+    p.header.schedule = "my-sched_2.0+w";
+    CHECK(execution_plan_from_binary(to_binary(p), "r.plan") == p);
+    CHECK(execution_plan_from_json(to_json_text(p), "r.json") == p);
+}
+
+TEST_CASE("serialize: JSON plan errors give line, column and field path; deep nesting and 1e400 are located") {
+    const auto sc = test::random_scenario(2, 3, 4);
+    const std::string js = to_json_text(share_of(sample_plan(test::all_schedules(sc)[1]), 0));
+    // The iteration number replaced by a string: the error points at that value.
+    const std::size_t at = js.find("\"iteration\": ") + 13;
+    std::string bad = js;
+    bad.replace(at, bad.find_first_of(",\n", at) - at, "\"x\"");
+    const auto pos = position_at(bad, at);
+    CHECK(message([&] { (void)rank_plan_from_json(bad, "r.json"); }) ==
+          "r.json:" + std::to_string(pos.line) + ":" + std::to_string(pos.column) +
+              ": column 'header.iteration': expected an integer >= 0");
+    CHECK(message([&] { (void)rank_plan_from_json(std::string(100000, '['), "d.json"); }) ==
+          "d.json:1:65: JSON nested deeper than 64 levels");
+    CHECK(message([&] { (void)rank_plan_from_json("{\"format\": \"pipeplan-plan\",\n \"version\": 1e400}", "o.json"); })
+              .find("o.json:2:") == 0);
 }

@@ -160,6 +160,14 @@ public:
         if (v < 0) fail(row, col, "expected a non-negative number, found '" + printable(cell(row, col)) + "'");
         return v;
     }
+    /// A finite number in [lo, hi]; `unit` (e.g. "ms") follows the range in the error.
+    [[nodiscard]] double number_in(std::size_t row, std::size_t col, double lo, double hi, std::string_view unit = {}) const {
+        const double v = number(row, col);
+        if (v < lo || v > hi)
+            fail(row, col, "expected a number in " + range_text(lo, hi) + (unit.empty() ? "" : " ") + std::string(unit) +
+                               ", found '" + printable(cell(row, col)) + "'");
+        return v;
+    }
     /// An integer in [lo, hi].
     [[nodiscard]] std::int64_t integer(std::size_t row, std::size_t col,
                                        std::int64_t lo = std::numeric_limits<std::int64_t>::min(),

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <stdexcept>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,14 @@ namespace pipeplan {
     }
     if (n < text.size()) out.append("... (").append(std::to_string(text.size())).append(" bytes)");
     return out;
+}
+
+/// "[lo, hi]" with the numbers as printf's %g writes them (e.g. "[0, 1e+09]"), for messages
+/// that quote an allowed range.
+[[nodiscard]] inline std::string range_text(double lo, double hi) {
+    char buf[64];
+    const int n = std::snprintf(buf, sizeof buf, "[%g, %g]", lo, hi);
+    return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
 }
 
 /// Base of every exception pipeplan throws. The message is kept printable: control characters
@@ -87,23 +96,31 @@ public:
 class input_error : public error {
 public:
     input_error(std::string file, std::size_t line, std::string column, const std::string& reason)
-        : error(format(file, line, column, reason)),
+        : input_error(std::move(file), line, 0, std::move(column), reason) {}
+    /// With the character position too (`char_column`, 1-based; 0 = none): "file:line:col: ...".
+    input_error(std::string file, std::size_t line, std::size_t char_column, std::string column,
+                const std::string& reason)
+        : error(format(file, line, char_column, column, reason)),
           file_(std::move(file)),
           line_(line),
+          char_column_(char_column),
           column_(std::move(column)) {}
 
     [[nodiscard]] const std::string& file() const noexcept { return file_; }
     [[nodiscard]] std::size_t line() const noexcept { return line_; }
     [[nodiscard]] const std::string& column() const noexcept { return column_; }
+    /// The 1-based character column within the line (0 when not known).
+    [[nodiscard]] std::size_t char_column() const noexcept { return char_column_; }
 
 private:
-    static std::string format(const std::string& file, std::size_t line, const std::string& column,
-                              const std::string& reason) {
+    static std::string format(const std::string& file, std::size_t line, std::size_t char_column,
+                              const std::string& column, const std::string& reason) {
         // Built with append(): g++ 12 reports a false -Wrestrict on `"literal" + std::string`.
         std::string msg;
         msg.reserve(file.size() + column.size() + reason.size() + 32);
         msg.append(file);
         if (line > 0) msg.append(":").append(std::to_string(line));
+        if (line > 0 && char_column > 0) msg.append(":").append(std::to_string(char_column));
         msg.append(": ");
         if (!column.empty()) msg.append("column '").append(column).append("': ");
         msg.append(reason);
@@ -112,6 +129,7 @@ private:
 
     std::string file_;
     std::size_t line_;
+    std::size_t char_column_;
     std::string column_;
 };
 

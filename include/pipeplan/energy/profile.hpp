@@ -170,10 +170,17 @@ enum class gpu_model : std::uint8_t { a100 };
     throw invalid_argument("energy: unknown GPU model");
 }
 
+/// Ranges of a profile CSV's values (its errors quote them).
+inline constexpr double max_profile_time_ms = 1e9;
+inline constexpr double max_profile_energy_j = 1e12;
+inline constexpr double max_profile_frequency_mhz = 1e6;
+inline constexpr double max_profile_power_w = 1e6;  ///< the idle row's energy_j / time_ms
+
 /// Reads a profile CSV: columns kind (F, B, W or idle), stage (an integer, or * for every
 /// stage), frequency_mhz, time_ms, energy_j; one row per measured point. An `idle` row gives
 /// the idle power as energy_j / time_ms (its frequency and stage are ignored). Other columns
-/// are ignored. Throws pipeplan::input_error naming file, line and column.
+/// are ignored. Values: time_ms in (0, 1e9], energy_j in [0, 1e12], frequency_mhz in (0, 1e6],
+/// idle power at most 1e6 W. Throws pipeplan::input_error naming file, line, column and range.
 [[nodiscard]] inline energy_profile parse_energy_profile_csv(const csv_table& t) {
     energy_profile p;
     p.source = t.source();
@@ -184,11 +191,15 @@ enum class gpu_model : std::uint8_t { a100 };
     bool have_idle = false;
     for (std::size_t r = 0; r < t.rows(); ++r) {
         const std::string_view kind = t.cell(r, c_kind);
-        const double time_ms = t.non_negative(r, c_t), energy_j = t.non_negative(r, c_e);
+        const double time_ms = t.number_in(r, c_t, 0.0, max_profile_time_ms, "ms");
+        const double energy_j = t.number_in(r, c_e, 0.0, max_profile_energy_j, "J");
         if (kind == "idle") {
             if (have_idle) t.fail(r, c_kind, "a second idle row");
             if (!(time_ms > 0.0)) t.fail(r, c_t, "the idle row needs a time > 0");
             p.idle_power_w = energy_j / time_ms * 1e3;
+            if (!(p.idle_power_w <= max_profile_power_w))
+                t.fail(r, c_e, "the idle power energy_j / time_ms is " + std::to_string(p.idle_power_w) +
+                                   " W, outside " + range_text(0, max_profile_power_w) + " W");
             have_idle = true;
             continue;
         }
@@ -196,7 +207,7 @@ enum class gpu_model : std::uint8_t { a100 };
         const std::uint32_t stage = t.cell(r, c_stage) == "*"
                                         ? energy_profile::any_stage
                                         : static_cast<std::uint32_t>(t.integer(r, c_stage, 0, 1 << 20));
-        const double f = t.number(r, c_f);
+        const double f = t.number_in(r, c_f, 0.0, max_profile_frequency_mhz, "MHz");
         if (!(f > 0.0)) t.fail(r, c_f, "the frequency must be > 0");
         if (!(time_ms > 0.0)) t.fail(r, c_t, "the time must be > 0");
         const std::pair<char, std::uint32_t> key{kind[0], stage};

@@ -101,13 +101,19 @@ inline void add_dependency(layer_graph& g, layer_vertex u, layer_vertex v) {
 
 namespace detail {
 
+/// Ranges of a graph's values: times (ms) and sizes (bytes); sums over any graph stay finite.
+inline constexpr double max_graph_time_ms = 1e9;
+inline constexpr double max_graph_bytes = 1e18;
+
 [[nodiscard]] inline double parse_graph_number(std::string_view text, const std::string& source, std::size_t line,
                                                const std::string& field) {
+    const double hi = field.find("time") != std::string::npos ? max_graph_time_ms : max_graph_bytes;
     double v = 0;
     const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc{} || p != text.data() + text.size() || !std::isfinite(v) || v < 0)
+    if (ec != std::errc{} || p != text.data() + text.size() || !std::isfinite(v) || v < 0 || v > hi)
         throw input_error(source, line, field,
-                          "'" + std::string(text) + "' is not a finite non-negative number");
+                          "'" + printable(text) + "' is not a number in " + range_text(0, hi) +
+                              (hi == max_graph_time_ms ? " ms" : " bytes"));
     return v;
 }
 

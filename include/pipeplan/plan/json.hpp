@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/json_document.hpp"
 #include "pipeplan/plan/plan.hpp"
 
 namespace pipeplan::plan {
@@ -72,11 +73,16 @@ inline std::string plan_json_text(const plan_header& h, const rank_program* cons
 /// Strict field access naming the path in errors.
 struct json_reader {
     std::string file;
+    const json_document* doc = nullptr;  ///< the parsed text: errors at a value give its line and column
     [[noreturn]] void fail(const std::string& path, const std::string& why) const { throw input_error(file, 0, path, why); }
+    [[noreturn]] void fail(const nlohmann::json& at, const std::string& path, const std::string& why) const {
+        if (doc != nullptr) doc->fail(at, path, why);
+        fail(path, why);
+    }
     const nlohmann::json& at(const nlohmann::json& j, const char* key, const std::string& path) const {
-        if (!j.is_object()) fail(path, "expected an object");
+        if (!j.is_object()) fail(j, path, "expected an object");
         auto it = j.find(key);
-        if (it == j.end()) fail(path + "." + key, "missing");
+        if (it == j.end()) fail(j, path + "." + key, "missing");
         return *it;
     }
     template <class T>
@@ -84,28 +90,28 @@ struct json_reader {
         const auto& v = at(j, key, path);
         const std::string p = path + "." + key;
         if constexpr (std::is_floating_point_v<T>) {
-            if (!v.is_number()) fail(p, "expected a number");
+            if (!v.is_number()) fail(v, p, "expected a number");
             return v.get<T>();
         } else if constexpr (std::is_signed_v<T>) {
-            if (!v.is_number_integer()) fail(p, "expected an integer");
+            if (!v.is_number_integer()) fail(v, p, "expected an integer");
             const auto x = v.get<std::int64_t>();
-            if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) fail(p, "out of range");
+            if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) fail(v, p, "out of range");
             return static_cast<T>(x);
         } else {
-            if (!v.is_number_unsigned()) fail(p, "expected an integer >= 0");
+            if (!v.is_number_unsigned()) fail(v, p, "expected an integer >= 0");
             const auto x = v.get<std::uint64_t>();
-            if (x > std::numeric_limits<T>::max()) fail(p, "out of range");
+            if (x > std::numeric_limits<T>::max()) fail(v, p, "out of range");
             return static_cast<T>(x);
         }
     }
     std::string text(const nlohmann::json& j, const char* key, const std::string& path) const {
         const auto& v = at(j, key, path);
-        if (!v.is_string()) fail(path + "." + key, "expected a string");
+        if (!v.is_string()) fail(v, path + "." + key, "expected a string");
         return v.get<std::string>();
     }
     const nlohmann::json& array(const nlohmann::json& j, const char* key, const std::string& path) const {
         const auto& v = at(j, key, path);
-        if (!v.is_array()) fail(path + "." + key, "expected an array");
+        if (!v.is_array()) fail(v, path + "." + key, "expected an array");
         return v;
     }
     std::uint32_t slot(const nlohmann::json& j, const char* key, const std::string& path) const {
@@ -114,11 +120,11 @@ struct json_reader {
     }
     tensor_shape shape(const nlohmann::json& j, const std::string& path) const {
         const auto& a = array(j, "shape", path);
-        if (a.size() != 4) fail(path + ".shape", "expected [size, seqlen, dec_seqlen, hidden]");
+        if (a.size() != 4) fail(a, path + ".shape", "expected [size, seqlen, dec_seqlen, hidden]");
         tensor_shape s;
         std::uint32_t* f[] = {&s.microbatch_size, &s.seqlen, &s.dec_seqlen, &s.hidden};
         for (std::size_t i = 0; i < 4; ++i) {
-            if (!a[i].is_number_unsigned() || a[i].get<std::uint64_t>() > UINT32_MAX) fail(path + ".shape", "expected integers >= 0");
+            if (!a[i].is_number_unsigned() || a[i].get<std::uint64_t>() > UINT32_MAX) fail(a[i], path + ".shape", "expected integers >= 0");
             *f[i] = a[i].get<std::uint32_t>();
         }
         return s;
@@ -140,6 +146,8 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
         if (schedule::to_string(k) == pl) h.placement = k, found = true;
     if (!found) r.fail(p + ".placement", "unknown placement '" + pl + "' (linear|interleaved|v-shape)");
     h.schedule = r.text(j, "schedule", p);
+    if (!is_plan_schedule_name(h.schedule))
+        r.fail(p + ".schedule", "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(h.schedule) + "'");
     const auto t = parse_dtype(r.text(j, "dtype", p));
     if (!t) r.fail(p + ".dtype", "unknown dtype (" + dtype_choices() + ")");
     h.type = *t;
@@ -215,13 +223,9 @@ inline rank_program program_from_json(const json_reader& r, const nlohmann::json
 }
 
 inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::string_view text, const std::string& file) {
-    json_reader r{file};
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        r.fail("", std::string("not valid JSON: ") + e.what());
-    }
+    const json_document doc(text, file);  // invalid JSON, too deep nesting: located errors
+    const json_reader r{file, &doc};
+    const nlohmann::json& j = doc.root();
     if (!j.is_object() || j.value("format", std::string()) != "pipeplan-plan") r.fail("format", "not a pipeplan plan (format != \"pipeplan-plan\")");
     const auto version = r.num<std::uint32_t>(j, "version", "");
     if (version > plan_format_version)

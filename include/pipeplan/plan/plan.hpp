@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/plan/instruction.hpp"
@@ -106,6 +107,18 @@ struct plan_header {
 
     friend bool operator==(const plan_header&, const plan_header&) = default;
 };
+
+/// Whether `name` may stand in a plan file's header.schedule: at most 64 characters of
+/// [A-Za-z0-9_.+-] (the built-in names and users' own). Both plan readers check it, so every
+/// plan that reads in one format can be written in the other.
+[[nodiscard]] inline bool is_plan_schedule_name(std::string_view name) noexcept {
+    if (name.size() > 64) return false;
+    for (const char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '+' || c == '-'))
+            return false;
+    return true;
+}
 
 /// All ranks' programs of one iteration.
 struct execution_plan {

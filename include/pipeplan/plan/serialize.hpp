@@ -176,6 +176,8 @@ inline plan_header read_header(byte_reader& r) {
     h.chunks = r.uint<std::uint32_t>("header.chunks");
     h.placement = r.enumeration<schedule::placement_kind>("header.placement", 3);
     h.schedule = r.str("header.schedule");
+    if (!is_plan_schedule_name(h.schedule))
+        r.fail("header.schedule", "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(h.schedule) + "'");
     h.type = r.enumeration<dtype>("header.dtype", dtype_names.size());
     h.zero_stage = r.uint<std::uint8_t>("header.zero_stage");
     h.predicted_makespan_ms = r.f64("header.predicted_makespan_ms");

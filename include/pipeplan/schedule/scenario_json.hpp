@@ -10,9 +10,11 @@
 //                "devices_per_node": n},                                           (optional)
 //    "devices": D, "placement": [S device indices],                                  (optional)
 //    "checkpoint_ratio": [S ratios in [0, 1]]}                                       (optional)
-// Errors throw pipeplan::input_error(file, line, field path, reason), e.g.
-//   "s.json:7: column 'microbatches[3].forward_ms[2]': expected a number >= 0, found -1".
-// The line is found by re-scanning the text for the field's position (0 when unknown).
+// Errors throw pipeplan::input_error(file, line, column, field path, reason), e.g.
+//   "s.json:7:18: column 'microbatches[3].forward_ms[2]': expected a number in [0, 1e+09] ms, found -1".
+// Every number has a range (detail::scenario_limits): times and latencies [0, 1e9] ms, memory
+// and message sizes [0, 1e9] MB, bandwidths [0, 1e6] Gbit/s, ratios [0, 1]. Locations come from
+// core/json_document.hpp (one linear pass, nesting at most 64 deep).
 // ADL customization: `nlohmann::json j = sc;` and `j.get<scenario>()` work (errors then name
 // the source "<json>").
 #pragma once
@@ -31,6 +33,7 @@
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/file.hpp"
+#include "pipeplan/core/json_document.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/scenario.hpp"
 #include "pipeplan/schedule/simulator.hpp"
@@ -39,178 +42,112 @@ namespace pipeplan::schedule {
 
 namespace detail {
 
-/// Line (1-based) where the value at `path` (like "microbatches[3].forward_ms[2]") starts in
-/// the JSON text `text`, or 0. A small scanner over already-valid JSON.
-inline std::size_t json_line_of(std::string_view text, std::string_view path) {
-    struct frame {
-        bool array;
-        std::size_t index;
-        std::string key;
-        std::size_t base;  // length of the path prefix of the container
-    };
-    std::vector<frame> stack;
-    std::string cur;  // path of the container being scanned
-    std::size_t line = 1, i = 0;
-    std::string pending_key;
-    bool have_key = false;
-    auto value_path = [&]() {
-        if (stack.empty()) return std::string();
-        const frame& f = stack.back();
-        std::string p = cur;
-        if (f.array) {
-            p += "[" + std::to_string(f.index) + "]";
-        } else {
-            if (!p.empty()) p += ".";
-            p += pending_key;
-        }
-        return p;
-    };
-    auto skip_ws = [&] {
-        while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) {
-            if (text[i] == '\n') ++line;
-            ++i;
-        }
-    };
-    auto read_string = [&] {
-        std::string s;
-        ++i;  // opening quote
-        while (i < text.size() && text[i] != '"') {
-            if (text[i] == '\\' && i + 1 < text.size()) {
-                s += text[i + 1];
-                i += 2;
-            } else {
-                s += text[i++];
-            }
-        }
-        ++i;
-        return s;
-    };
-    bool expect_value = true;
-    while (i < text.size()) {
-        skip_ws();
-        if (i >= text.size()) break;
-        const char c = text[i];
-        if (!stack.empty() && !stack.back().array && !have_key && c == '"') {
-            pending_key = read_string();
-            have_key = true;
-            skip_ws();
-            if (i < text.size() && text[i] == ':') ++i;
-            expect_value = true;
-            continue;
-        }
-        if (c == ',') {
-            if (!stack.empty() && stack.back().array) ++stack.back().index;
-            have_key = false;
-            ++i;
-            continue;
-        }
-        if (c == '}' || c == ']') {
-            if (!stack.empty()) {
-                cur.resize(stack.back().base);
-                stack.pop_back();
-            }
-            have_key = false;
-            ++i;
-            continue;
-        }
-        if (expect_value) {
-            const std::string vp = value_path();
-            if (vp == path) return line;
-            if (c == '{' || c == '[') {
-                const std::size_t base = cur.size();
-                cur = stack.empty() ? std::string() : vp;
-                stack.push_back({c == '[', 0, {}, base});
-                have_key = false;
-                ++i;
-                continue;
-            }
-            if (c == '"') {
-                (void)read_string();
-            } else {
-                while (i < text.size() && text[i] != ',' && text[i] != '}' && text[i] != ']' && text[i] != '\n' &&
-                       text[i] != ' ' && text[i] != '\t' && text[i] != '\r')
-                    ++i;
-            }
-            continue;
-        }
-        ++i;
-    }
-    return 0;
-}
+/// The allowed range of each kind of scenario value (the reader's errors quote them).
+struct scenario_limits {
+    static constexpr double max_time_ms = 1e9;           ///< an op's time, a latency (11.6 days)
+    static constexpr double max_memory_mb = 1e9;         ///< a memory figure or message size (1 PB)
+    static constexpr double max_bandwidth_gbps = 1e6;    ///< a link (1 Pbit/s); 0 = messages are free
+    static constexpr long long max_stages = 1000000;     ///< stages
+    static constexpr long long max_devices_per_node = 1 << 20;
+};
 
 /// Decodes the optional `devices`, `placement` and `checkpoint_ratio` fields into `sc` (whose
-/// stages are known); `fail(path, reason)` must throw, `array(v, path, n)` reads n numbers.
+/// stages are known); `fail(value, path, reason)` must throw, `array(v, path, n, lo, hi, unit)`
+/// reads n numbers in [lo, hi].
 template <class Fail, class Array>
 void read_layout_json(const nlohmann::json& j, scenario& sc, Fail& fail, Array& array) {
     const std::size_t S = sc.stages;
     if (const auto it = j.find("devices"); it != j.end()) {
         if (!it->is_number_integer() || it->get<long long>() < 1 || it->get<long long>() > static_cast<long long>(S))
-            fail("devices", "expected an integer in 1.." + std::to_string(S) + " (at most one device per stage), found " +
+            fail(*it, "devices", "expected an integer in [1, " + std::to_string(S) + "] (at most one device per stage), found " +
                                 it->dump());
         sc.devices = static_cast<std::size_t>(it->get<long long>());
     }
     const std::size_t D = sc.device_count();
     if (const auto it = j.find("placement"); it != j.end()) {
         if (!it->is_array() || it->size() != S)
-            fail("placement", "expected an array of " + std::to_string(S) + " device indices (one per stage), found " +
+            fail(*it, "placement", "expected an array of " + std::to_string(S) + " device indices (one per stage), found " +
                                   it->dump());
         std::vector<char> used(D, 0);
         for (std::size_t v = 0; v < S; ++v) {
             const auto& x = (*it)[v];
             if (!x.is_number_integer() || x.get<long long>() < 0 || x.get<long long>() >= static_cast<long long>(D))
-                fail("placement[" + std::to_string(v) + "]",
-                     "expected a device index in 0.." + std::to_string(D - 1) + ", found " + x.dump());
+                fail(x, "placement[" + std::to_string(v) + "]",
+                     "expected a device index in [0, " + std::to_string(D - 1) + "], found " + x.dump());
             sc.placement.push_back(static_cast<std::uint32_t>(x.get<long long>()));
             used[sc.placement.back()] = 1;
         }
         for (std::size_t d = 0; d < D; ++d)
-            if (!used[d]) fail("placement", "no stage runs on device " + std::to_string(d));
+            if (!used[d]) fail(*it, "placement", "no stage runs on device " + std::to_string(d));
     } else if (D != S) {
-        fail("devices", std::to_string(D) + " devices for " + std::to_string(S) + " stages need a 'placement'");
+        fail(j.contains("devices") ? j.at("devices") : j, "devices", std::to_string(D) + " devices for " + std::to_string(S) + " stages need a 'placement'");
     }
     if (const auto it = j.find("checkpoint_ratio"); it != j.end()) {
-        sc.checkpoint_ratio = array(*it, "checkpoint_ratio", S);
-        for (std::size_t v = 0; v < S; ++v)
-            if (sc.checkpoint_ratio[v] > 1.0)
-                fail("checkpoint_ratio[" + std::to_string(v) + "]",
-                     "expected a ratio in [0, 1], found " + std::to_string(sc.checkpoint_ratio[v]));
+        sc.checkpoint_ratio = array(*it, "checkpoint_ratio", S, 0.0, 1.0, "(a ratio)");
     }
 }
 
-/// Decodes a scenario from parsed JSON; `fail(path, reason)` must throw.
+/// Reads the `network` object into `sc` (whose micro-batches are known).
+template <class Fail, class Number, class Array>
+void read_network_json(const nlohmann::json& nw, scenario& sc, Fail& fail, Number& number, Array& array) {
+    using L = scenario_limits;
+    if (!nw.is_object()) fail(nw, "network", "expected an object");
+    auto opt = [&](const char* name, double& out, double hi, const char* unit) {
+        if (const auto f = nw.find(name); f != nw.end()) out = number(*f, std::string("network.") + name, 0.0, hi, unit);
+    };
+    opt("latency_ms", sc.network.latency_ms, L::max_time_ms, "ms");
+    opt("bandwidth_gbps", sc.network.bandwidth_gbps, L::max_bandwidth_gbps, "Gbit/s (0: messages are free)");
+    opt("intra_node_latency_ms", sc.network.intra_node_latency_ms, L::max_time_ms, "ms");
+    opt("intra_node_bandwidth_gbps", sc.network.intra_node_bandwidth_gbps, L::max_bandwidth_gbps,
+        "Gbit/s (0: messages are free)");
+    if (const auto f = nw.find("devices_per_node"); f != nw.end()) {
+        if (!f->is_number_integer() || f->get<long long>() < 1 || f->get<long long>() > L::max_devices_per_node)
+            fail(*f, "network.devices_per_node",
+                 "expected an integer in [1, " + std::to_string(L::max_devices_per_node) + "], found " + f->dump());
+        sc.network.devices_per_node = static_cast<std::uint32_t>(f->get<long long>());
+    }
+    if (const auto f = nw.find("activation_mb"); f != nw.end())
+        sc.activation_mb = array(*f, "network.activation_mb", sc.microbatches, 0.0, L::max_memory_mb, "MB");
+}
+
+/// Decodes a scenario from parsed JSON; `fail(value, path, reason)` must throw. Every number
+/// must lie in its range (scenario_limits), quoted in the error.
 template <class Fail>
 scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
     using nlohmann::json;
-    if (!j.is_object()) fail("", "the scenario must be a JSON object");
+    using L = scenario_limits;
+    if (!j.is_object()) fail(j, "", "the scenario must be a JSON object");
     auto field = [&](const json& obj, const std::string& base, const char* name) -> const json& {
         const std::string p = base.empty() ? std::string(name) : base + "." + name;
         const auto it = obj.find(name);
-        if (it == obj.end()) fail(p, "missing required field");
+        if (it == obj.end()) fail(obj, p, "missing required field");
         return *it;
     };
-    auto number = [&](const json& v, const std::string& p) {
-        if (!v.is_number()) fail(p, "expected a number >= 0, found " + v.dump());
+    auto number = [&](const json& v, const std::string& p, double lo, double hi, const std::string& unit) {
+        const auto bad = [&] { fail(v, p, "expected a number in " + range_text(lo, hi) + " " + unit + ", found " + v.dump()); };
+        if (!v.is_number()) bad();
         const double x = v.get<double>();
-        if (!std::isfinite(x) || x < 0) fail(p, "expected a number >= 0, found " + v.dump());
+        if (!std::isfinite(x) || x < lo || x > hi) bad();
         return x;
     };
-    auto array = [&](const json& v, const std::string& p, std::size_t n) {
-        if (!v.is_array()) fail(p, "expected an array of " + std::to_string(n) + " numbers, found " + std::string(v.type_name()));
+    auto array = [&](const json& v, const std::string& p, std::size_t n, double lo, double hi, const std::string& unit) {
+        if (!v.is_array())
+            fail(v, p, "expected an array of " + std::to_string(n) + " numbers, found " + std::string(v.type_name()));
         if (v.size() != n)
-            fail(p, "expected " + std::to_string(n) + " values (one per " +
-                        (p.find("activation_mb") != std::string::npos ? std::string("micro-batch") : std::string("stage")) +
-                        "), found " + std::to_string(v.size()));
+            fail(v, p, "expected " + std::to_string(n) + " values (one per " +
+                           (p.find("activation_mb") != std::string::npos ? std::string("micro-batch") : std::string("stage")) +
+                           "), found " + std::to_string(v.size()));
         std::vector<double> out(n);
-        for (std::size_t k = 0; k < n; ++k) out[k] = number(v[k], p + "[" + std::to_string(k) + "]");
+        for (std::size_t k = 0; k < n; ++k) out[k] = number(v[k], p + "[" + std::to_string(k) + "]", lo, hi, unit);
         return out;
     };
     scenario sc;
     const json& st = field(j, "", "stages");
-    if (!st.is_number_integer() || st.get<long long>() < 1 || st.get<long long>() > 1000000)
-        fail("stages", "expected an integer >= 1, found " + st.dump());
+    if (!st.is_number_integer() || st.get<long long>() < 1 || st.get<long long>() > L::max_stages)
+        fail(st, "stages", "expected an integer in [1, " + std::to_string(L::max_stages) + "], found " + st.dump());
     sc.stages = static_cast<std::size_t>(st.get<long long>());
     const json& mbs = field(j, "", "microbatches");
-    if (!mbs.is_array() || mbs.empty()) fail("microbatches", "expected a non-empty array of micro-batches");
+    if (!mbs.is_array() || mbs.empty()) fail(mbs, "microbatches", "expected a non-empty array of micro-batches");
     sc.microbatches = mbs.size();
     const std::size_t S = sc.stages, M = sc.microbatches;
     sc.forward_ms.resize(S * M);
@@ -220,129 +157,52 @@ scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
     for (std::size_t m = 0; m < M; ++m) {
         const std::string base = "microbatches[" + std::to_string(m) + "]";
         const json& mb = mbs[m];
-        if (!mb.is_object()) fail(base, "expected an object with forward_ms, backward_ms, stored_mb, peak_mb");
-        auto f = array(field(mb, base, "forward_ms"), base + ".forward_ms", S);
-        auto b = array(field(mb, base, "backward_ms"), base + ".backward_ms", S);
-        auto s = array(field(mb, base, "stored_mb"), base + ".stored_mb", S);
-        auto p = array(field(mb, base, "peak_mb"), base + ".peak_mb", S);
-        for (std::size_t k = 0; k < S; ++k)
-            if (p[k] < s[k])
-                fail(base + ".peak_mb[" + std::to_string(k) + "]",
-                     "peak_mb must be >= stored_mb (the peak includes the stored activations)");
+        if (!mb.is_object()) fail(mb, base, "expected an object with forward_ms, backward_ms, stored_mb, peak_mb");
+        const auto f = array(field(mb, base, "forward_ms"), base + ".forward_ms", S, 0.0, L::max_time_ms, "ms");
+        const auto b = array(field(mb, base, "backward_ms"), base + ".backward_ms", S, 0.0, L::max_time_ms, "ms");
+        const auto s = array(field(mb, base, "stored_mb"), base + ".stored_mb", S, 0.0, L::max_memory_mb, "MB");
+        const json& pj = field(mb, base, "peak_mb");
+        const auto p = array(pj, base + ".peak_mb", S, 0.0, L::max_memory_mb, "MB");
         for (std::size_t k = 0; k < S; ++k) {
+            if (p[k] < s[k])
+                fail(pj[k], base + ".peak_mb[" + std::to_string(k) + "]",
+                     "peak_mb must be >= stored_mb (the peak includes the stored activations)");
             sc.forward_ms[sc.at(m, k)] = f[k];
             sc.backward_ms[sc.at(m, k)] = b[k];
             sc.stored_mb[sc.at(m, k)] = s[k];
             sc.peak_mb[sc.at(m, k)] = p[k];
         }
     }
-    sc.model_state_mb = array(field(j, "", "model_state_mb"), "model_state_mb", S);
-    if (const auto it = j.find("network"); it != j.end()) {
-        const json& nw = *it;
-        if (!nw.is_object()) fail("network", "expected an object");
-        auto opt = [&](const char* name, double& out) {
-            if (const auto f = nw.find(name); f != nw.end()) out = number(*f, std::string("network.") + name);
-        };
-        opt("latency_ms", sc.network.latency_ms);
-        opt("bandwidth_gbps", sc.network.bandwidth_gbps);
-        opt("intra_node_latency_ms", sc.network.intra_node_latency_ms);
-        opt("intra_node_bandwidth_gbps", sc.network.intra_node_bandwidth_gbps);
-        if (const auto f = nw.find("devices_per_node"); f != nw.end()) {
-            if (!f->is_number_integer() || f->get<long long>() < 1)
-                fail("network.devices_per_node", "expected an integer >= 1, found " + f->dump());
-            sc.network.devices_per_node = static_cast<std::uint32_t>(f->get<long long>());
-        }
-        if (const auto f = nw.find("activation_mb"); f != nw.end())
-            sc.activation_mb = array(*f, "network.activation_mb", M);
-    }
+    sc.model_state_mb = array(field(j, "", "model_state_mb"), "model_state_mb", S, 0.0, L::max_memory_mb, "MB");
+    if (const auto it = j.find("network"); it != j.end()) read_network_json(*it, sc, fail, number, array);
     read_layout_json(j, sc, fail, array);
     return sc;
 }
 
 }  // namespace detail
 
-/// Decodes a scenario; errors name `source` and the field path (and the line when `text`, the
-/// JSON text `j` was parsed from, is given).
-[[nodiscard]] inline scenario scenario_from_json(const nlohmann::json& j, const std::string& source,
-                                                 std::string_view text = {}) {
-    return detail::scenario_from_json_impl(j, [&](const std::string& path, const std::string& reason) {
-        // The field's line, or (for a missing field) the line of the object that lacks it.
-        std::size_t line = 0;
-        for (std::string p = path; !text.empty() && !p.empty() && line == 0;) {
-            line = detail::json_line_of(text, p);
-            const auto cut = p.find_last_of(".[");
-            p = cut == std::string::npos ? std::string() : p.substr(0, cut);
-        }
-        throw input_error(source, line, path, reason);
+/// Decodes a scenario from a parsed value; errors name `source` and the field path.
+[[nodiscard]] inline scenario scenario_from_json(const nlohmann::json& j, const std::string& source) {
+    return detail::scenario_from_json_impl(j, [&](const nlohmann::json&, const std::string& path, const std::string& reason) {
+        throw input_error(source, 0, path, reason);
     });
 }
 
-namespace detail {
-
-/// The deepest nesting a scenario file may have (a scenario needs 3 levels). Checked by one
-/// linear scan before parsing, so that a deeply nested file is rejected at once (and every
-/// later step, the line finder included, stays linear).
-inline constexpr std::size_t max_json_depth = 64;
-
-/// Throws input_error naming the line where `text` nests deeper than max_json_depth.
-inline void check_json_depth(std::string_view text, const std::string& source) {
-    std::size_t depth = 0, line = 1;
-    bool in_string = false, escaped = false;
-    for (const char c : text) {
-        if (c == '\n') ++line;
-        if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max_json_depth)
-                throw input_error(source, line, "",
-                                  "JSON nested deeper than " + std::to_string(max_json_depth) +
-                                      " levels (a scenario has 3)");
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            --depth;
-        }
-    }
+/// Decodes a parsed scenario file; errors name the file, the line and column of the value (for
+/// a missing field, of the object that lacks it) and the field path.
+[[nodiscard]] inline scenario scenario_from_json(const json_document& doc) {
+    return detail::scenario_from_json_impl(
+        doc.root(), [&](const nlohmann::json& at, const std::string& path, const std::string& reason) {
+            doc.fail(at, path, reason);
+        });
 }
 
-/// The line of the first occurrence of `token` in `text` (1 when absent).
-inline std::size_t line_of_token(std::string_view text, std::string_view token) {
-    const std::size_t at = token.empty() ? std::string_view::npos : text.find(token);
-    std::size_t line = 1;
-    for (std::size_t k = 0; at != std::string_view::npos && k < at; ++k) line += text[k] == '\n';
-    return line;
-}
-
-}  // namespace detail
-
-/// Parses scenario JSON text; `source` names it in errors.
+/// Parses scenario JSON text; `source` names it in errors. One linear pass (json_document):
+/// nesting deeper than 64 levels, invalid JSON and numbers beyond a double (`1e400`) are errors
+/// located by line and column.
 [[nodiscard]] inline scenario parse_scenario_json(std::string_view text, const std::string& source) {
-    detail::check_json_depth(text, source);
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::out_of_range& e) {
-        // A number outside the range of a double ("number overflow parsing '1e400'").
-        std::string what = e.what();
-        const auto q = what.find('\'');
-        const auto q2 = q == std::string::npos ? q : what.find('\'', q + 1);
-        const std::string token = q2 == std::string::npos ? std::string() : what.substr(q + 1, q2 - q - 1);
-        if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-        throw input_error(source, detail::line_of_token(text, token), "", "invalid JSON: " + what);
-    } catch (const nlohmann::json::parse_error& e) {
-        // e.byte is 1-based offset of the error: count the lines before it.
-        std::size_t line = 1;
-        const std::size_t end = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-        for (std::size_t k = 0; k < end; ++k) line += text[k] == '\n';
-        std::string what = e.what();
-        if (const auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-        throw input_error(source, line, "", "invalid JSON: " + what);
-    } catch (const nlohmann::json::exception& e) {
-        throw input_error(source, 0, "", std::string("invalid JSON: ") + e.what());
-    }
-    return scenario_from_json(j, source, text);
+    const json_document doc(text, source);
+    return scenario_from_json(doc);
 }
 
 /// Reads a scenario file. Throws input_error naming the file, line and field path.
