@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
+#include "layers_flag.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/core/file.hpp"
@@ -33,6 +35,7 @@ namespace {
 
 struct plan_cli_options {
     std::string profiles, model, batch;
+    std::vector<int> layers;  // --layers L0,L1,...: layers of each chunk (non-uniform)
     int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
     double memory_mb = 0;
     std::string schedule = "auto", accounting = "pipeplan", format = "binary";
@@ -137,17 +140,34 @@ void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
     if (!o.out_dir.empty()) write_plan_dir(r, o.out_dir, o.format == "json");
 }
 
+/// --stages / --layers-per-stage, or --layers L0,L1,... (then --stages, if given, must be the
+/// list's length / --chunks).
+void pipeline_shape_flags(plan::planner_options& po, const plan_cli_options& o) {
+    if (o.layers.empty()) {
+        if (o.stages < 1 || o.layers_per_stage < 1)
+            throw invalid_argument("give --stages S and --layers-per-stage L (>= 1), or --layers L0,L1,...");
+        return;
+    }
+    if (o.layers_per_stage > 0) throw invalid_argument("--layers replaces --layers-per-stage: give one or the other");
+    apply_layers_flag(po.config, o.layers, po.split.accounting);
+    if (o.stages > 0 && o.stages != po.config.stages)
+        throw invalid_argument("--layers lists " + std::to_string(o.layers.size()) + " chunks, but --stages " +
+                               std::to_string(o.stages) + " x --chunks " + std::to_string(o.chunks) + " = " +
+                               std::to_string(o.stages * o.chunks));
+}
+
 void run_plan(const plan_cli_options& o) {
     if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
     plan::planner_options po;
     po.config.stages = o.stages;
     po.config.layers_per_stage = o.layers_per_stage;
     po.config.virtual_chunks = o.chunks;
+    po.split.accounting = batching::parse_accounting_mode(o.accounting);
+    pipeline_shape_flags(po, o);
     po.config.tp = o.tp;
     po.config.dp = o.dp;
     po.config.zero_stage = o.zero_stage;
     po.config.device_memory_mb = o.memory_mb;
-    po.split.accounting = batching::parse_accounting_mode(o.accounting);
     po.split.lengths.max_seqlen_tokens = o.max_seqlen;
     po.split.lengths.max_dec_seqlen_tokens = o.max_seqlen;
     po.cluster.bandwidth_gbps = o.bandwidth_gbps;
@@ -161,6 +181,7 @@ void run_plan(const plan_cli_options& o) {
     const interpolation_mode mode =
         po.split.accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe : interpolation_mode::recommended;
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
+        if (!o.layers.empty()) po.config.chunks = batching::layout_from_layer_counts(o.layers, model.is_encoder_decoder());
         const plan::plan_result r = plan::plan_iteration(model, batch, po);
         write_outputs(r, o);
         if (o.json) std::puts(summary_json(r).dump(2).c_str());
@@ -243,8 +264,10 @@ void run_plan_show(const std::string& file, int rank) {
         for (std::size_t i = 0; i < prog.instructions.size(); ++i) {
             const auto& x = prog.instructions[i];
             std::string line = fmt::format("  {:>5}  {:<22}", i, plan::kind_name(x.kind));
-            if (plan::is_compute(x.kind) || plan::is_message(x.kind) || x.kind == plan::instr_kind::load_microbatch)
+            if (plan::is_compute(x.kind) || plan::is_message(x.kind) || x.kind == plan::instr_kind::load_microbatch ||
+                x.kind == plan::instr_kind::set_frequency)
                 line += fmt::format(" mb {:>3} stage {:>2}", x.mb, x.stage);
+            if (x.kind == plan::instr_kind::set_frequency) line += fmt::format(" {} MHz", plan::frequency_mhz(x));
             if (plan::is_message(x.kind)) line += fmt::format(" peer {:>2} {} bytes", x.peer, x.bytes);
             if (x.kind == plan::instr_kind::forward && x.mode) line += " (checkpoint)";
             if (x.kind == plan::instr_kind::backward && x.mode) line += " (input only)";
@@ -267,8 +290,13 @@ void register_plan(CLI::App& app) {
     sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
     sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
     sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str();
-    sub->add_option("--stages", o->stages, "Pipeline stages S")->required();
-    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")->required();
+    sub->add_option("--stages", o->stages, "Pipeline stages S (with --layers: optional, checked)");
+    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk) (or --layers)");
+    sub->add_option("--layers", o->layers,
+                    "Layers of each chunk in pipeline order, e.g. 9,8,8,7 (non-uniform stages, as `split --layers`; "
+                    "from `pipeplan shard --method time`); S = the count / --chunks; replaces --layers-per-stage")
+        ->delimiter(',')
+        ->check(integer_in(1, max_layers));
     sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB): the memory limit of the schedules")->required();
     sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
     sub->add_option("--dp", o->dp, "Data-parallel replicas")->capture_default_str();

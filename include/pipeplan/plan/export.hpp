@@ -92,8 +92,11 @@ namespace pipeplan::plan {
 
 /// Writes a Chrome / Perfetto trace of the plan of replica 0 with the compute times of the
 /// simulation `sim` of its schedule (timeline recorded): one track per rank, a complete event
-/// per compute instruction (named like "F3 s1", args mb, stage, instruction index), and a flow
-/// arrow per message from the end of its producing op to the start of its consumer.
+/// per compute instruction (named like "F3 s1", args mb, stage, instruction index, and
+/// frequency_mhz once a set_frequency set the rank's clock), a counter track "clock_mhz" per
+/// rank stepping at each set_frequency, and a flow arrow per message from the end of its
+/// producing op to the start of its consumer. The torch CSV has no clock action: it skips
+/// set_frequency.
 inline void write_plan_trace(std::ostream& out, const execution_plan& p, const schedule::simulation_result& sim) {
     using schedule::detail::num;
     const plan_header& h = p.header;
@@ -108,8 +111,14 @@ inline void write_plan_trace(std::ostream& out, const execution_plan& p, const s
         when[r].assign(prog.size(), {0.0, 0.0});
         std::size_t k = 0;
         double last_end = 0.0;
+        std::uint64_t clock_mhz = 0;
+        bool clock_changed = false;
         for (std::size_t i = 0; i < prog.size(); ++i) {
             const instruction& x = prog[i];
+            if (x.kind == instr_kind::set_frequency) {
+                clock_mhz = frequency_mhz(x);
+                clock_changed = true;
+            }
             if (!is_compute(x.kind)) {
                 when[r][i] = {last_end, last_end};
                 continue;
@@ -118,13 +127,19 @@ inline void write_plan_trace(std::ostream& out, const execution_plan& p, const s
             const auto& t = sim.timeline[r][k++];
             when[r][i] = {t.start_ms, t.end_ms};
             last_end = t.end_ms;
+            if (clock_changed)
+                out << ",\n{\"name\":\"clock_mhz\",\"ph\":\"C\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
+                    << ",\"args\":{\"rank " << r << "\":" << clock_mhz << "}}";
+            clock_changed = false;
             const char* letter = x.kind == instr_kind::forward ? (x.mode ? "f" : "F")
                                  : x.kind == instr_kind::recompute ? "R"
                                  : x.kind == instr_kind::backward ? "B" : "W";
             out << ",\n{\"name\":\"" << letter << x.mb << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
                 << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
                 << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.mb
-                << ",\"stage\":" << x.stage << ",\"instruction\":" << i << "}}";
+                << ",\"stage\":" << x.stage << ",\"instruction\":" << i;
+            if (clock_mhz > 0) out << ",\"frequency_mhz\":" << clock_mhz;
+            out << "}}";
         }
     }
     // flows: a send start's producer (the compute op before it) -> the consumer after the receive's wait
