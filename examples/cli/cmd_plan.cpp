@@ -3,7 +3,10 @@
 // files; `pipeplan plan-show` prints one rank's program. Also the main job's summary (run
 // without a subcommand). Flag parsing and printing only: the work is plan/planner.hpp.
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -23,7 +26,9 @@
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
+#include "pipeplan/energy/profile.hpp"
 #include "pipeplan/plan/export.hpp"
+#include "pipeplan/plan/frequency.hpp"
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/serialize.hpp"
@@ -44,6 +49,10 @@ struct plan_cli_options {
     unsigned long long iteration = 0;
     std::string out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
+    // Perseus's per-computation clocks as set_frequency instructions (plan/frequency.hpp)
+    std::string energy_target;  // "" = off, "min" = the minimum time, else T (ms)
+    std::string energy_profile, gpu = "a100";
+    double energy_step_ms = 0.0;
 };
 
 /// The hidden size of the model: the analytic preset's, or the preset of the same name as the
@@ -123,18 +132,23 @@ void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool jso
     write_file_atomically(std::filesystem::path(dir) / "plan.json", m.dump(1) + "\n");
 }
 
-void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
+/// With clocks (`e`): the plan's trace and SVG show the chosen clocks' replay, the SVG coloured by clock.
+void write_outputs(const plan::plan_result& r, const plan_cli_options& o, const plan::energy_plan* e) {
     if (!o.torch_csv.empty()) write_file_atomically(o.torch_csv, plan::to_torch_csv(r.plan, false));
     if (!o.torch_csv_comms.empty()) write_file_atomically(o.torch_csv_comms, plan::to_torch_csv(r.plan, true));
     if (!o.trace.empty()) {
         std::ostringstream ss;
-        plan::write_plan_trace(ss, r.plan, r.simulation);
+        plan::write_plan_trace(ss, r.plan, e ? e->simulation : r.simulation);
         write_file_atomically(o.trace, ss.str());
     }
     if (!o.svg.empty()) {
-        const auto sim = schedule::simulate(r.scenario, r.schedule);  // with the memory curve
         std::ostringstream ss;
-        schedule::write_svg(ss, sim, r.schedule);
+        if (e) {
+            energy::write_frequency_svg(ss, e->problem, e->chosen.point.choice);
+        } else {
+            const auto sim = schedule::simulate(r.scenario, r.schedule);  // with the memory curve
+            schedule::write_svg(ss, sim, r.schedule);
+        }
         write_file_atomically(o.svg, ss.str());
     }
     if (!o.out_dir.empty()) write_plan_dir(r, o.out_dir, o.format == "json");
@@ -156,8 +170,56 @@ void pipeline_shape_flags(plan::planner_options& po, const plan_cli_options& o) 
                                std::to_string(o.stages * o.chunks));
 }
 
+/// --energy-target-ms: the frontier of the chosen schedule and its clocks as set_frequency
+/// instructions (replacing r.plan); nullopt without the flag.
+std::optional<plan::energy_plan> energy_clocks(plan::plan_result& r, const plan_cli_options& o) {
+    if (o.energy_target.empty()) return std::nullopt;
+    std::optional<double> target;
+    if (o.energy_target != "min") {
+        double t = 0;
+        const auto [p, ec] = std::from_chars(o.energy_target.data(), o.energy_target.data() + o.energy_target.size(), t);
+        if (ec != std::errc{} || p != o.energy_target.data() + o.energy_target.size() || !(t > 0) || !std::isfinite(t))
+            throw invalid_argument("--energy-target-ms: expected a time > 0 (ms) or 'min', found '" + o.energy_target + "'");
+        target = t;
+    }
+    const energy::energy_profile profile = o.energy_profile.empty() ? energy::gpu_profile(parse_name<energy::gpu_model>(o.gpu))
+                                                                    : energy::read_energy_profile_csv(o.energy_profile);
+    energy::frontier_options fo;
+    fo.step_ms = o.energy_step_ms;
+    plan::energy_plan e = plan::plan_energy(r.plan, r.scenario, r.schedule, profile, target, fo);
+    r.plan = e.plan;
+    return e;
+}
+
+/// The `energy` object of --json: the chosen point, the frontier's ends, every rank's clocks.
+nlohmann::json energy_json(const plan::energy_plan& e) {
+    const auto& f = e.frontier;
+    nlohmann::json j{{"target_ms", e.chosen.target_ms},
+                     {"min_time_ms", f.all_max.time_ms},
+                     {"energy_all_max_j", f.all_max.energy_j},
+                     {"energy_all_max_at_target_j", e.chosen.all_max_at_target_j},
+                     {"energy_at_target_j", e.chosen.energy_at_target_j},
+                     {"saving_fraction", 1.0 - e.chosen.energy_at_target_j / e.chosen.all_max_at_target_j},
+                     {"frontier_points", f.frontier.size()},
+                     {"clock_range_mhz", {e.min_frequency_mhz, e.max_frequency_mhz}}};
+    nlohmann::json clocks = nlohmann::json::array();
+    for (const auto& dev : energy::frequency_plan(e.problem, e.chosen.point.choice)) {
+        nlohmann::json c = nlohmann::json::array();
+        for (const auto& s : dev) c.push_back(std::llround(s.frequency_mhz));
+        clocks.push_back(std::move(c));
+    }
+    std::size_t changes = 0;
+    for (const auto& prog : e.plan.programs)
+        for (const auto& x : prog.instructions) changes += x.kind == plan::instr_kind::set_frequency;
+    j["chosen"] = {{"time_ms", e.chosen.point.time_ms}, {"energy_j", e.chosen.point.energy_j}, {"frequencies_mhz", clocks},
+                   {"set_frequency_instructions", changes}};
+    return j;
+}
+
 void run_plan(const plan_cli_options& o) {
     if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
+    if (!o.energy_target.empty() && o.dp != 1)
+        throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline)");
     plan::planner_options po;
     po.config.stages = o.stages;
     po.config.layers_per_stage = o.layers_per_stage;
@@ -182,13 +244,23 @@ void run_plan(const plan_cli_options& o) {
         po.split.accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe : interpolation_mode::recommended;
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
         if (!o.layers.empty()) po.config.chunks = batching::layout_from_layer_counts(o.layers, model.is_encoder_decoder());
-        const plan::plan_result r = plan::plan_iteration(model, batch, po);
-        write_outputs(r, o);
-        if (o.json) std::puts(summary_json(r).dump(2).c_str());
-        else {
+        plan::plan_result r = plan::plan_iteration(model, batch, po);
+        const std::optional<plan::energy_plan> e = energy_clocks(r, o);
+        write_outputs(r, o, e ? &*e : nullptr);
+        if (o.json) {
+            nlohmann::json j = summary_json(r);
+            if (e) j["energy"] = energy_json(*e);
+            std::puts(j.dump(2).c_str());
+        } else {
             fmt::print("pipeplan plan: {} samples, S = {}, C = {}, dp = {}, {:.0f} MB per device, link {:.0f} Gbit/s, "
-                       "{:.1f} us\n", batch.size(), o.stages, o.chunks, o.dp, o.memory_mb, o.bandwidth_gbps, o.latency_us);
+                       "{:.1f} us\n", batch.size(), po.config.stages, o.chunks, o.dp, o.memory_mb, o.bandwidth_gbps, o.latency_us);
             print_summary(r);
+            if (e)
+                fmt::print("  clocks: {:.1f} ms, {:.1f} J for a target of {:.1f} ms ({:.2f} % less than every op at the top "
+                           "clock); {} set_frequency instructions\n",
+                           e->chosen.point.time_ms, e->chosen.point.energy_j, e->chosen.target_ms,
+                           100.0 * (1.0 - e->chosen.energy_at_target_j / e->chosen.all_max_at_target_j),
+                           energy_json(*e)["chosen"]["set_frequency_instructions"].get<std::size_t>());
         }
     });
 }
@@ -320,7 +392,23 @@ void register_plan(CLI::App& app) {
     sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one track per rank, flow arrows for messages)");
     sub->add_option("--svg", o->svg, "Write an SVG Gantt chart of the chosen schedule");
     sub->add_flag("--json", o->json, "Print the summary as one JSON object");
-    sub->callback([o] { run_plan(*o); });
+    sub->add_option("--energy-target-ms", o->energy_target,
+                    "Perseus: pick the least-energy clocks for this iteration time (ms, e.g. a straggler's) or 'min' "
+                    "(the fastest), and add them to the plan as set_frequency instructions (docs/energy.md); dp 1 only");
+    auto* prof = sub->add_option("--energy-profile", o->energy_profile,
+                                 "Time-energy profile CSV for --energy-target-ms (docs/formats.md)");
+    sub->add_option("--gpu", o->gpu, "Analytic DVFS model for --energy-target-ms: " + name_list<energy::gpu_model>("|"))
+        ->capture_default_str()
+        ->excludes(prof);
+    sub->add_option("--energy-step-ms", o->energy_step_ms, "Frontier step (ms; 0: makespan / 100)")
+        ->capture_default_str()
+        ->check(number_in(0, 1e9));
+    sub->callback([o, sub] {
+        const auto given = given_flags(*sub);
+        for (const char* f : {"--energy-profile", "--gpu", "--energy-step-ms"})
+            reject_unless(given, f, !o->energy_target.empty(), "without --energy-target-ms");
+        run_plan(*o);
+    });
 
     auto files = std::make_shared<std::vector<std::string>>();
     CLI::App* check = app.add_subcommand("plan-check", "Validate plan files (rank files or whole plans) and print a summary");
