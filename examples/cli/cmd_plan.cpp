@@ -6,10 +6,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -172,23 +172,33 @@ void pipeline_shape_flags(plan::planner_options& po, const plan_cli_options& o) 
 
 /// --energy-target-ms: the frontier of the chosen schedule and its clocks as set_frequency
 /// instructions (replacing r.plan); nullopt without the flag.
+/// --energy-target-ms T|min: T, or nullopt for 'min' (the minimum time).
+std::optional<double> energy_target_ms(const std::string& text) {
+    if (text == "min") return std::nullopt;
+    double t = 0;
+    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), t);
+    if (ec != std::errc{} || p != text.data() + text.size() || !(t > 0) || !std::isfinite(t))
+        throw invalid_argument("--energy-target-ms: expected a time > 0 (ms) or 'min', found '" + text + "'");
+    return t;
+}
+
 std::optional<plan::energy_plan> energy_clocks(plan::plan_result& r, const plan_cli_options& o) {
     if (o.energy_target.empty()) return std::nullopt;
-    std::optional<double> target;
-    if (o.energy_target != "min") {
-        double t = 0;
-        const auto [p, ec] = std::from_chars(o.energy_target.data(), o.energy_target.data() + o.energy_target.size(), t);
-        if (ec != std::errc{} || p != o.energy_target.data() + o.energy_target.size() || !(t > 0) || !std::isfinite(t))
-            throw invalid_argument("--energy-target-ms: expected a time > 0 (ms) or 'min', found '" + o.energy_target + "'");
-        target = t;
-    }
+    const std::optional<double> target = energy_target_ms(o.energy_target);
+    if (target && *target < r.makespan_ms * (1.0 - 1e-9))
+        throw invalid_argument("--energy-target-ms " + o.energy_target + " is below the plan's minimum iteration time (" +
+                               std::to_string(r.makespan_ms) + " ms at the top clock)");
     const energy::energy_profile profile = o.energy_profile.empty() ? energy::gpu_profile(parse_name<energy::gpu_model>(o.gpu))
                                                                     : energy::read_energy_profile_csv(o.energy_profile);
     energy::frontier_options fo;
     fo.step_ms = o.energy_step_ms;
-    plan::energy_plan e = plan::plan_energy(r.plan, r.scenario, r.schedule, profile, target, fo);
-    r.plan = e.plan;
-    return e;
+    try {
+        plan::energy_plan e = plan::plan_energy(r.plan, r.scenario, r.schedule, profile, target, fo);
+        r.plan = e.plan;
+        return e;
+    } catch (const invalid_argument& x) {
+        throw invalid_argument(std::string("--energy-target-ms: ") + x.what());
+    }
 }
 
 /// The `energy` object of --json: the chosen point, the frontier's ends, every rank's clocks.
@@ -218,8 +228,10 @@ nlohmann::json energy_json(const plan::energy_plan& e) {
 
 void run_plan(const plan_cli_options& o) {
     if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
-    if (!o.energy_target.empty() && o.dp != 1)
-        throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline)");
+    if (!o.energy_target.empty()) {
+        (void)energy_target_ms(o.energy_target);  // a bad value fails before planning
+        if (o.dp != 1) throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline)");
+    }
     plan::planner_options po;
     po.config.stages = o.stages;
     po.config.layers_per_stage = o.layers_per_stage;

@@ -164,6 +164,16 @@ std::vector<std::string> shape_free_args(const std::string& batch, std::vector<s
     return a;
 }
 
+/// Each command exits with status 1 and names the problem (the expected text) on stderr.
+void check_usage_errors(const std::vector<std::pair<std::vector<std::string>, std::string>>& cases) {
+    for (const auto& [args, text] : cases) {
+        const auto r = run_cli(args);
+        INFO(text);
+        CHECK(r.exit_code == 1);
+        CHECK(r.err.find(text) != std::string::npos);
+    }
+}
+
 nlohmann::json without_timings(nlohmann::json j) {
     j.erase("planning_ms");
     return j;
@@ -198,24 +208,14 @@ TEST_CASE("cli plan --layers: non-uniform stages plan and validate; 8,8,8,8 is -
     }
     // --stages with --layers must agree with the list
     CHECK(run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--stages", "4", "--json"})).exit_code == 0);
-    const auto bad_count = run_cli(shape_free_args(batch, {"--layers", "8,8,8", "--stages", "4"}));
-    CHECK(bad_count.exit_code == 1);
-    CHECK(bad_count.err.find("--layers lists 3 chunks, but --stages 4") != std::string::npos);
-    const auto both = run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--layers-per-stage", "8"}));
-    CHECK(both.exit_code == 1);
-    CHECK(both.err.find("--layers replaces --layers-per-stage") != std::string::npos);
-    const auto chunks = run_cli(shape_free_args(batch, {"--layers", "4,4,4,4,4,4", "--chunks", "4"}));
-    CHECK(chunks.exit_code == 1);
-    CHECK(chunks.err.find("not a multiple of --chunks 4") != std::string::npos);
-    const auto zero = run_cli(shape_free_args(batch, {"--layers", "8,0,8,8"}));
-    CHECK(zero.exit_code == 1);
-    CHECK(zero.err.find("--layers") != std::string::npos);
-    const auto dyn = run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--accounting", "dynapipe"}));
-    CHECK(dyn.exit_code == 1);
-    CHECK(dyn.err.find("--layers needs --accounting pipeplan") != std::string::npos);
-    const auto none = run_cli(shape_free_args(batch, {}));
-    CHECK(none.exit_code == 1);
-    CHECK(none.err.find("--layers L0,L1") != std::string::npos);
+    check_usage_errors({
+        {shape_free_args(batch, {"--layers", "8,8,8", "--stages", "4"}), "--layers lists 3 chunks, but --stages 4"},
+        {shape_free_args(batch, {"--layers", "8,8,8,8", "--layers-per-stage", "8"}), "--layers replaces --layers-per-stage"},
+        {shape_free_args(batch, {"--layers", "4,4,4,4,4,4", "--chunks", "4"}), "not a multiple of --chunks 4"},
+        {shape_free_args(batch, {"--layers", "8,0,8,8"}), "--layers"},
+        {shape_free_args(batch, {"--layers", "8,8,8,8", "--accounting", "dynapipe"}), "--layers needs --accounting pipeplan"},
+        {shape_free_args(batch, {}), "--layers L0,L1"},
+    });
     for (const auto& dir : {d, a, b}) std::filesystem::remove_all(dir);
 }
 
@@ -271,15 +271,12 @@ TEST_CASE("cli plan --energy-target-ms: set_frequency plans validate and carry t
     REQUIRE(fastest.exit_code == 0);
     CHECK(nlohmann::json::parse(fastest.out)["energy"]["chosen"]["time_ms"].get<double>() ==
           doctest::Approx(makespan).epsilon(1e-9));
-    const auto stray = run_cli(plan_args(batch, {"--gpu", "a100"}));
-    CHECK(stray.exit_code == 1);
-    CHECK(stray.err.find("--gpu does not apply without --energy-target-ms") != std::string::npos);
-    const auto neg = run_cli(plan_args(batch, {"--energy-target-ms", "-3"}));
-    CHECK(neg.exit_code == 1);
-    CHECK(neg.err.find("--energy-target-ms") != std::string::npos);
-    const auto dp = run_cli(plan_args(batch, {"--energy-target-ms", "min", "--dp", "2"}));
-    CHECK(dp.exit_code == 1);
-    CHECK(dp.err.find("needs --dp 1") != std::string::npos);
+    check_usage_errors({
+        {plan_args(batch, {"--gpu", "a100"}), "--gpu does not apply without --energy-target-ms"},
+        {plan_args(batch, {"--energy-target-ms", "-3"}), "--energy-target-ms"},
+        {plan_args(batch, {"--energy-target-ms", "min", "--dp", "2"}), "needs --dp 1"},
+        {plan_args(batch, {"--energy-target-ms", "1"}), "--energy-target-ms 1 is below the plan's minimum iteration time"},
+    });
     std::filesystem::remove_all(d);
     std::filesystem::remove(trace);
     std::filesystem::remove(svg);
