@@ -3,15 +3,20 @@
 //                              registered handlers, per instruction (items)         <= 1 us
 //   BM_CpuIteration            CPU backend, tiny model, S = 4, M = 32, 1F1B: one
 //                              training iteration from a plan (items = iterations)
-//   BM_PrefetcherReadiness     a trainer consuming plans from plan_prefetcher
-//                              (k = 2 ahead, real tiny-model planning, real CPU
-//                              training): counter min_ready = fewest plans ready
-//                              when the trainer asked for the next one              >= k
+//   BM_PrefetcherReadiness/k   a trainer consuming plans from plan_prefetcher (k
+//                              ahead, 2 planner threads, real tiny-model planning)
+//                              while training is emulated by a sleep of 4x the
+//                              measured planning time (planning faster than
+//                              training, without competing for cores): counters
+//                              min_ready / mean_ready = plans ready when the trainer
+//                              asked for the next one, plan_ms, train_ms             min_ready >= k
 // Run: build/benchmarks/bench_runtime --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "pipeplan/runtime/cpu/plans.hpp"
@@ -70,27 +75,50 @@ void BM_CpuIteration(benchmark::State& st) {
 }
 BENCHMARK(BM_CpuIteration)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+/// Median wall time of planning one iteration of `job`, in ms.
+double median_plan_ms(const tiny_job& job) {
+    std::vector<double> ms;
+    for (std::uint64_t it = 0; it < 5; ++it) {
+        const auto t0 = std::chrono::steady_clock::now();
+        benchmark::DoNotOptimize(job.make_plan(it).programs.size());
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
 void BM_PrefetcherReadiness(benchmark::State& st) {
     const tiny_job job;
-    constexpr std::size_t k = 2;
-    cpu_cluster cluster(job.c, 4, sgd{0.01});
-    std::size_t min_ready = k;
-    double plans = 0;
+    const auto k = static_cast<std::size_t>(st.range(0));
+    constexpr std::uint64_t count = 20;
+    const double plan_ms = median_plan_ms(job);
+    const auto train = std::chrono::duration<double, std::milli>(std::max(5.0, 4.0 * plan_ms));
+    std::size_t min_ready = k, samples = 0;
+    double sum_ready = 0;
     for (auto _ : st) {
         plan_prefetcher<plan::execution_plan> ahead([&](std::uint64_t it) { return job.make_plan(it); },
-                                                   prefetch_options{2, k, 0, 12});
-        for (std::uint64_t it = 0; it < 12; ++it) {
-            if (it >= 2) min_ready = std::min(min_ready, ahead.ready());  // after the pipeline filled
+                                                   prefetch_options{2, k, 0, count});
+        for (std::uint64_t it = 0; it < count; ++it) {
+            // In steady state: after the first k training steps filled the window, and while k
+            // iterations remain to plan ahead.
+            if (it >= k && it + k <= count) {
+                const std::size_t r = ahead.ready();
+                min_ready = std::min(min_ready, r);
+                sum_ready += static_cast<double>(r);
+                ++samples;
+            }
             const auto p = ahead.next();
-            benchmark::DoNotOptimize(cluster.run(rank_plans(*p), job.lengths).loss);
-            plans += 1;
+            benchmark::DoNotOptimize(p->programs.size());
+            std::this_thread::sleep_for(train);  // the training step
         }
     }
-    st.counters["min_ready"] = static_cast<double>(min_ready);
     st.counters["k"] = static_cast<double>(k);
-    st.SetItemsProcessed(static_cast<std::int64_t>(plans));
+    st.counters["min_ready"] = static_cast<double>(min_ready);
+    st.counters["mean_ready"] = samples ? sum_ready / static_cast<double>(samples) : 0.0;
+    st.counters["plan_ms"] = plan_ms;
+    st.counters["train_ms"] = train.count();
 }
-BENCHMARK(BM_PrefetcherReadiness)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_PrefetcherReadiness)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/core.h>
@@ -23,6 +24,7 @@
 #include "layers_flag.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
+#include "pipeplan/batching/json.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
@@ -47,7 +49,8 @@ struct plan_cli_options {
     double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
     unsigned devices_per_node = 1;
     unsigned long long iteration = 0;
-    std::string out_dir, torch_csv, torch_csv_comms, trace, svg;
+    unsigned threads = 1, alternative_splits = 0;
+    std::string microbatches, out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
     // Perseus's per-computation clocks as set_frequency instructions (plan/frequency.hpp)
     std::string energy_target;  // "" = off, "min" = the minimum time, else T (ms)
@@ -134,11 +137,17 @@ void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool jso
 
 /// With clocks (`e`): the plan's trace and SVG show the chosen clocks' replay, the SVG coloured by clock.
 void write_outputs(const plan::plan_result& r, const plan_cli_options& o, const plan::energy_plan* e) {
-    if (!o.torch_csv.empty()) write_file_atomically(o.torch_csv, plan::to_torch_csv(r.plan, false));
-    if (!o.torch_csv_comms.empty()) write_file_atomically(o.torch_csv_comms, plan::to_torch_csv(r.plan, true));
+    const std::uint32_t dp = r.plan.header.dp;
+    for (std::uint32_t k = 0; k < dp; ++k) {  // one schedule CSV per replica (docs/formats.md)
+        if (!o.torch_csv.empty())
+            write_file_atomically(plan::replica_file_name(o.torch_csv, k, dp), plan::to_torch_csv(r.plan, false, k));
+        if (!o.torch_csv_comms.empty())
+            write_file_atomically(plan::replica_file_name(o.torch_csv_comms, k, dp), plan::to_torch_csv(r.plan, true, k));
+    }
     if (!o.trace.empty()) {
         std::ostringstream ss;
-        plan::write_plan_trace(ss, r.plan, e ? e->simulation : r.simulation);
+        if (e) plan::write_plan_trace(ss, r.plan, e->simulation);  // dp = 1: the chosen clocks' replay
+        else plan::write_plan_trace(ss, r.plan, r.simulations);
         write_file_atomically(o.trace, ss.str());
     }
     if (!o.svg.empty()) {
@@ -250,13 +259,20 @@ void run_plan(const plan_cli_options& o) {
     po.cluster.intra_node_bandwidth_gbps = o.intra_bandwidth_gbps;
     po.hidden_size = hidden_size_of(o.model, o.hidden_size);
     po.iteration = o.iteration;
+    po.threads = o.threads;
+    po.alternative_splits = o.alternative_splits;
     if (o.schedule != "auto") po.schedule = parse_name<schedule::schedule_name>(o.schedule);
     const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
     const interpolation_mode mode =
         po.split.accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe : interpolation_mode::recommended;
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
         if (!o.layers.empty()) po.config.chunks = batching::layout_from_layer_counts(o.layers, model.is_encoder_decoder());
-        plan::plan_result r = plan::plan_iteration(model, batch, po);
+        plan::planner<std::decay_t<decltype(model)>> planner(model, po);
+        plan::plan_result r =
+            o.microbatches.empty()
+                ? planner.plan(batch)
+                : planner.plan_microbatches(batch, batching::microbatches_from_json(plan::read_file_bytes(o.microbatches),
+                                                                                    o.microbatches));
         const std::optional<plan::energy_plan> e = energy_clocks(r, o);
         write_outputs(r, o, e ? &*e : nullptr);
         if (o.json) {
@@ -397,12 +413,24 @@ void register_plan(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--hidden-size", o->hidden_size, "Hidden size for message sizes (default: the model preset's)");
     sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")->capture_default_str();
+    sub->add_option("--microbatches", o->microbatches,
+                    "Plan these micro-batches instead of splitting: a JSON file whose 'microbatches' lists sample ids "
+                    "(rows of --batch), e.g. from `pipeplan split --json` or another planner");
     sub->add_option("--out", o->out_dir, "Write rank_<r>.plan (or .json) files and a plan.json manifest here");
     sub->add_option("--format", o->format, "Rank file format with --out: binary | json")->capture_default_str();
-    sub->add_option("--torch-csv", o->torch_csv, "Write the torch.distributed.pipelining compute-only schedule CSV");
-    sub->add_option("--torch-csv-comms", o->torch_csv_comms, "Write the torch schedule CSV with SEND/RECV/REDUCE_GRAD actions");
-    sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one track per rank, flow arrows for messages)");
+    sub->add_option("--torch-csv", o->torch_csv, "Write the torch.distributed.pipelining compute-only schedule CSV (dp > 1: one per replica, FILE_r<k>.csv)");
+    sub->add_option("--torch-csv-comms", o->torch_csv_comms, "Write the torch schedule CSV with SEND/RECV/REDUCE_GRAD actions (dp > 1: one per replica, FILE_r<k>.csv)");
+    sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one process per replica, one track per rank, flow arrows for messages)");
     sub->add_option("--svg", o->svg, "Write an SVG Gantt chart of the chosen schedule");
+    sub->add_option("--alternative-splits", o->alternative_splits,
+                    "Also schedule up to N runner-up splits of the exact DP (0..8), compared by simulation")
+        ->check(integer_in(0u, 8u))
+        ->capture_default_str();
+    sub->add_option("--threads", o->threads,
+                    "Worker threads for the candidate schedules and buffer planning (1..256); the plan is "
+                    "byte-identical for every count")
+        ->check(integer_in(1u, 256u))
+        ->capture_default_str();
     sub->add_flag("--json", o->json, "Print the summary as one JSON object");
     sub->add_option("--energy-target-ms", o->energy_target,
                     "Perseus: pick the least-energy clocks for this iteration time (ms, e.g. a straggler's) or 'min' "

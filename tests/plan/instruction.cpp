@@ -49,7 +49,10 @@ TEST_CASE("instruction: trivially copyable, fixed layout, dtypes") {
     CHECK(sizeof(instruction) == 56);
     CHECK(dtype_bytes(dtype::fp32) == 4);
     CHECK(dtype_bytes(dtype::bf16) == 2);
-    for (auto t : {dtype::fp32, dtype::fp16, dtype::bf16, dtype::fp8}) CHECK(parse_dtype(to_string(t)) == t);
+    CHECK(dtype_bytes(dtype::fp64) == 8);
+    for (auto t : {dtype::fp32, dtype::fp16, dtype::bf16, dtype::fp8, dtype::fp64}) CHECK(parse_dtype(to_string(t)) == t);
+    CHECK(dtype_choices() == "fp32|fp16|bf16|fp8|fp64");
+    CHECK_FALSE(parse_dtype("fp128"));
     CHECK_FALSE(parse_dtype("int8").has_value());
     instruction a, b;
     b.peer = 3;

@@ -175,11 +175,12 @@ TEST_CASE("executor: a throwing handler ends its rank's step with its error and 
     CHECK(err[1].find("out of memory in forward") != std::string::npos);
 }
 
-TEST_CASE("executor: reduce_gradients handlers all-reduce over the data-parallel group") {
+TEST_CASE("executor: reduce_gradients handlers all-reduce (and reduce-scatter) over the data-parallel group") {
     plan::plan_header h;
     h.devices = 2;
     h.dp = 2;
     std::vector<double> result(4, 0);
+    std::vector<float> scattered(4, 0);
     cpu::thread_hub hub(4);
     std::vector<std::thread> ts;
     for (std::uint32_t r = 0; r < 4; ++r)
@@ -192,6 +193,9 @@ TEST_CASE("executor: reduce_gradients handlers all-reduce over the data-parallel
                 std::vector<double> v{double(ctx.rank() + 1)};
                 ctx.all_reduce(v);
                 result[ctx.rank()] = v[0];
+                std::vector<float> in{float(ctx.rank() + 1), float(10 * (ctx.rank() + 1))}, out(1);
+                ctx.reduce_scatter(runtime::typed_buffer::of(std::span(in)), runtime::typed_buffer::of(std::span(out)));
+                scattered[ctx.rank()] = out[0];
             });
             auto t = hub.endpoint(r);
             executor<cpu::thread_transport> ex(t, reg, {10s, false});
@@ -199,4 +203,5 @@ TEST_CASE("executor: reduce_gradients handlers all-reduce over the data-parallel
         });
     for (auto& t : ts) t.join();
     CHECK(result == std::vector<double>{1 + 3, 2 + 4, 1 + 3, 2 + 4});  // ranks {0,2} and {1,3}
+    CHECK(scattered == std::vector<float>{1 + 3, 2 + 4, 10 + 30, 20 + 40});  // chunk = position in the group
 }

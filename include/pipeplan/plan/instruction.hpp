@@ -115,10 +115,11 @@ enum class backward_mode : std::uint8_t { whole = 0, input_only = 1 };
 /// reduce_gradients' mode.
 enum class reduce_mode : std::uint8_t { all_reduce = 0, reduce_scatter = 1 };
 
-/// Element type of a message.
-enum class dtype : std::uint8_t { fp32 = 0, fp16 = 1, bf16 = 2, fp8 = 3 };
+/// Element type of a message (fp64: the CPU backend's double-precision model; codes are stable,
+/// new types are appended).
+enum class dtype : std::uint8_t { fp32 = 0, fp16 = 1, bf16 = 2, fp8 = 3, fp64 = 4 };
 
-inline constexpr std::array<std::string_view, 4> dtype_names = {"fp32", "fp16", "bf16", "fp8"};
+inline constexpr std::array<std::string_view, 5> dtype_names = {"fp32", "fp16", "bf16", "fp8", "fp64"};
 
 [[nodiscard]] constexpr std::size_t dtype_bytes(dtype t) noexcept {
     switch (t) {
@@ -126,6 +127,7 @@ inline constexpr std::array<std::string_view, 4> dtype_names = {"fp32", "fp16", 
         case dtype::fp16: return 2;
         case dtype::bf16: return 2;
         case dtype::fp8: return 1;
+        case dtype::fp64: return 8;
     }
     return 0;
 }
@@ -137,6 +139,12 @@ inline constexpr std::array<std::string_view, 4> dtype_names = {"fp32", "fp16", 
     for (std::size_t i = 0; i < dtype_names.size(); ++i)
         if (dtype_names[i] == s) return static_cast<dtype>(i);
     return std::nullopt;
+}
+/// "fp32|fp16|bf16|fp8|fp64": the accepted names, for error messages.
+[[nodiscard]] inline std::string dtype_choices() {
+    std::string s;
+    for (std::size_t i = 0; i < dtype_names.size(); ++i) s.append(i ? "|" : "").append(dtype_names[i]);
+    return s;
 }
 
 /// Shape of a micro-batch's activation tensor: [microbatch_size, seqlen (+ dec_seqlen), hidden].

@@ -141,7 +141,7 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
     if (!found) r.fail(p + ".placement", "unknown placement '" + pl + "' (linear|interleaved|v-shape)");
     h.schedule = r.text(j, "schedule", p);
     const auto t = parse_dtype(r.text(j, "dtype", p));
-    if (!t) r.fail(p + ".dtype", "unknown dtype (fp32|fp16|bf16|fp8)");
+    if (!t) r.fail(p + ".dtype", "unknown dtype (" + dtype_choices() + ")");
     h.type = *t;
     h.zero_stage = r.num<std::uint8_t>(j, "zero_stage", p);
     h.predicted_makespan_ms = r.num<double>(j, "predicted_makespan_ms", p);
@@ -172,7 +172,7 @@ inline instruction instruction_from_json(const json_reader& r, const nlohmann::j
     x.kind = *k;
     x.mode = r.num<std::uint8_t>(j, "mode", q);
     const auto t = parse_dtype(r.text(j, "dtype", q));
-    if (!t) r.fail(q + ".dtype", "unknown dtype (fp32|fp16|bf16|fp8)");
+    if (!t) r.fail(q + ".dtype", "unknown dtype (" + dtype_choices() + ")");
     x.type = *t;
     x.reserved = r.num<std::uint8_t>(j, "reserved", q);
     x.mb = r.num<std::uint32_t>(j, "mb", q);

@@ -14,6 +14,10 @@
 //     handler when one is registered (trainers keeping per-buffer state release it there), and
 //     so does `set_frequency` (a trainer that sets GPU clocks registers one; without it the
 //     rank runs at its default clock).
+// Device backends: the arena's memory is a template parameter (arena_memory: the host arena, or
+// runtime/cuda's device_arena); a transport with end_group() gets it after each group of
+// consecutive message starts (stream_plan.hpp), and one with compute_stream() hands its stream
+// to handlers through step_context.
 // A handler that throws, or a message whose peer disagrees, aborts the transport (the other
 // ranks end with aborted_error instead of waiting) and ends the step with step_error naming
 // the instruction. A timeout does not abort: every rank that waits on a stopped rank fails with
@@ -27,6 +31,8 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <ranges>
+#include <type_traits>
 #include <span>
 #include <string>
 #include <utility>
@@ -35,6 +41,7 @@
 #include "pipeplan/plan/plan.hpp"
 #include "pipeplan/plan/validate.hpp"
 #include "pipeplan/runtime/errors.hpp"
+#include "pipeplan/runtime/stream_plan.hpp"
 #include "pipeplan/runtime/transport.hpp"
 
 namespace pipeplan::runtime {
@@ -81,13 +88,43 @@ private:
     std::size_t size_ = 0, capacity_ = 0;
 };
 
+/// The memory an executor lays a rank's buffers out in: the host `arena` above, or the CUDA
+/// device arena (runtime/cuda), whose bytes() is device memory.
+template <class M>
+concept arena_memory = requires(M& m, const M& cm, std::size_t n) {
+    m.resize(n);
+    { m.bytes() } -> std::same_as<std::span<std::byte>>;
+    { cm.capacity() } -> std::convertible_to<std::size_t>;
+};
+static_assert(arena_memory<arena>);
+
+/// A transport whose message starts are batched into groups (NCCL group calls; the stream
+/// mapping of stream_plan.hpp): the executor calls end_group() after each group's last start.
+template <class T>
+concept grouping_transport = transport<T> && requires(T& t) { t.end_group(); };
+
+/// A transport with reduce_scatter(in, out, group, timeout): `in` holds group-size chunks of
+/// out.count elements; member k receives the sum of every member's chunk k (ZeRO ≥ 2).
+template <class T>
+concept scattering_transport = transport<T> && requires(T& t, typed_buffer b, std::span<const std::size_t> g, timeout_ms to) {
+    t.reduce_scatter(b, b, g, to);
+};
+
+/// A transport with a compute stream (CUDA: a cudaStream_t) that handlers enqueue their work on.
+template <class T>
+concept streaming_transport = transport<T> && requires(T& t) {
+    { t.compute_stream() } -> std::same_as<void*>;
+};
+
 /// What a handler sees of the running step.
 class step_context {
 public:
-    using reduce_fn = void (*)(void* self, std::span<double> values);
+    using reduce_fn = void (*)(void* self, typed_buffer values);
+    using scatter_fn = void (*)(void* self, typed_buffer in, typed_buffer out);
 
-    step_context(const plan::rank_plan& plan, std::span<std::byte> arena, reduce_fn reduce, void* reducer)
-        : plan_(&plan), arena_(arena), reduce_(reduce), reducer_(reducer) {}
+    step_context(const plan::rank_plan& plan, std::span<std::byte> arena, reduce_fn reduce, void* reducer,
+                 void* stream = nullptr, scatter_fn scatter = nullptr)
+        : plan_(&plan), arena_(arena), reduce_(reduce), scatter_(scatter), reducer_(reducer), stream_(stream) {}
 
     [[nodiscard]] const plan::rank_plan& plan() const noexcept { return *plan_; }
     [[nodiscard]] std::uint32_t rank() const noexcept { return plan_->program.rank; }
@@ -99,8 +136,29 @@ public:
         const auto& b = plan_->program.buffers[slot];
         return arena_.subspan(b.offset_bytes, b.size_bytes);
     }
-    /// Sums `values` over the rank's data-parallel group (every replica's rank of this device).
-    void all_reduce(std::span<double> values) const { reduce_(reducer_, values); }
+    /// Sums `values` in place over the rank's data-parallel group (every replica's rank of this
+    /// device).
+    void all_reduce(typed_buffer values) const { reduce_(reducer_, values); }
+    /// The same over a contiguous range of double (fp64) or float (fp32).
+    template <std::ranges::contiguous_range R>
+        requires has_dtype_v<std::remove_const_t<std::ranges::range_value_t<R>>> &&
+                 (!std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>)
+    void all_reduce(R&& values) const {
+        reduce_(reducer_, typed_buffer::of(std::span(std::ranges::data(values), std::ranges::size(values))));
+    }
+
+    /// Reduce-scatter over the data-parallel group (ZeRO ≥ 2; reduce_gradients' mode
+    /// reduce_scatter): `in` holds one chunk of out.count elements per member; this rank gets
+    /// the sum of every member's chunk of its own position in the group. Throws
+    /// invalid_argument when the transport has no reduce_scatter.
+    void reduce_scatter(typed_buffer in, typed_buffer out) const {
+        if (scatter_ == nullptr) throw invalid_argument("reduce_scatter: this transport has none");
+        scatter_(reducer_, in, out);
+    }
+
+    /// The compute stream handlers enqueue on (a cudaStream_t on the CUDA transports; nullptr on
+    /// the CPU). buffer() spans are device memory there: never dereference them on the host.
+    [[nodiscard]] void* compute_stream() const noexcept { return stream_; }
 
     void set_index(std::size_t i) noexcept { index_ = i; }
 
@@ -108,7 +166,9 @@ private:
     const plan::rank_plan* plan_;
     std::span<std::byte> arena_;
     reduce_fn reduce_;
+    scatter_fn scatter_;
     void* reducer_;
+    void* stream_;
     std::size_t index_ = 0;
 };
 
@@ -268,14 +328,15 @@ struct executor_options {
     return check_rank_plan(p, ranks, handlers);
 }
 
-/// Runs rank plans on a transport (see the file comment). Reusable across iterations.
-template <transport T>
+/// Runs rank plans on a transport, with the rank's buffers in memory M (see the file comment).
+/// Reusable across iterations.
+template <transport T, arena_memory M = arena>
 class executor {
 public:
-    executor(T& t, handler_registry handlers, executor_options o = {})
-        : t_(&t), handlers_(std::move(handlers)), o_(o) {}
+    executor(T& t, handler_registry handlers, executor_options o = {}, M memory = M{})
+        : t_(&t), handlers_(std::move(handlers)), o_(o), arena_(std::move(memory)) {}
 
-    [[nodiscard]] const arena& memory() const noexcept { return arena_; }
+    [[nodiscard]] const M& memory() const noexcept { return arena_; }
     [[nodiscard]] handler_registry& handlers() noexcept { return handlers_; }
 
     /// Checks the plan, then runs it (see the file comment for the errors it throws).
@@ -287,11 +348,22 @@ public:
         arena_.resize(p.program.arena_bytes);
         requests_.assign(reqs.slots, typename T::request{});
         group_ = dp_group(p.header, p.program.rank);
-        step_context ctx(p, arena_.bytes(), &executor::reduce, this);
+        void* stream = nullptr;
+        if constexpr (streaming_transport<T>) stream = t_->compute_stream();
+        step_context::scatter_fn scatter = nullptr;
+        if constexpr (scattering_transport<T>) scatter = &executor::scatter;
+        step_context ctx(p, arena_.bytes().first(static_cast<std::size_t>(p.program.arena_bytes)), &executor::reduce,
+                         this, stream, scatter);
         const auto& prog = p.program.instructions;
+        stream_plan streams;
+        if constexpr (grouping_transport<T>) streams = make_stream_plan(p.program);
         std::size_t i = 0;
         try {
-            for (; i < prog.size(); ++i) dispatch(prog[i], i, reqs.slot_of[i], ctx);
+            for (; i < prog.size(); ++i) {
+                dispatch(prog[i], i, reqs.slot_of[i], ctx);
+                if constexpr (grouping_transport<T>)
+                    if (streams.ends_group(i)) t_->end_group();
+            }
         } catch (const timeout_error&) {
             throw;  // no abort: the others fail on their own timeouts
         } catch (const aborted_error& e) {
@@ -334,15 +406,21 @@ private:
         }
     }
 
-    static void reduce(void* self, std::span<double> values) {
+    static void reduce(void* self, typed_buffer values) {
         auto* e = static_cast<executor*>(self);
         e->t_->all_reduce(values, e->group_, e->o_.timeout);
+    }
+    static void scatter(void* self, typed_buffer in, typed_buffer out) {
+        if constexpr (scattering_transport<T>) {
+            auto* e = static_cast<executor*>(self);
+            e->t_->reduce_scatter(in, out, e->group_, e->o_.timeout);
+        }
     }
 
     T* t_;
     handler_registry handlers_;
     executor_options o_;
-    arena arena_;
+    M arena_;
     std::vector<typename T::request> requests_;
     std::vector<std::size_t> group_;
 };

@@ -85,7 +85,7 @@ struct tiny_plan_options {
         const schedule::scenario sc = schedule::prepare_scenario(o.schedule, base, so);
         const schedule::pipeline_schedule s = schedule::make_generator(o.schedule, so)(sc);
         plan::lowering_options lo;
-        lo.type = plan::dtype::fp32;
+        lo.type = plan::dtype::fp64;  // the tiny model's activations and gradients are double
         lo.rank_offset = static_cast<std::uint32_t>(k * o.devices);
         lo.mb_offset = mb_offset;
         for (const auto& ids : split[k])

@@ -5,8 +5,8 @@
 // pipeplan::runtime::transport. Sends are eager (the bytes are copied into the receiver's
 // mailbox, so a send request is complete at once); a receive completes when the matching
 // message (the k-th receive from a peer matches the k-th send of that peer to this rank) is
-// there. All-reduce sums the members' contributions in group order, so every member gets
-// bit-identical results whatever the arrival order.
+// there. All-reduce (fp64 or fp32) sums the members' contributions in group order, in the
+// element type, so every member gets bit-identical results whatever the arrival order.
 //
 // One mutex guards the hub (the CPU backend is for correctness, not speed). After a failed
 // step (timeout or abort) the hub's state is undefined: use a fresh hub for the next step.
@@ -65,11 +65,16 @@ private:
         std::uint64_t tag = 0;
         std::vector<std::byte> bytes;
     };
+    struct contribution {
+        plan::dtype type = plan::dtype::fp64;
+        std::size_t count = 0;
+        std::vector<std::byte> bytes;
+    };
     struct collective {
         std::uint64_t generation = 0;
         std::size_t arrived = 0;
-        std::vector<std::vector<double>> contributions;
-        std::vector<double> result;
+        std::vector<contribution> contributions;
+        std::vector<std::byte> result;
     };
 
     [[nodiscard]] std::size_t pair(std::size_t src, std::size_t dst) const noexcept { return src * ranks_ + dst; }
@@ -148,18 +153,22 @@ public:
         return true;
     }
 
-    void all_reduce(std::span<double> values, std::span<const std::size_t> group, timeout_ms timeout) {
+    void all_reduce(typed_buffer values, std::span<const std::size_t> group, timeout_ms timeout) {
+        if (values.type != plan::dtype::fp64 && values.type != plan::dtype::fp32)
+            throw invalid_argument("all_reduce: the thread transport sums fp64 and fp32, not " +
+                                   std::string(plan::to_string(values.type)));
         std::vector<std::size_t> key(group.begin(), group.end());
         const auto pos = std::find(key.begin(), key.end(), rank_);
         if (pos == key.end())
             throw invalid_argument("all_reduce: rank " + std::to_string(rank_) + " is not in its group");
         const std::size_t me = static_cast<std::size_t>(pos - key.begin());
+        const auto* in = static_cast<const std::byte*>(values.data);
         std::unique_lock lk(hub_->mu_);
         hub_->throw_if_aborted();
         auto& c = hub_->collectives_[key];
         if (c.contributions.size() != key.size()) c.contributions.resize(key.size());
         const std::uint64_t gen = c.generation;
-        c.contributions[me].assign(values.begin(), values.end());
+        c.contributions[me] = {values.type, values.count, std::vector<std::byte>(in, in + values.size_bytes())};
         if (++c.arrived == key.size()) {
             finish(c, key);
             hub_->cv_.notify_all();
@@ -169,7 +178,23 @@ public:
                                 std::to_string(c.arrived) + " of " + std::to_string(key.size()) + " arrived)");
         }
         hub_->throw_if_aborted();
-        std::copy(c.result.begin(), c.result.end(), values.begin());
+        if (!c.result.empty()) std::memcpy(values.data, c.result.data(), c.result.size());
+    }
+
+    /// Reduce-scatter: `in` holds group.size() chunks of out.count elements; this rank receives
+    /// the sum (in group order, as all_reduce) of every member's chunk at its group position.
+    void reduce_scatter(typed_buffer in, typed_buffer out, std::span<const std::size_t> group, timeout_ms timeout) {
+        if (in.type != out.type || in.count != out.count * group.size())
+            throw invalid_argument("reduce_scatter: " + std::to_string(in.count) + " " +
+                                   std::string(plan::to_string(in.type)) + " values in, " + std::to_string(out.count) +
+                                   " " + std::string(plan::to_string(out.type)) + " out, for " +
+                                   std::to_string(group.size()) + " members");
+        const auto pos = std::find(group.begin(), group.end(), rank_);
+        std::vector<std::byte> sum(in.size_bytes());
+        if (!sum.empty()) std::memcpy(sum.data(), in.data, sum.size());
+        all_reduce({sum.data(), in.count, in.type}, group, timeout);
+        const auto me = static_cast<std::size_t>(pos - group.begin());  // all_reduce checked membership
+        if (out.size_bytes() > 0) std::memcpy(out.data, sum.data() + me * out.size_bytes(), out.size_bytes());
     }
 
     void abort(const std::string& reason) { hub_->abort(reason); }
@@ -180,21 +205,35 @@ private:
             throw invalid_argument("rank " + std::to_string(rank_) + ": invalid peer " + std::to_string(peer));
     }
     void finish(thread_hub::collective& c, const std::vector<std::size_t>& key) {
-        const std::size_t n = c.contributions[0].size();
+        const auto& first = c.contributions[0];
         for (std::size_t i = 1; i < c.contributions.size(); ++i)
-            if (c.contributions[i].size() != n) {
+            if (c.contributions[i].count != first.count || c.contributions[i].type != first.type) {
                 const std::string why = "all-reduce over " + describe(key) + ": members contribute " +
-                                        std::to_string(n) + " and " + std::to_string(c.contributions[i].size()) +
-                                        " values";
+                                        std::to_string(first.count) + " " + std::string(plan::to_string(first.type)) +
+                                        " and " + std::to_string(c.contributions[i].count) + " " +
+                                        std::string(plan::to_string(c.contributions[i].type)) + " values";
                 if (!hub_->aborted_) hub_->aborted_ = why;  // the others must not wait for a result
                 hub_->cv_.notify_all();
                 throw protocol_error(why);
             }
-        c.result.assign(n, 0.0);
-        for (const auto& v : c.contributions)  // group order: identical bits for every member
-            for (std::size_t j = 0; j < n; ++j) c.result[j] += v[j];
+        if (first.type == plan::dtype::fp64)
+            sum_in_group_order<double>(c);
+        else
+            sum_in_group_order<float>(c);
         c.arrived = 0;
         ++c.generation;
+    }
+    /// result = Σ contributions, member by member in group order (identical bits for everyone).
+    template <class T>
+    static void sum_in_group_order(thread_hub::collective& c) {
+        const std::size_t n = c.contributions[0].count;
+        std::vector<T> sum(n, T(0)), v(n);
+        for (const auto& m : c.contributions) {
+            if (n > 0) std::memcpy(v.data(), m.bytes.data(), n * sizeof(T));
+            for (std::size_t j = 0; j < n; ++j) sum[j] += v[j];
+        }
+        c.result.resize(n * sizeof(T));
+        if (n > 0) std::memcpy(c.result.data(), sum.data(), n * sizeof(T));
     }
     static std::string describe(const std::vector<std::size_t>& key) {
         std::string s = "ranks {";

@@ -1,0 +1,304 @@
+// The device backends' host-side logic, tested on CPU: the stream/event mapping of a rank's
+// program and the job-wide deadlock check (every schedule's plans pass; hand-made deadlocks are
+// caught), the executor's group hooks, arena growth, and the bootstrap-id exchange through a
+// plan store.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "pipeplan/core/random.hpp"
+#include "pipeplan/plan/serialize.hpp"
+#include "pipeplan/runtime/arena_growth.hpp"
+#include "pipeplan/runtime/bootstrap.hpp"
+#include "pipeplan/runtime/cpu/plans.hpp"
+#include "pipeplan/runtime/cpu/thread_transport.hpp"
+#include "pipeplan/runtime/directory_store.hpp"
+#include "pipeplan/runtime/executor.hpp"
+#include "pipeplan/runtime/stream_plan.hpp"
+
+using namespace pipeplan;
+using namespace pipeplan::runtime;
+using namespace std::chrono_literals;
+using plan::instr_kind;
+
+namespace {
+
+plan::instruction msg(instr_kind k, std::uint32_t mb, std::int32_t peer, std::uint32_t slot = 0, std::uint64_t bytes = 8) {
+    plan::instruction i;
+    i.kind = k;
+    i.mb = mb;
+    i.peer = peer;
+    const auto cat = plan::category(k);
+    if (cat == plan::kind_category::send_start) i.in = slot;
+    if (cat == plan::kind_category::recv_start) i.out = slot;
+    if (plan::is_message_start(k)) i.bytes = bytes;
+    return i;
+}
+plan::instruction op(instr_kind k, std::uint32_t mb = 0) {
+    plan::instruction i;
+    i.kind = k;
+    i.mb = mb;
+    return i;
+}
+
+/// Two ranks that each send one message to the other and receive one from it; `send_first`
+/// per rank orders its starts, `together` puts the two starts back to back (one group) or
+/// separates them by the send's wait (two groups).
+plan::execution_plan exchange(bool together0, bool together1) {
+    plan::execution_plan p;
+    p.header.devices = 2;
+    p.header.microbatches.resize(1);
+    for (int r = 0; r < 2; ++r) {
+        plan::rank_program prog;
+        prog.rank = std::uint32_t(r);
+        prog.arena_bytes = 16;
+        prog.buffers = {plan::buffer{0, 8, plan::buffer_role::activation_out, 0, 0},
+                        plan::buffer{8, 8, plan::buffer_role::grad_in, 0, 0}};
+        const bool together = r == 0 ? together0 : together1;
+        const int peer = 1 - r;
+        auto& in = prog.instructions;
+        in.push_back(op(instr_kind::forward));
+        in.push_back(msg(instr_kind::send_activation_start, 0, peer, 0));
+        if (!together) in.push_back(msg(instr_kind::send_activation_wait, 0, peer));
+        in.push_back(msg(instr_kind::recv_activation_start, 0, peer, 1));
+        if (together) in.push_back(msg(instr_kind::send_activation_wait, 0, peer));
+        in.push_back(msg(instr_kind::recv_activation_wait, 0, peer));
+        in.push_back(op(instr_kind::backward));
+        p.programs.push_back(prog);
+    }
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("stream plan: groups are maximal runs of starts; waits wait once per group; compute events counted") {
+    plan::rank_program prog;
+    prog.rank = 0;
+    prog.instructions = {op(instr_kind::forward),                          // 0 compute item 0
+                         msg(instr_kind::send_activation_start, 0, 1),     // 1 group 0
+                         msg(instr_kind::recv_grad_start, 1, 1),           // 2 group 0
+                         op(instr_kind::forward, 1),                       // 3 compute item 1
+                         msg(instr_kind::send_activation_wait, 0, 1),      // 4 waits on group 0: item 2
+                         msg(instr_kind::recv_grad_wait, 1, 1),            // 5 group 0 already waited on
+                         msg(instr_kind::send_activation_start, 1, 1),     // 6 group 1
+                         msg(instr_kind::send_activation_wait, 1, 1),      // 7 item 3
+                         op(instr_kind::backward, 1)};                     // 8 item 4
+    const stream_plan sp = make_stream_plan(prog);
+    REQUIRE(sp.groups.size() == 2);
+    CHECK(sp.groups[0].first == 1);
+    CHECK(sp.groups[0].last == 2);
+    CHECK(sp.groups[0].compute_before == 1);
+    CHECK(sp.groups[1].first == 6);
+    CHECK(sp.groups[1].last == 6);
+    CHECK(sp.groups[1].compute_before == 3);
+    CHECK(sp.compute_items == 5);
+    CHECK(sp.events() == 4);
+    CHECK(sp.group_of == std::vector<std::uint32_t>{no_group, 0, 0, no_group, 0, 0, 1, 1, no_group});
+    CHECK(sp.compute_waits == std::vector<std::uint8_t>{0, 0, 0, 0, 1, 0, 0, 1, 0});
+    for (std::size_t i = 0; i < prog.instructions.size(); ++i) CHECK(sp.ends_group(i) == (i == 2 || i == 6));
+    prog.instructions.push_back(msg(instr_kind::recv_grad_wait, 7, 1));
+    CHECK_THROWS_WITH_AS((void)make_stream_plan(prog), doctest::Contains("#9 waits for a message that was not started"),
+                         pipeplan::invalid_argument);
+}
+
+TEST_CASE("stream deadlock check: an exchange deadlocks when both ranks put their send in a group of its own") {
+    CHECK_FALSE(find_stream_deadlock(exchange(true, true)).has_value());
+    // One rank separating its starts is fine: its send's receive is already running in the
+    // peer's (send, receive) group.
+    CHECK_FALSE(find_stream_deadlock(exchange(false, true)).has_value());
+    CHECK_FALSE(find_stream_deadlock(exchange(true, false)).has_value());
+    // Both separating: each send waits for a receive queued behind the peer's own send.
+    const auto both = find_stream_deadlock(exchange(false, false));
+    REQUIRE(both.has_value());
+    CHECK(both->find("rank 0: compute stream at item 1 of 4, communication group 0 (instructions #1..#1, started)") !=
+          std::string::npos);
+    CHECK(both->find("rank 1: compute stream at item 1 of 4") != std::string::npos);
+    // A send that no receive matches can never complete.
+    plan::execution_plan lone = exchange(true, true);
+    lone.programs[1].instructions.erase(lone.programs[1].instructions.begin() + 2);  // rank 1's receive start
+    lone.programs[1].instructions.erase(lone.programs[1].instructions.begin() + 3);  // and its wait
+    const auto stuck = find_stream_deadlock(lone);
+    REQUIRE(stuck.has_value());
+    CHECK(stuck->find("rank 0:") != std::string::npos);
+    CHECK(stuck->find("rank 1:") == std::string::npos);
+}
+
+TEST_CASE("stream deadlock check: every schedule's plans run on two streams per rank (dp 1 and 2, S up to 8)") {
+    cpu::model_config c;
+    c.vocab = 16;
+    c.hidden = 4;
+    c.ffn = 4;
+    c.blocks = 16;
+    int plans = 0;
+    for (std::size_t dp : {1, 2})
+        for (std::size_t devices : {2, 4, 8})
+            for (auto name : {schedule::schedule_name::gpipe, schedule::schedule_name::one_f_one_b,
+                              schedule::schedule_name::interleaved, schedule::schedule_name::adaptive,
+                              schedule::schedule_name::zb_h1, schedule::schedule_name::merak_early,
+                              schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical}) {
+                CAPTURE(dp);
+                CAPTURE(devices);
+                CAPTURE(schedule::to_string(name));
+                splitmix64 rng(devices * 10 + dp);
+                const std::size_t mbs = 2 * devices + 3;
+                std::vector<std::size_t> lengths;
+                cpu::replica_split split(dp);
+                for (std::size_t k = 0; k < dp; ++k)
+                    for (std::size_t m = 0; m < mbs; ++m) {
+                        std::vector<std::uint32_t> ids;
+                        for (std::size_t s = 0, n = 1 + rng.below(3); s < n; ++s) {
+                            ids.push_back(static_cast<std::uint32_t>(lengths.size()));
+                            lengths.push_back(1 + rng.below(12));
+                        }
+                        split[k].push_back(ids);
+                    }
+                cpu::tiny_plan_options o;
+                o.schedule = name;
+                o.devices = devices;
+                const plan::execution_plan p = cpu::plan_tiny(c, split, lengths, o);
+                // Messages are typed as the model's doubles; a store-mode forward's stash holds the
+                // input of every block of its virtual stage (what the CUDA model keeps there).
+                const auto layouts = cpu::split_layers(c.blocks, p.header.virtual_stages());
+                for (const auto& prog : p.programs)
+                    for (const auto& in : prog.instructions) {
+                        if (plan::is_message(in.kind)) REQUIRE(in.type == plan::dtype::fp64);
+                        if (in.kind != instr_kind::forward || in.stash == plan::no_slot) continue;
+                        const auto& mb = p.header.microbatches[in.mb].shape;
+                        const std::size_t tensor_bytes = 8 * c.hidden * mb.microbatch_size * mb.seqlen;
+                        const auto& l = layouts[in.stage];
+                        REQUIRE(prog.buffers[in.stash].size_bytes >= (l.end_block - l.first_block) * tensor_bytes);
+                        if (in.out != plan::no_slot) REQUIRE(prog.buffers[in.out].size_bytes >= tensor_bytes);
+                    }
+                if (plans == 0) {  // fp64 survives the binary format (dtype code 4)
+                    const plan::execution_plan back = plan::execution_plan_from_binary(plan::to_binary(p));
+                    CHECK(back.header.type == plan::dtype::fp64);
+                    CHECK(back.programs == p.programs);
+                }
+                const auto stuck = find_stream_deadlock(p);
+                CHECK_MESSAGE(!stuck.has_value(), stuck.value_or(""));
+                ++plans;
+            }
+    CHECK(plans == 48);
+}
+
+namespace {
+
+/// A thread transport that batches starts like the CUDA transports and logs the calls.
+class grouping_probe {
+public:
+    using request = cpu::thread_transport::request;
+    explicit grouping_probe(cpu::thread_transport t) : t_(t) {}
+    [[nodiscard]] std::size_t rank() const noexcept { return t_.rank(); }
+    [[nodiscard]] std::size_t ranks() const noexcept { return t_.ranks(); }
+    request start_send(std::size_t peer, std::uint64_t tag, std::span<const std::byte> out) {
+        log += 'S';
+        return t_.start_send(peer, tag, out);
+    }
+    request start_recv(std::size_t peer, std::uint64_t tag, std::span<std::byte> in) {
+        log += 'R';
+        return t_.start_recv(peer, tag, in);
+    }
+    bool wait(request& r, timeout_ms timeout) {
+        log += 'W';
+        return t_.wait(r, timeout);
+    }
+    void all_reduce(typed_buffer v, std::span<const std::size_t> g, timeout_ms timeout) { t_.all_reduce(v, g, timeout); }
+    void abort(const std::string& why) { t_.abort(why); }
+    void end_group() { log += '|'; }
+    void* compute_stream() { return &log; }
+
+    std::string log;
+
+private:
+    cpu::thread_transport t_;
+};
+
+}  // namespace
+
+TEST_CASE("executor: a grouping transport gets end_group after each group's last start; handlers see its stream") {
+    static_assert(grouping_transport<grouping_probe> && streaming_transport<grouping_probe>);
+    const plan::execution_plan p = exchange(true, true);
+    cpu::thread_hub hub(2);
+    std::vector<std::string> logs(2);
+    std::vector<int> stream_ok(2, 0);
+    std::vector<std::thread> ts;
+    for (std::size_t r = 0; r < 2; ++r)
+        ts.emplace_back([&, r] {
+            grouping_probe t(hub.endpoint(r));
+            handler_registry reg;
+            const auto compute = [&, r](const plan::instruction&, step_context& ctx) {
+                stream_ok[r] += ctx.compute_stream() == &t.log;
+                t.log += 'C';
+            };
+            reg.on(instr_kind::forward, compute).on(instr_kind::backward, compute);
+            executor<grouping_probe> ex(t, reg, {10s, false});
+            ex.run(plan::share_of(p, r));
+            logs[r] = t.log;
+        });
+    for (auto& t : ts) t.join();
+    for (std::size_t r = 0; r < 2; ++r) {
+        CHECK(logs[r] == "CSR|WWC");
+        CHECK(stream_ok[r] == 2);
+    }
+}
+
+TEST_CASE("arena growth: fits reuse the arena, growth rounds up with headroom, few regrowths, bad settings refused") {
+    const arena_growth g;  // 2 MiB granularity, 1.25 headroom
+    CHECK(g.capacity_for(0, 0) == 0);
+    CHECK(g.capacity_for(0, 1) == g.granularity_bytes);
+    CHECK(g.capacity_for(4 << 20, 3 << 20) == (4 << 20));  // fits: unchanged, never shrinks
+    CHECK(g.capacity_for(4 << 20, 4 << 20) == (4 << 20));
+    CHECK(g.capacity_for(4 << 20, (4 << 20) + 1) == (6 << 20));  // 5 MiB + headroom → 6 MiB
+    splitmix64 rng(5);
+    std::size_t cap = 0, regrowths = 0;
+    double needed = 1e6;
+    for (int it = 0; it < 2000; ++it) {
+        needed *= 1.0 + 0.002 * double(rng.below(10));  // plans growing slowly and noisily
+        const auto n = static_cast<std::size_t>(needed);
+        const std::size_t next = g.capacity_for(cap, n);
+        CHECK(next >= n);
+        CHECK(next >= cap);
+        CHECK(next % g.granularity_bytes == 0);
+        regrowths += next != cap;
+        cap = next;
+    }
+    const double bound = std::log(needed / 1e6) / std::log(1.25) + 2;
+    CHECK(double(regrowths) <= bound);
+    CHECK(regrowths >= 2);
+    const arena_growth no_granularity{0, 1.25}, shrinking{64, 0.5};
+    CHECK_THROWS_AS((void)no_granularity.capacity_for(0, 1), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)shrinking.capacity_for(0, 1), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)g.capacity_for(0, std::size_t(-1) / 2), pipeplan::invalid_argument);
+}
+
+TEST_CASE("bootstrap: the communicator id goes through a plan store under <job>.bootstrap/epoch, with a timeout") {
+    CHECK(bootstrap_key("job-1", 3).str() == "job-1.bootstrap/3/0");
+    CHECK_THROWS_AS((void)bootstrap_key("bad/name", 0), pipeplan::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)bootstrap_key(std::string(120, 'j'), 0), doctest::Contains("too long"),
+                         pipeplan::invalid_argument);
+    const auto dir = std::filesystem::temp_directory_path() / ("pipeplan_bootstrap_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    directory_store store(dir);
+    std::vector<std::byte> id(128), got(128), small(64);
+    for (std::size_t i = 0; i < id.size(); ++i) id[i] = std::byte(i * 7 + 1);
+    std::thread rank0([&] {
+        std::this_thread::sleep_for(30ms);  // the fetcher is already waiting
+        publish_bootstrap_id(store, "job", 1, id);
+    });
+    fetch_bootstrap_id(store, "job", 1, got, 10s);
+    rank0.join();
+    CHECK(got == id);
+    CHECK_THROWS_WITH_AS(fetch_bootstrap_id(store, "job", 1, small, 1s), doctest::Contains("expected 64"),
+                         pipeplan::input_error);
+    CHECK_THROWS_WITH_AS(fetch_bootstrap_id(store, "job", 2, got, 20ms), doctest::Contains("job.bootstrap/2/0"),
+                         timeout_error);
+    CHECK_THROWS_AS(publish_bootstrap_id(store, "job", 1, std::span<const std::byte>{}), pipeplan::invalid_argument);
+    std::filesystem::remove_all(dir);
+}
