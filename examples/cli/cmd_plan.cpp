@@ -3,11 +3,14 @@
 // files; `pipeplan plan-show` prints one rank's program. Also the main job's summary (run
 // without a subcommand). Flag parsing and printing only: the work is plan/planner.hpp.
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -20,13 +23,16 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
+#include "layers_flag.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/batching/json.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
+#include "pipeplan/energy/profile.hpp"
 #include "pipeplan/plan/export.hpp"
+#include "pipeplan/plan/frequency.hpp"
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/serialize.hpp"
@@ -38,6 +44,7 @@ namespace {
 
 struct plan_cli_options {
     std::string profiles, model, batch;
+    std::vector<int> layers;  // --layers L0,L1,...: layers of each chunk (non-uniform)
     int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
     double memory_mb = 0;
     std::string schedule = "auto", accounting = "pipeplan", format = "binary";
@@ -47,6 +54,10 @@ struct plan_cli_options {
     unsigned threads = 1, alternative_splits = 0;
     std::string microbatches, out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
+    // Perseus's per-computation clocks as set_frequency instructions (plan/frequency.hpp)
+    std::string energy_target;  // "" = off, "min" = the minimum time, else T (ms)
+    std::string energy_profile, gpu = "a100";
+    double energy_step_ms = 0.0;
 };
 
 /// The hidden size of the model: the analytic preset's, or the preset of the same name as the
@@ -126,7 +137,8 @@ void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool jso
     write_file_atomically(std::filesystem::path(dir) / "plan.json", m.dump(1) + "\n");
 }
 
-void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
+/// With clocks (`e`): the plan's trace and SVG show the chosen clocks' replay, the SVG coloured by clock.
+void write_outputs(const plan::plan_result& r, const plan_cli_options& o, const plan::energy_plan* e) {
     const std::uint32_t dp = r.plan.header.dp;
     for (std::uint32_t k = 0; k < dp; ++k) {  // one schedule CSV per replica (docs/formats.md)
         if (!o.torch_csv.empty())
@@ -136,13 +148,18 @@ void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
     }
     if (!o.trace.empty()) {
         std::ostringstream ss;
-        plan::write_plan_trace(ss, r.plan, r.simulations);
+        if (e) plan::write_plan_trace(ss, r.plan, e->simulation);  // dp = 1: the chosen clocks' replay
+        else plan::write_plan_trace(ss, r.plan, r.simulations);
         write_file_atomically(o.trace, ss.str());
     }
     if (!o.svg.empty()) {
-        const auto sim = schedule::simulate(r.scenario, r.schedule);  // with the memory curve
         std::ostringstream ss;
-        schedule::write_svg(ss, sim, r.schedule);
+        if (e) {
+            energy::write_frequency_svg(ss, e->problem, e->chosen.point.choice);
+        } else {
+            const auto sim = schedule::simulate(r.scenario, r.schedule);  // with the memory curve
+            schedule::write_svg(ss, sim, r.schedule);
+        }
         write_file_atomically(o.svg, ss.str());
     }
     if (!o.out_dir.empty()) write_plan_dir(r, o.out_dir, o.format == "json");
@@ -161,17 +178,94 @@ void reject_inapplicable(const plan_cli_options& o, const std::set<std::string>&
                                " (only auto, adaptive, interleaved run several chunks per device)");
 }
 
+/// --stages / --layers-per-stage, or --layers L0,L1,... (then --stages, if given, must be the
+/// list's length / --chunks).
+void pipeline_shape_flags(plan::planner_options& po, const plan_cli_options& o) {
+    if (o.layers.empty()) {
+        if (o.stages < 1 || o.layers_per_stage < 1)
+            throw invalid_argument("give --stages S and --layers-per-stage L (>= 1), or --layers L0,L1,...");
+        return;
+    }
+    if (o.layers_per_stage > 0) throw invalid_argument("--layers replaces --layers-per-stage: give one or the other");
+    apply_layers_flag(po.config, o.layers, po.split.accounting);
+    if (o.stages > 0 && o.stages != po.config.stages)
+        throw invalid_argument("--layers lists " + std::to_string(o.layers.size()) + " chunks, but --stages " +
+                               std::to_string(o.stages) + " x --chunks " + std::to_string(o.chunks) + " = " +
+                               std::to_string(o.stages * o.chunks));
+}
+
+/// --energy-target-ms: the frontier of the chosen schedule and its clocks as set_frequency
+/// instructions (replacing r.plan); nullopt without the flag.
+/// --energy-target-ms T|min: T, or nullopt for 'min' (the minimum time).
+std::optional<double> energy_target_ms(const std::string& text) {
+    if (text == "min") return std::nullopt;
+    double t = 0;
+    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), t);
+    if (ec != std::errc{} || p != text.data() + text.size() || !(t > 0) || !std::isfinite(t))
+        throw invalid_argument("--energy-target-ms: expected a time > 0 (ms) or 'min', found '" + text + "'");
+    return t;
+}
+
+std::optional<plan::energy_plan> energy_clocks(plan::plan_result& r, const plan_cli_options& o) {
+    if (o.energy_target.empty()) return std::nullopt;
+    const std::optional<double> target = energy_target_ms(o.energy_target);
+    if (target && *target < r.makespan_ms * (1.0 - 1e-9))
+        throw invalid_argument("--energy-target-ms " + o.energy_target + " is below the plan's minimum iteration time (" +
+                               std::to_string(r.makespan_ms) + " ms at the top clock)");
+    const energy::energy_profile profile = o.energy_profile.empty() ? energy::gpu_profile(parse_name<energy::gpu_model>(o.gpu))
+                                                                    : energy::read_energy_profile_csv(o.energy_profile);
+    energy::frontier_options fo;
+    fo.step_ms = o.energy_step_ms;
+    try {
+        plan::energy_plan e = plan::plan_energy(r.plan, r.scenario, r.schedule, profile, target, fo);
+        r.plan = e.plan;
+        return e;
+    } catch (const invalid_argument& x) {
+        throw invalid_argument(std::string("--energy-target-ms: ") + x.what());
+    }
+}
+
+/// The `energy` object of --json: the chosen point, the frontier's ends, every rank's clocks.
+nlohmann::json energy_json(const plan::energy_plan& e) {
+    const auto& f = e.frontier;
+    nlohmann::json j{{"target_ms", e.chosen.target_ms},
+                     {"min_time_ms", f.all_max.time_ms},
+                     {"energy_all_max_j", f.all_max.energy_j},
+                     {"energy_all_max_at_target_j", e.chosen.all_max_at_target_j},
+                     {"energy_at_target_j", e.chosen.energy_at_target_j},
+                     {"saving_fraction", 1.0 - e.chosen.energy_at_target_j / e.chosen.all_max_at_target_j},
+                     {"frontier_points", f.frontier.size()},
+                     {"clock_range_mhz", {e.min_frequency_mhz, e.max_frequency_mhz}}};
+    nlohmann::json clocks = nlohmann::json::array();
+    for (const auto& dev : energy::frequency_plan(e.problem, e.chosen.point.choice)) {
+        nlohmann::json c = nlohmann::json::array();
+        for (const auto& s : dev) c.push_back(std::llround(s.frequency_mhz));
+        clocks.push_back(std::move(c));
+    }
+    std::size_t changes = 0;
+    for (const auto& prog : e.plan.programs)
+        for (const auto& x : prog.instructions) changes += x.kind == plan::instr_kind::set_frequency;
+    j["chosen"] = {{"time_ms", e.chosen.point.time_ms}, {"energy_j", e.chosen.point.energy_j}, {"frequencies_mhz", clocks},
+                   {"set_frequency_instructions", changes}};
+    return j;
+}
+
 void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     reject_inapplicable(o, given);
+    if (!o.energy_target.empty()) {
+        (void)energy_target_ms(o.energy_target);  // a bad value fails before planning
+        if (o.dp != 1) throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline)");
+    }
     plan::planner_options po;
     po.config.stages = o.stages;
     po.config.layers_per_stage = o.layers_per_stage;
     po.config.virtual_chunks = o.chunks;
+    po.split.accounting = batching::parse_accounting_mode(o.accounting);
+    pipeline_shape_flags(po, o);
     po.config.tp = o.tp;
     po.config.dp = o.dp;
     po.config.zero_stage = o.zero_stage;
     po.config.device_memory_mb = o.memory_mb;
-    po.split.accounting = batching::parse_accounting_mode(o.accounting);
     po.split.lengths.max_seqlen_tokens = o.max_seqlen;
     po.split.lengths.max_dec_seqlen_tokens = o.max_seqlen;
     po.cluster.bandwidth_gbps = o.bandwidth_gbps;
@@ -187,18 +281,29 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     const interpolation_mode mode =
         po.split.accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe : interpolation_mode::recommended;
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
+        if (!o.layers.empty()) po.config.chunks = batching::layout_from_layer_counts(o.layers, model.is_encoder_decoder());
         plan::planner<std::decay_t<decltype(model)>> planner(model, po);
-        const plan::plan_result r =
+        plan::plan_result r =
             o.microbatches.empty()
                 ? planner.plan(batch)
                 : planner.plan_microbatches(batch, batching::microbatches_from_json(plan::read_file_bytes(o.microbatches),
                                                                                     o.microbatches));
-        write_outputs(r, o);
-        if (o.json) std::puts(summary_json(r).dump(2).c_str());
-        else {
+        const std::optional<plan::energy_plan> e = energy_clocks(r, o);
+        write_outputs(r, o, e ? &*e : nullptr);
+        if (o.json) {
+            nlohmann::json j = summary_json(r);
+            if (e) j["energy"] = energy_json(*e);
+            std::puts(j.dump(2).c_str());
+        } else {
             fmt::print("pipeplan plan: {} samples, S = {}, C = {}, dp = {}, {:.0f} MB per device, link {:.0f} Gbit/s, "
-                       "{:.1f} us\n", batch.size(), o.stages, o.chunks, o.dp, o.memory_mb, o.bandwidth_gbps, o.latency_us);
+                       "{:.1f} us\n", batch.size(), po.config.stages, o.chunks, o.dp, o.memory_mb, o.bandwidth_gbps, o.latency_us);
             print_summary(r);
+            if (e)
+                fmt::print("  clocks: {:.1f} ms, {:.1f} J for a target of {:.1f} ms ({:.2f} % less than every op at the top "
+                           "clock); {} set_frequency instructions\n",
+                           e->chosen.point.time_ms, e->chosen.point.energy_j, e->chosen.target_ms,
+                           100.0 * (1.0 - e->chosen.energy_at_target_j / e->chosen.all_max_at_target_j),
+                           energy_json(*e)["chosen"]["set_frequency_instructions"].get<std::size_t>());
         }
     });
 }
@@ -281,8 +386,10 @@ void run_plan_show(const std::string& file, int rank) {
         for (std::size_t i = 0; i < prog.instructions.size(); ++i) {
             const auto& x = prog.instructions[i];
             std::string line = fmt::format("  {:>5}  {:<22}", i, plan::kind_name(x.kind));
-            if (plan::is_compute(x.kind) || plan::is_message(x.kind) || x.kind == plan::instr_kind::load_microbatch)
+            if (plan::is_compute(x.kind) || plan::is_message(x.kind) || x.kind == plan::instr_kind::load_microbatch ||
+                x.kind == plan::instr_kind::set_frequency)
                 line += fmt::format(" mb {:>3} stage {:>2}", x.mb, x.stage);
+            if (x.kind == plan::instr_kind::set_frequency) line += fmt::format(" {} MHz", plan::frequency_mhz(x));
             if (plan::is_message(x.kind)) line += fmt::format(" peer {:>2} {} bytes", x.peer, x.bytes);
             if (x.kind == plan::instr_kind::forward && x.mode) line += " (checkpoint)";
             if (x.kind == plan::instr_kind::backward && x.mode) line += " (input only)";
@@ -305,9 +412,14 @@ void register_plan(CLI::App& app) {
     sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
     sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
     sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str()->check(integer_in(1, max_tp));
-    sub->add_option("--stages", o->stages, "Pipeline stages S")->required()->check(integer_in(1, max_stages));
-    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")
-        ->required()
+    sub->add_option("--stages", o->stages, "Pipeline stages S (with --layers: optional, checked)")
+        ->check(integer_in(1, max_stages));
+    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk) (or --layers)")
+        ->check(integer_in(1, max_layers));
+    sub->add_option("--layers", o->layers,
+                    "Layers of each chunk in pipeline order, e.g. 9,8,8,7 (non-uniform stages, as `split --layers`; "
+                    "from `pipeplan shard --method time`); S = the count / --chunks; replaces --layers-per-stage")
+        ->delimiter(',')
         ->check(integer_in(1, max_layers));
     sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB): the memory limit of the schedules")
         ->required()
@@ -363,7 +475,23 @@ void register_plan(CLI::App& app) {
         ->check(integer_in(1u, 256u))
         ->capture_default_str();
     sub->add_flag("--json", o->json, "Print the summary as one JSON object");
-    sub->callback([o, sub] { run_plan(*o, given_flags(*sub)); });
+    sub->add_option("--energy-target-ms", o->energy_target,
+                    "Perseus: pick the least-energy clocks for this iteration time (ms, e.g. a straggler's) or 'min' "
+                    "(the fastest), and add them to the plan as set_frequency instructions (docs/energy.md); dp 1 only");
+    auto* prof = sub->add_option("--energy-profile", o->energy_profile,
+                                 "Time-energy profile CSV for --energy-target-ms (docs/formats.md)");
+    sub->add_option("--gpu", o->gpu, "Analytic DVFS model for --energy-target-ms: " + name_list<energy::gpu_model>("|"))
+        ->capture_default_str()
+        ->excludes(prof);
+    sub->add_option("--energy-step-ms", o->energy_step_ms, "Frontier step (ms; 0: makespan / 100)")
+        ->capture_default_str()
+        ->check(number_in(0, 1e9));
+    sub->callback([o, sub] {
+        const auto given = given_flags(*sub);
+        for (const char* f : {"--energy-profile", "--gpu", "--energy-step-ms"})
+            reject_unless(given, f, !o->energy_target.empty(), "without --energy-target-ms");
+        run_plan(*o, given);
+    });
 
     auto files = std::make_shared<std::vector<std::string>>();
     CLI::App* check = app.add_subcommand("plan-check", "Validate plan files (rank files or whole plans) and print a summary");

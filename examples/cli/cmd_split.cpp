@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
+#include "layers_flag.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/batching/json.hpp"
@@ -165,20 +166,14 @@ void run_split(const split_cli_options& o, const std::set<std::string>& given) {
     batching::pipeline_config cfg;
     cfg.stages = o.stages;
     cfg.layers_per_stage = o.layers_per_stage;
+    cfg.virtual_chunks = o.chunks;
     if (!o.layers.empty()) {
         if (o.stages > 0 || o.layers_per_stage > 0)
             throw invalid_argument("--layers replaces --stages and --layers-per-stage: give one or the other");
-        if (accounting != batching::accounting_mode::pipeplan)
-            throw invalid_argument("--layers needs --accounting pipeplan (dynapipe's accounting assumes uniform stages)");
-        if (o.chunks < 1 || o.layers.size() % static_cast<std::size_t>(o.chunks) != 0)
-            throw invalid_argument("--layers lists " + std::to_string(o.layers.size()) +
-                                   " chunks, not a multiple of --chunks " + std::to_string(o.chunks));
-        cfg.stages = static_cast<int>(o.layers.size()) / o.chunks;
-        cfg.layers_per_stage = *std::max_element(o.layers.begin(), o.layers.end());
+        apply_layers_flag(cfg, o.layers, accounting);
     } else if (o.stages < 1 || o.layers_per_stage < 1) {
         throw invalid_argument("give --stages S and --layers-per-stage L (>= 1), or --layers L0,L1,...");
     }
-    cfg.virtual_chunks = o.chunks;
     cfg.tp = o.tp;
     cfg.dp = o.dp > 0 ? o.dp : 1;
     cfg.zero_stage = o.zero_stage;

@@ -157,6 +157,133 @@ TEST_CASE("cli: the main job prints the plan summary") {
     CHECK(r.out.find("planning time") != std::string::npos);
 }
 
+namespace {
+
+/// plan's arguments without the pipeline shape (--stages / --layers-per-stage).
+std::vector<std::string> shape_free_args(const std::string& batch, std::vector<std::string> extra) {
+    std::vector<std::string> a{"plan", "--model", "analytic:gpt-6.7b", "--tp", "2", "--memory-mb", "40000", "--batch", batch};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+}
+
+/// Each command exits with status 1 and names the problem (the expected text) on stderr.
+void check_usage_errors(const std::vector<std::pair<std::vector<std::string>, std::string>>& cases) {
+    for (const auto& [args, text] : cases) {
+        const auto r = run_cli(args);
+        INFO(text);
+        CHECK(r.exit_code == 1);
+        CHECK(r.err.find(text) != std::string::npos);
+    }
+}
+
+nlohmann::json without_timings(nlohmann::json j) {
+    j.erase("planning_ms");
+    return j;
+}
+
+}  // namespace
+
+TEST_CASE("cli plan --layers: non-uniform stages plan and validate; 8,8,8,8 is --layers-per-stage 8 exactly") {
+    const std::string batch = plan_batch();
+    const std::string d = temp_dir();
+    const auto r = run_cli(shape_free_args(batch, {"--layers", "11,9,7,5", "--out", d, "--json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(nlohmann::json::parse(r.out)["peak_memory_mb"].size() == 4);
+    std::vector<std::string> check{"plan-check"};
+    for (int k = 0; k < 4; ++k) check.push_back(d + "/rank_" + std::to_string(k) + ".plan");
+    const auto c = run_cli(check);
+    INFO(c.out << c.err);
+    CHECK(c.exit_code == 0);
+    CHECK(c.out.find("whole plan: 4 ranks") != std::string::npos);
+
+    // the uniform layout written out: the same figures and the same plan bytes
+    const std::string a = temp_dir(), b = temp_dir();
+    const auto x = run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--out", a, "--json"}));
+    const auto y = run_cli(shape_free_args(batch, {"--stages", "4", "--layers-per-stage", "8", "--out", b, "--json"}));
+    REQUIRE(x.exit_code == 0);
+    REQUIRE(y.exit_code == 0);
+    CHECK(without_timings(nlohmann::json::parse(x.out)) == without_timings(nlohmann::json::parse(y.out)));
+    for (const std::string f : {"/rank_0.plan", "/rank_1.plan", "/rank_2.plan", "/rank_3.plan", "/plan.json"}) {
+        CHECK_FALSE(read_text_file(a + f).empty());
+        CHECK(read_text_file(a + f) == read_text_file(b + f));
+    }
+    // --stages with --layers must agree with the list
+    CHECK(run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--stages", "4", "--json"})).exit_code == 0);
+    check_usage_errors({
+        {shape_free_args(batch, {"--layers", "8,8,8", "--stages", "4"}), "--layers lists 3 chunks, but --stages 4"},
+        {shape_free_args(batch, {"--layers", "8,8,8,8", "--layers-per-stage", "8"}), "--layers replaces --layers-per-stage"},
+        {shape_free_args(batch, {"--layers", "4,4,4,4,4,4", "--chunks", "4"}), "not a multiple of --chunks 4"},
+        {shape_free_args(batch, {"--layers", "8,0,8,8"}), "--layers"},
+        {shape_free_args(batch, {"--layers", "8,8,8,8", "--accounting", "dynapipe"}), "--layers needs --accounting pipeplan"},
+        {shape_free_args(batch, {}), "--layers L0,L1"},
+    });
+    for (const auto& dir : {d, a, b}) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli plan --energy-target-ms: set_frequency plans validate and carry the chosen clocks") {
+    const std::string batch = plan_batch();
+    const auto base = run_cli(plan_args(batch, {"--schedule", "1f1b", "--json"}));
+    REQUIRE(base.exit_code == 0);
+    const double makespan = nlohmann::json::parse(base.out)["makespan_ms"].get<double>();
+    const double target = 1.15 * makespan;
+    const std::string d = temp_dir(), trace = temp_path(".json"), svg = temp_path(".svg");
+    const auto r = run_cli(plan_args(batch, {"--schedule", "1f1b", "--energy-target-ms", std::to_string(target), "--out", d,
+                                             "--format", "json", "--trace", trace, "--svg", svg, "--json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& e = j["energy"];
+    CHECK(e["chosen"]["time_ms"].get<double>() <= target + 1e-9);
+    CHECK(e["min_time_ms"].get<double>() == doctest::Approx(makespan).epsilon(1e-9));
+    CHECK(e["saving_fraction"].get<double>() > 0.0);
+    const auto& clocks = e["chosen"]["frequencies_mhz"];
+    REQUIRE(clocks.size() == 4);
+    std::vector<std::string> check{"plan-check"};
+    std::size_t changes = 0;
+    for (std::size_t k = 0; k < 4; ++k) {
+        const std::string f = d + "/rank_" + std::to_string(k) + ".json";
+        check.push_back(f);
+        const auto plan = nlohmann::json::parse(read_text_file(f));
+        CHECK(plan["header"]["predicted_makespan_ms"].get<double>() == e["chosen"]["time_ms"].get<double>());
+        std::vector<long long> seen;
+        long long current = 0;
+        for (const auto& x : plan["programs"][0]["instructions"]) {
+            const std::string kind = x["kind"];
+            if (kind == "set_frequency") {
+                current = x["bytes"].get<long long>();
+                ++changes;
+            }
+            if (kind == "forward" || kind == "backward" || kind == "backward_weight" || kind == "recompute") seen.push_back(current);
+        }
+        CHECK(seen == clocks[k].get<std::vector<long long>>());  // the plan's clocks are the chosen frequencies
+    }
+    CHECK(changes == e["chosen"]["set_frequency_instructions"].get<std::size_t>());
+    const auto c = run_cli(check);
+    INFO(c.out << c.err);
+    CHECK(c.exit_code == 0);
+    CHECK(c.out.find("valid") != std::string::npos);
+    const auto show = run_cli({"plan-show", d + "/rank_0.json"});
+    CHECK(show.out.find("set_frequency") != std::string::npos);
+    CHECK(show.out.find(" MHz") != std::string::npos);
+    CHECK(read_text_file(trace).find("\"frequency_mhz\":") != std::string::npos);
+    CHECK(read_text_file(svg).find("GPU clock") != std::string::npos);
+
+    const auto fastest = run_cli(plan_args(batch, {"--schedule", "1f1b", "--energy-target-ms", "min", "--json"}));
+    REQUIRE(fastest.exit_code == 0);
+    CHECK(nlohmann::json::parse(fastest.out)["energy"]["chosen"]["time_ms"].get<double>() ==
+          doctest::Approx(makespan).epsilon(1e-9));
+    check_usage_errors({
+        {plan_args(batch, {"--gpu", "a100"}), "--gpu does not apply without --energy-target-ms"},
+        {plan_args(batch, {"--energy-target-ms", "-3"}), "--energy-target-ms"},
+        {plan_args(batch, {"--energy-target-ms", "min", "--dp", "2"}), "needs --dp 1"},
+        {plan_args(batch, {"--energy-target-ms", "1"}), "--energy-target-ms 1 is below the plan's minimum iteration time"},
+    });
+    std::filesystem::remove_all(d);
+    std::filesystem::remove(trace);
+    std::filesystem::remove(svg);
+}
+
 TEST_CASE("cli plan: --threads 1 and --threads 4 write byte-identical plans (two processes, dp 1 and dp 2)") {
     const std::string batch = plan_batch();
     for (const std::string dp : {"1", "2"}) {

@@ -284,3 +284,50 @@ TEST_CASE("cpu backend: a handler that throws ends its rank's step with that err
         CHECK(err[r].find("rank died") != std::string::npos);
     }
 }
+
+TEST_CASE("cpu backend: set_frequency reaches the trainer's handler in order; training is unchanged") {
+    const model_config c = test_model();
+    const model_params init = init_params(c);
+    const test_batch b = random_batch(18, 1, 77);
+    tiny_plan_options o;
+    o.schedule = schedule::schedule_name::one_f_one_b;
+    o.devices = 4;
+    const plan::execution_plan base = plan_tiny(c, b.split, b.lengths, o);
+    // A seeded clock per compute op; a set_frequency wherever the clock changes (as
+    // plan/frequency.hpp inserts them), and the sequence each rank should record.
+    splitmix64 rng(5);
+    plan::execution_plan p = base;
+    std::vector<std::vector<std::uint64_t>> want(p.programs.size());
+    for (std::size_t r = 0; r < p.programs.size(); ++r) {
+        std::vector<plan::instruction> out;
+        std::uint64_t current = 0;
+        for (const auto& x : base.programs[r].instructions) {
+            if (plan::is_compute(x.kind)) {
+                const auto mhz = static_cast<std::uint32_t>(210 + 15 * rng.below(3));
+                if (mhz != current) {
+                    out.push_back(plan::make_set_frequency(mhz, x));
+                    want[r].push_back(mhz);
+                }
+                current = mhz;
+            }
+            out.push_back(x);
+        }
+        p.programs[r].instructions = std::move(out);
+    }
+    REQUIRE(plan::validate(p).ok());
+    cpu_cluster with(c, p.programs.size(), sgd{0.1}, {10s}), without(c, base.programs.size(), sgd{0.1}, {10s});
+    const iteration_result r1 = with.run(rank_plans(p), b.lengths);
+    const iteration_result r0 = without.run(rank_plans(base), b.lengths);
+    CHECK(r1.loss == r0.loss);
+    for (std::size_t r = 0; r < p.programs.size(); ++r) {
+        CHECK(with.rank(r).clocks_mhz() == want[r]);
+        CHECK_FALSE(want[r].empty());
+        CHECK(without.rank(r).clocks_mhz().empty());
+    }
+    // An executor without a set_frequency handler accepts the plan and skips them (default clock).
+    handler_registry h;
+    for (const auto& k : plan::builtin_kinds)
+        if (!plan::is_message(k.kind) && k.kind != plan::instr_kind::set_frequency)
+            h.on(k.kind, [](const plan::instruction&, step_context&) {});
+    CHECK_NOTHROW((void)check_rank_plan(rank_plans(p)[0], p.programs.size(), h));
+}

@@ -26,7 +26,7 @@ struct energy_problem {
     const schedule::scenario* sc = nullptr;            ///< must outlive the problem
     const schedule::pipeline_schedule* sched = nullptr;  ///< must outlive the problem
     schedule::op_graph graph;                          ///< from the simulator's timing model
-    std::vector<std::vector<energy_point>> options;    ///< [op id]: Pareto, fastest first
+    std::vector<std::vector<energy_point>> options;    ///< [op id]: Pareto in effective energy, fastest first
     double idle_power_w = 0.0;
 
     [[nodiscard]] std::size_t size() const noexcept { return options.size(); }
@@ -36,7 +36,9 @@ struct energy_problem {
 using frequency_choice = std::vector<std::uint16_t>;
 
 /// Builds the problem: each op's curve is the profile's curve for its kind on its device (the
-/// pipeline rank), scaled to the op's simulated duration (scale_curve).
+/// pipeline rank), scaled to the op's simulated duration (scale_curve); its options are the
+/// Pareto front of that curve in (time, energy − idle power · time), as Perseus filters its
+/// candidates, so the slowest option is the op's minimum-effective-energy clock.
 [[nodiscard]] inline energy_problem make_energy_problem(const schedule::scenario& sc,
                                                         const schedule::pipeline_schedule& sched,
                                                         const energy_profile& profile) {
@@ -49,7 +51,8 @@ using frequency_choice = std::vector<std::uint16_t>;
         throw invalid_argument(profile.source + ": the idle power must be finite and >= 0");
     p.options.reserve(p.graph.size());
     for (std::size_t i = 0; i < p.graph.size(); ++i) {
-        p.options.push_back(scale_curve(profile.curve(p.graph.ops[i].kind, p.graph.device[i]), p.graph.duration_ms[i]));
+        p.options.push_back(pareto_front(scale_curve(profile.curve(p.graph.ops[i].kind, p.graph.device[i]), p.graph.duration_ms[i]),
+                                         p.idle_power_w));
         if (p.options.back().size() > 65535) throw invalid_argument("energy: more than 65535 frequencies for one op");
     }
     return p;
@@ -58,7 +61,9 @@ using frequency_choice = std::vector<std::uint16_t>;
 /// Every op at its fastest option (the top clock).
 [[nodiscard]] inline frequency_choice all_fastest(const energy_problem& p) { return frequency_choice(p.size(), 0); }
 
-/// Every op at its minimum-energy option (the slowest Pareto point).
+/// Every op at its minimum-energy option (the slowest Pareto point): Perseus's starting plan,
+/// each op at the clock that minimises energy − idle power · time over all its clocks (with
+/// idle power 0, the minimum-energy clock).
 [[nodiscard]] inline frequency_choice all_min_energy(const energy_problem& p) {
     frequency_choice c(p.size());
     for (std::size_t i = 0; i < p.size(); ++i) c[i] = static_cast<std::uint16_t>(p.options[i].size() - 1);

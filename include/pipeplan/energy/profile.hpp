@@ -7,8 +7,10 @@
 //
 // A curve is applied to an op of the scenario by scaling: the op's scenario time is its time at
 // the curve's fastest point, so an op of duration d gets, at frequency f, the time
-// d · time(f) / time(fastest) and the energy d · energy(f) / time(fastest). Only Pareto-optimal
-// points are kept (no other point is both faster and cheaper).
+// d · time(f) / time(fastest) and the energy d · energy(f) / time(fastest). A profile keeps
+// every point; an op's options are the Pareto-optimal ones in Perseus's sense (problem.hpp):
+// no other point is both faster and cheaper in *effective* energy, energy − P_idle · time
+// (what the computation draws beyond a waiting GPU, zeus's pipeline_frequency optimizer).
 //
 // Units: frequency MHz, time ms, energy J, power W (1 W · 1 ms = 1e-3 J).
 #pragma once
@@ -41,10 +43,15 @@ struct energy_point {
     friend bool operator==(const energy_point&, const energy_point&) = default;
 };
 
-/// The Pareto-optimal points of `pts` (no other point has time <= and energy <= with one of
-/// them <), fastest first: time strictly increasing, energy strictly decreasing. Among equal
-/// (time, energy) points the highest frequency is kept.
-[[nodiscard]] inline std::vector<energy_point> pareto_front(std::vector<energy_point> pts) {
+/// The Pareto-optimal points of `pts` in (time, effective energy = energy − idle_power_w ·
+/// time) (no other point has time <= and effective energy <= with one of them <), fastest
+/// first: time strictly increasing, effective energy strictly decreasing; the points keep their
+/// raw energy. Among equal points the highest frequency is kept. idle_power_w = 0: the plain
+/// (time, energy) front. With idle power this is Perseus's candidate filter: a clock slower
+/// than the raw minimum-energy one stays when the energy it adds is less than what the GPU
+/// would draw waiting for the same time.
+[[nodiscard]] inline std::vector<energy_point> pareto_front(std::vector<energy_point> pts, double idle_power_w = 0.0) {
+    const auto effective = [idle_power_w](const energy_point& p) { return p.energy_j - idle_power_w * p.time_ms * 1e-3; };
     std::sort(pts.begin(), pts.end(), [](const energy_point& a, const energy_point& b) {
         if (a.time_ms != b.time_ms) return a.time_ms < b.time_ms;
         if (a.energy_j != b.energy_j) return a.energy_j < b.energy_j;
@@ -52,7 +59,7 @@ struct energy_point {
     });
     std::vector<energy_point> out;
     for (const energy_point& p : pts)
-        if (out.empty() || p.energy_j < out.back().energy_j) {
+        if (out.empty() || effective(p) < effective(out.back())) {
             if (!out.empty() && out.back().time_ms == p.time_ms) continue;  // same time, more energy
             out.push_back(p);
         }
@@ -115,11 +122,19 @@ struct dvfs_model {
 struct energy_profile {
     static constexpr std::uint32_t any_stage = std::numeric_limits<std::uint32_t>::max();
     double idle_power_w = 0.0;
-    std::map<std::pair<char, std::uint32_t>, std::vector<energy_point>> curves;  ///< Pareto, fastest first
+    std::map<std::pair<char, std::uint32_t>, std::vector<energy_point>> curves;  ///< every point, fastest first
     std::string source = "<memory>";  ///< named in errors
 
+    /// Stores every point (sorted fastest first; the Pareto filter depends on the idle power and
+    /// is applied per op, energy_problem).
     void set_curve(schedule::op_kind k, std::uint32_t stage, std::vector<energy_point> pts) {
-        curves[{schedule::letter(k), stage}] = pareto_front(std::move(pts));
+        curves[{schedule::letter(k), stage}] = sorted_fastest_first(std::move(pts));
+    }
+    [[nodiscard]] static std::vector<energy_point> sorted_fastest_first(std::vector<energy_point> pts) {
+        std::stable_sort(pts.begin(), pts.end(), [](const energy_point& a, const energy_point& b) {
+            return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.frequency_mhz > b.frequency_mhz;
+        });
+        return pts;
     }
 
     /// The curve of op kind `k` on `stage`; throws pipeplan::invalid_argument when absent.
@@ -134,7 +149,7 @@ struct energy_profile {
     }
 };
 
-/// Curves for F, B and W on every stage from a DVFS model, Pareto-filtered; a 1 ms computation
+/// Curves for F, B and W on every stage from a DVFS model, every clock; a 1 ms computation
 /// at the top clock (curves are scaled to each op's time when applied).
 template <dvfs_power_model M>
 [[nodiscard]] energy_profile profile_from_model(const M& model, std::string name = "a100") {
@@ -221,7 +236,7 @@ inline constexpr double max_profile_power_w = 1e6;  ///< the idle row's energy_j
     }
     if (!have_idle) throw input_error(t.source(), 0, "kind", "no idle row (kind idle: the power of a waiting GPU)");
     if (raw.empty()) throw input_error(t.source(), 0, "", "no F/B/W rows");
-    for (auto& [key, pts] : raw) p.curves[key] = pareto_front(std::move(pts));
+    for (auto& [key, pts] : raw) p.curves[key] = energy_profile::sorted_fastest_first(std::move(pts));
     return p;
 }
 
@@ -230,8 +245,8 @@ inline constexpr double max_profile_power_w = 1e6;  ///< the idle row's energy_j
     return parse_energy_profile_csv(csv_table::read(path));
 }
 
-/// The options of one op of scenario time `duration_ms` under `curve` (Pareto, fastest
-/// first): the curve scaled so that its fastest point takes `duration_ms`. A zero-time op has
+/// The points of one op of scenario time `duration_ms` under `curve` (fastest first): the
+/// curve scaled so that its fastest point takes `duration_ms`. A zero-time op has
 /// one option (the fastest frequency, no time, no energy).
 [[nodiscard]] inline std::vector<energy_point> scale_curve(const std::vector<energy_point>& curve, double duration_ms) {
     if (curve.empty()) throw invalid_argument("energy: empty curve");

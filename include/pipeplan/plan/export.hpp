@@ -129,8 +129,14 @@ inline void write_replica_trace(std::ostream& out, const execution_plan& p, std:
         when[d].assign(prog.size(), {0.0, 0.0});
         std::size_t k = 0;
         double last_end = 0.0;
+        std::uint64_t clock_mhz = 0;
+        bool clock_changed = false;
         for (std::size_t i = 0; i < prog.size(); ++i) {
             const instruction& x = prog[i];
+            if (x.kind == instr_kind::set_frequency) {
+                clock_mhz = frequency_mhz(x);
+                clock_changed = true;
+            }
             if (!is_compute(x.kind)) {
                 when[d][i] = {last_end, last_end};
                 continue;
@@ -139,13 +145,19 @@ inline void write_replica_trace(std::ostream& out, const execution_plan& p, std:
             const auto& t = sim.timeline[d][k++];
             when[d][i] = {t.start_ms, t.end_ms};
             last_end = t.end_ms;
+            if (clock_changed)
+                out << ",\n{\"name\":\"clock_mhz\",\"ph\":\"C\",\"pid\":" << replica << ",\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
+                    << ",\"args\":{\"rank " << r << "\":" << clock_mhz << "}}";
+            clock_changed = false;
             const char* letter = x.kind == instr_kind::forward ? (x.mode ? "f" : "F")
                                  : x.kind == instr_kind::recompute ? "R"
                                  : x.kind == instr_kind::backward ? "B" : "W";
             out << ",\n{\"name\":\"" << letter << x.mb << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
                 << "\",\"ph\":\"X\",\"pid\":" << replica << ",\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
                 << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.mb
-                << ",\"stage\":" << x.stage << ",\"instruction\":" << i << "}}";
+                << ",\"stage\":" << x.stage << ",\"instruction\":" << i;
+            if (clock_mhz > 0) out << ",\"frequency_mhz\":" << clock_mhz;
+            out << "}}";
         }
     }
     // flows: a send start's producer (the compute op before it) -> the consumer after the receive's wait
@@ -180,9 +192,11 @@ inline void write_replica_trace(std::ostream& out, const execution_plan& p, std:
 /// Writes a Chrome / Perfetto trace of the plan with the compute times of `sims[k]`, the
 /// simulation of replica k's schedule (timeline recorded): one process per data-parallel
 /// replica ("replica k"), one track per rank ("rank r", r = k · devices + device), a complete
-/// event per compute instruction (named like "F3 s1", args mb, stage, instruction index), and a
-/// flow arrow per message from the end of its producing op to the start of its consumer.
-/// Needs one simulation per replica.
+/// event per compute instruction (named like "F3 s1", args mb, stage, instruction index, and
+/// frequency_mhz once a set_frequency set the rank's clock), a counter track "clock_mhz" per
+/// rank stepping at each set_frequency, and a flow arrow per message from the end of its
+/// producing op to the start of its consumer. Needs one simulation per replica. (The torch CSV
+/// has no clock action: it skips set_frequency.)
 inline void write_plan_trace(std::ostream& out, const execution_plan& p, std::span<const schedule::simulation_result> sims) {
     const plan_header& h = p.header;
     if (sims.size() != h.dp || p.programs.size() != h.ranks())

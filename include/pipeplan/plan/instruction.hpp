@@ -58,6 +58,15 @@
 // pipeline device in every replica) after its last backward / backward_weight; then
 // optimizer_step applies the update.
 //
+// Clock. set_frequency(mb, stage) sets the rank's GPU clock, in whole MHz (held in the `bytes`
+// field: read and write it with frequency_mhz() / make_set_frequency()), for the compute op
+// that follows it, which it must immediately precede and name (same mb and stage; shape and
+// dtype as that op's); the clock holds until the next set_frequency. A rank without one runs
+// at the device's default clock. plan/frequency.hpp inserts them from an energy frontier
+// point (Perseus's per-computation frequencies), only where the clock changes. Executors call
+// the trainer's handler for it when one is registered and skip it otherwise (the plan stays
+// correct at any clock; only its time and energy change).
+//
 // Kinds are an open set: codes 0..127 are pipeplan's (the table in this file is the one place
 // that names them; new built-in kinds get new codes, existing codes never change), codes
 // 128..255 are free for users. Validation treats a user kind as an opaque no-op that touches
@@ -93,6 +102,7 @@ enum class instr_kind : std::uint8_t {
     free = 13,
     reduce_gradients = 14,
     optimizer_step = 15,
+    set_frequency = 16,
 };
 
 /// First code of the range left to users' own kinds.
@@ -167,7 +177,7 @@ struct instruction {
     std::uint32_t stash = no_slot;      ///< stored activations (written by forward/recompute)
     std::uint32_t work = no_slot;       ///< scratch buffer while the op runs
     tensor_shape shape;                 ///< message / micro-batch shape
-    std::uint64_t bytes = 0;            ///< message size in bytes (0 for non-messages)
+    std::uint64_t bytes = 0;            ///< message size in bytes; set_frequency: the clock (MHz); else 0
 
     friend constexpr bool operator==(const instruction&, const instruction&) noexcept = default;
 };
@@ -175,7 +185,7 @@ static_assert(std::is_trivially_copyable_v<instruction>);
 static_assert(std::is_standard_layout_v<instruction>);
 
 /// Category of a kind: what the validator and the exporters do with it.
-enum class kind_category : std::uint8_t { compute, send_start, send_wait, recv_start, recv_wait, data, free, end, user };
+enum class kind_category : std::uint8_t { compute, send_start, send_wait, recv_start, recv_wait, data, free, end, user, clock };
 
 /// The one table of built-in kinds: code, name (as JSON and plan-show spell it), category.
 struct kind_info {
@@ -183,7 +193,7 @@ struct kind_info {
     std::string_view name;
     kind_category category;
 };
-inline constexpr std::array<kind_info, 16> builtin_kinds = {{
+inline constexpr std::array<kind_info, 17> builtin_kinds = {{
     {instr_kind::forward, "forward", kind_category::compute},
     {instr_kind::recompute, "recompute", kind_category::compute},
     {instr_kind::backward, "backward", kind_category::compute},
@@ -200,6 +210,7 @@ inline constexpr std::array<kind_info, 16> builtin_kinds = {{
     {instr_kind::free, "free", kind_category::free},
     {instr_kind::reduce_gradients, "reduce_gradients", kind_category::end},
     {instr_kind::optimizer_step, "optimizer_step", kind_category::end},
+    {instr_kind::set_frequency, "set_frequency", kind_category::clock},
 }};
 
 /// True for the codes of the built-in table.
@@ -246,6 +257,20 @@ inline constexpr std::array<kind_info, 16> builtin_kinds = {{
     return k == instr_kind::send_activation_start || k == instr_kind::send_activation_wait ||
            k == instr_kind::recv_activation_start || k == instr_kind::recv_activation_wait;
 }
+/// The clock a set_frequency asks for (MHz).
+[[nodiscard]] constexpr std::uint64_t frequency_mhz(const instruction& x) noexcept { return x.bytes; }
+/// A set_frequency of `mhz` for compute op `op` (which must follow it immediately).
+[[nodiscard]] constexpr instruction make_set_frequency(std::uint32_t mhz, const instruction& op) noexcept {
+    instruction x;
+    x.kind = instr_kind::set_frequency;
+    x.type = op.type;
+    x.mb = op.mb;
+    x.stage = op.stage;
+    x.shape = op.shape;
+    x.bytes = mhz;
+    return x;
+}
+
 /// The wait that completes a start (identity for non-starts).
 [[nodiscard]] constexpr instr_kind wait_of(instr_kind start) noexcept {
     return is_message_start(start) ? static_cast<instr_kind>(static_cast<std::uint8_t>(start) + 1) : start;

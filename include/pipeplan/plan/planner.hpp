@@ -77,7 +77,10 @@ struct cluster_options {
 };
 
 struct planner_options {
-    batching::pipeline_config config;      ///< stages, chunks, layers per stage, tp, dp, ZeRO, device memory
+    /// Stages, chunks, layers per stage, tp, dp, ZeRO, device memory. Non-uniform layers per
+    /// stage: `config.chunks = batching::layout_from_layer_counts(layers, encoder_decoder)` with
+    /// `config.stages` = layers.size() / `config.virtual_chunks` (pipeplan accounting only).
+    batching::pipeline_config config;
     batching::split_options split;         ///< accounting, length rules, ...
     cluster_options cluster;
     int hidden_size = 0;                   ///< the model's hidden size (message sizes); required
@@ -162,6 +165,9 @@ public:
             throw invalid_argument("planner: the model's hidden size is needed for the message sizes (got " +
                                    std::to_string(opt_.hidden_size) + ")");
         if (opt_.config.device_memory_mb <= 0) throw invalid_argument("planner: device memory must be > 0 MB");
+        if (!opt_.config.chunks.empty() && opt_.split.accounting != batching::accounting_mode::pipeplan)
+            throw invalid_argument("planner: an explicit chunk layout (non-uniform layers per stage) needs the pipeplan "
+                                   "accounting (dynapipe's assumes uniform stages)");
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");

@@ -22,6 +22,8 @@
 //              one forward and one backward after it, one backward_weight after an input_only
 //              backward (none otherwise), at most one recompute, only of a checkpointed forward,
 //              between them; stage 0 and the last stage load the micro-batch first
+//   clock      a set_frequency immediately precedes a compute op of the same micro-batch and
+//              stage, with a clock > 0 MHz (within validate_options' range when one is given)
 //   reduce     reduce_gradients exactly once, after the rank's last backward(_weight), in the
 //              mode the ZeRO stage asks for; then optimizer_step exactly once; nothing after
 #pragma once
@@ -43,7 +45,7 @@ struct violation {
     static constexpr std::uint32_t whole_program = 0xFFFFFFFFu;
     std::uint32_t rank = 0;
     std::uint32_t index = whole_program;  ///< instruction index, or whole_program
-    std::string rule;                     ///< structure, pairing, match, deadlock, buffer, compute, reduce
+    std::string rule;                     ///< structure, pairing, match, deadlock, buffer, compute, clock, reduce
     std::string message;
 
     [[nodiscard]] std::string to_string() const {
@@ -68,6 +70,9 @@ struct validation_report {
 
 struct validate_options {
     std::size_t max_violations = 64;
+    /// When max > 0: set_frequency clocks must lie in [min, max] MHz (e.g. the range of the
+    /// energy profile the plan was made for); otherwise any clock > 0.
+    std::uint64_t min_frequency_mhz = 0, max_frequency_mhz = 0;
 };
 
 /// Thrown by validate_or_throw().
@@ -99,9 +104,10 @@ struct reporter {
 
 [[nodiscard]] inline std::string describe(const instruction& i) {
     std::string s = kind_name(i.kind);
-    if (is_compute(i.kind) || is_message(i.kind) || i.kind == instr_kind::load_microbatch)
+    if (is_compute(i.kind) || is_message(i.kind) || i.kind == instr_kind::load_microbatch || i.kind == instr_kind::set_frequency)
         s += " mb " + std::to_string(i.mb) + " stage " + std::to_string(i.stage);
     if (is_message(i.kind)) s += " peer " + std::to_string(i.peer);
+    if (i.kind == instr_kind::set_frequency) s += " " + std::to_string(frequency_mhz(i)) + " MHz";
     return s;
 }
 
@@ -142,8 +148,8 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     for (std::uint32_t s : {ins.in, ins.out, ins.stash, ins.work})
         if (s != no_slot && s >= rv.p.buffers.size())
             bad("slot " + std::to_string(s) + " out of range (" + std::to_string(rv.p.buffers.size()) + " buffers)");
-    const bool staged = is_compute(ins.kind) || is_message(ins.kind) || ins.kind == instr_kind::load_microbatch;
-    if (!staged) return;
+    const bool local = is_compute(ins.kind) || ins.kind == instr_kind::load_microbatch || ins.kind == instr_kind::set_frequency;
+    if (!local && !is_message(ins.kind)) return;
     if (ins.mb >= rv.h.microbatches.size())
         return bad("micro-batch out of range (the table has " + std::to_string(rv.h.microbatches.size()) + ")");
     if (rv.h.microbatches[ins.mb].replica != rv.replica) bad("micro-batch of replica " + std::to_string(rv.h.microbatches[ins.mb].replica));
@@ -151,7 +157,7 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     if (ins.type != rv.h.type) bad("dtype differs from the plan's");
     if (ins.stage >= rv.h.virtual_stages()) return bad("stage out of range (" + std::to_string(rv.h.virtual_stages()) + " stages)");
     const std::uint32_t V = rv.h.virtual_stages();
-    if (is_compute(ins.kind) || ins.kind == instr_kind::load_microbatch) {
+    if (local) {
         if (!rv.holds(ins.stage)) bad("stage runs on device " + std::to_string(rv.pl.device_of(ins.stage)));
         return;
     }
@@ -164,6 +170,24 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     if (ins.peer < 0 || static_cast<std::uint32_t>(ins.peer) != rv.rank_of_stage(theirs))
         bad("peer should be rank " + std::to_string(rv.rank_of_stage(theirs)) + " (holding stage " + std::to_string(theirs) + ")");
     if (ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == rv.rank) bad("message to itself");
+}
+
+/// clock: each set_frequency sets a clock in range for the compute op right after it.
+inline void check_clocks(const rank_view& rv, const validate_options& opt, reporter& rep) {
+    const auto& prog = rv.p.instructions;
+    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+        const instruction& x = prog[i];
+        if (x.kind != instr_kind::set_frequency) continue;
+        const std::uint64_t f = frequency_mhz(x);
+        if (f == 0 || (opt.max_frequency_mhz > 0 && (f < opt.min_frequency_mhz || f > opt.max_frequency_mhz)))
+            rep(rv.rank, i, "clock",
+                describe(x) + ": clock outside " +
+                    (opt.max_frequency_mhz > 0 ? "[" + std::to_string(opt.min_frequency_mhz) + ", " +
+                                                     std::to_string(opt.max_frequency_mhz) + "] MHz"
+                                               : std::string("(0, inf) MHz")));
+        if (i + 1 >= prog.size() || !is_compute(prog[i + 1].kind) || prog[i + 1].mb != x.mb || prog[i + 1].stage != x.stage)
+            rep(rv.rank, i, "clock", describe(x) + ": not immediately before a compute op of its micro-batch and stage");
+    }
 }
 
 inline void check_arena(const rank_view& rv, reporter& rep) {
@@ -493,12 +517,14 @@ inline void check_end(const rank_view& rv, reporter& rep) {
 }
 
 /// Every rule that concerns one rank alone. `scratch` is reused across ranks.
-inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep, std::vector<std::uint32_t>& scratch) {
+inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep, const validate_options& opt,
+                       std::vector<std::uint32_t>& scratch) {
     const rank_view rv(h, p);
     const std::size_t before = rep.seen;
     for (std::uint32_t i = 0; i < p.instructions.size(); ++i) check_structure(rv, i, rep);
     check_arena(rv, rep);
     if (rep.seen != before) return;  // the walks below index with these fields
+    check_clocks(rv, opt, rep);
     check_pairing(rv, rep, scratch);
     std::vector<unit_state> units(std::size_t(h.virtual_stages()) * h.microbatches.size());
     walk_rank(rv, rep, units);
@@ -649,7 +675,7 @@ inline void check_messages(const execution_plan& plan, reporter& rep) {
         }
     const std::size_t before = rep.seen;
     std::vector<std::uint32_t> scratch;
-    for (const rank_program& p : plan.programs) detail::check_rank(h, p, rep, scratch);
+    for (const rank_program& p : plan.programs) detail::check_rank(h, p, rep, opt, scratch);
     // The cross-rank rules need sound local structure (matched starts and waits).
     if (rep.seen == before) detail::check_messages(plan, rep);
     return out;
@@ -670,7 +696,7 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
         return out;
     }
     std::vector<std::uint32_t> scratch;
-    detail::check_rank(rp.header, rp.program, rep, scratch);
+    detail::check_rank(rp.header, rp.program, rep, opt, scratch);
     return out;
 }
 

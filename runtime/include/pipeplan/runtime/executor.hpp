@@ -11,7 +11,9 @@
 //   - every other kind (compute, load_microbatch, reduce_gradients, optimizer_step, user kinds)
 //     calls its handler with the instruction and a step_context (the rank's arena buffers by
 //     slot, the plan, and an all-reduce over the rank's data-parallel group); `free` calls its
-//     handler when one is registered (trainers keeping per-buffer state release it there).
+//     handler when one is registered (trainers keeping per-buffer state release it there), and
+//     so does `set_frequency` (a trainer that sets GPU clocks registers one; without it the
+//     rank runs at its default clock).
 // Device backends: the arena's memory is a template parameter (arena_memory: the host arena, or
 // runtime/cuda's device_arena); a transport with end_group() gets it after each group of
 // consecutive message starts (stream_plan.hpp), and one with compute_stream() hands its stream
@@ -246,7 +248,8 @@ inline void check_fields(const plan::rank_plan& p, std::size_t i, std::size_t ra
         if (in.mb >= p.header.microbatches.size())
             reject(p, i, "micro-batch " + std::to_string(in.mb) + " is not in the micro-batch table");
     if (!plan::is_message(in.kind)) {
-        if (cat != plan::kind_category::free && !h.has(in.kind)) reject(p, i, "no handler is registered for this kind");
+        if (cat != plan::kind_category::free && cat != plan::kind_category::clock && !h.has(in.kind))
+            reject(p, i, "no handler is registered for this kind");
         return;
     }
     if (in.peer < 0 || std::size_t(in.peer) >= ranks || std::uint32_t(in.peer) == p.program.rank)
@@ -394,6 +397,7 @@ private:
                                         std::to_string(in.mb) + ")");
                 return;
             case plan::kind_category::free:
+            case plan::kind_category::clock:
                 if (!handlers_.has(in.kind)) return;
                 [[fallthrough]];
             default:

@@ -11,7 +11,10 @@
 //    the plan's messages for them; a buffer too small for the doubles is an error);
 //  - the stash of a forward lives in the handler (Eigen matrices), keyed by (micro-batch, stage);
 //  - reduce_gradients all-reduces every owned gradient tensor over the data-parallel group;
-//    optimizer_step applies SGD or Adam to the owned tensors.
+//    optimizer_step applies SGD or Adam to the owned tensors;
+//  - set_frequency has no clock to set on a CPU: its handler records the requested clock
+//    (clocks_mhz(), one entry per set_frequency, in program order) so tests can check what a
+//    GPU trainer's handler would have applied.
 #pragma once
 
 #include <algorithm>
@@ -53,6 +56,8 @@ public:
     [[nodiscard]] const model_params& grads() const noexcept { return grads_; }
     /// The loss of the micro-batches whose last stage ran here (this iteration).
     [[nodiscard]] double loss() const noexcept { return loss_; }
+    /// The clocks (MHz) the plan's set_frequency instructions asked for this iteration, in order.
+    [[nodiscard]] const std::vector<std::uint64_t>& clocks_mhz() const noexcept { return clocks_mhz_; }
     /// The virtual stages this rank owns (set by begin()).
     [[nodiscard]] const std::vector<stage_layout>& owned() const noexcept { return owned_; }
 
@@ -64,6 +69,7 @@ public:
         tokens_ = plan_tokens(p.header, lengths_tokens);
         grads_ = zero_params(c_);
         loss_ = 0;
+        clocks_mhz_.clear();
         data_.clear();
         caches_.clear();
         const auto layouts = split_layers(c_.blocks, p.header.virtual_stages());
@@ -96,6 +102,8 @@ public:
             for (const auto& l : owned_)
                 for_each_tensor(l, [&](auto& t) { ctx.all_reduce(std::span<double>(t.data(), static_cast<std::size_t>(t.size()))); }, grads_);
         });
+        h.on(instr_kind::set_frequency,
+             [this](const plan::instruction& in, step_context&) { clocks_mhz_.push_back(plan::frequency_mhz(in)); });
         h.on(instr_kind::optimizer_step, [this](const plan::instruction&, step_context&) {
             std::visit([&](auto& o) { o.step(params_, grads_, owned_); }, opt_);
         });
@@ -169,6 +177,7 @@ private:
     const plan::rank_plan* plan_ = nullptr;
     const std::vector<std::size_t>* lengths_ = nullptr;
     double tokens_ = 1, loss_ = 0;
+    std::vector<std::uint64_t> clocks_mhz_;
     std::vector<stage_module> modules_;  ///< every virtual stage's module (only owned ones run)
     std::vector<stage_layout> owned_;
     std::map<std::uint32_t, microbatch_data> data_;
