@@ -17,6 +17,7 @@
 
 #include "commands.hpp"
 #include "model_spec.hpp"
+#include "plan_inputs.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/cost/analytic.hpp"
@@ -32,30 +33,12 @@ namespace pipeplan::cli {
 namespace {
 
 struct plan_cli_options {
-    std::string profiles, model, batch;
-    int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
-    double memory_mb = 0;
-    std::string schedule = "auto", accounting = "pipeplan", format = "binary";
-    double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
-    unsigned devices_per_node = 1;
+    plan_model_flags inputs;  ///< the model/cluster flag block (plan_inputs.hpp)
+    std::string batch, format = "binary";
     unsigned long long iteration = 0;
     std::string out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
 };
-
-/// The hidden size of the model: the analytic preset's, or the preset of the same name as the
-/// profiled model (gpt_6.7b → gpt-6.7b), unless given.
-int hidden_size_of(const std::string& model, int given) {
-    if (given > 0) return given;
-    std::string preset = is_analytic_model(model) ? model.substr(analytic_prefix.size()) : model;
-    std::replace(preset.begin(), preset.end(), '_', '-');
-    try {
-        return find_transformer_shape(preset).hidden;
-    } catch (const invalid_argument&) {
-        throw invalid_argument("the hidden size of model '" + model +
-                               "' is unknown (no preset of that name): pass --hidden-size N");
-    }
-}
 
 void print_summary(const plan::plan_result& r) {
     fmt::print("  candidates (simulated makespan, max peak memory):\n");
@@ -139,34 +122,16 @@ void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
 
 void run_plan(const plan_cli_options& o) {
     if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
-    plan::planner_options po;
-    po.config.stages = o.stages;
-    po.config.layers_per_stage = o.layers_per_stage;
-    po.config.virtual_chunks = o.chunks;
-    po.config.tp = o.tp;
-    po.config.dp = o.dp;
-    po.config.zero_stage = o.zero_stage;
-    po.config.device_memory_mb = o.memory_mb;
-    po.split.accounting = batching::parse_accounting_mode(o.accounting);
-    po.split.lengths.max_seqlen_tokens = o.max_seqlen;
-    po.split.lengths.max_dec_seqlen_tokens = o.max_seqlen;
-    po.cluster.bandwidth_gbps = o.bandwidth_gbps;
-    po.cluster.latency_us = o.latency_us;
-    po.cluster.devices_per_node = o.devices_per_node;
-    po.cluster.intra_node_bandwidth_gbps = o.intra_bandwidth_gbps;
-    po.hidden_size = hidden_size_of(o.model, o.hidden_size);
-    po.iteration = o.iteration;
-    if (o.schedule != "auto") po.schedule = parse_name<schedule::schedule_name>(o.schedule);
+    const plan::planner_options po = to_planner_options(o.inputs, o.iteration);
     const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
-    const interpolation_mode mode =
-        po.split.accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe : interpolation_mode::recommended;
-    with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
+    with_plan_model(o.inputs, [&](const auto& model) {
         const plan::plan_result r = plan::plan_iteration(model, batch, po);
         write_outputs(r, o);
         if (o.json) std::puts(summary_json(r).dump(2).c_str());
         else {
             fmt::print("pipeplan plan: {} samples, S = {}, C = {}, dp = {}, {:.0f} MB per device, link {:.0f} Gbit/s, "
-                       "{:.1f} us\n", batch.size(), o.stages, o.chunks, o.dp, o.memory_mb, o.bandwidth_gbps, o.latency_us);
+                       "{:.1f} us\n", batch.size(), o.inputs.stages, o.inputs.chunks, o.inputs.dp, o.inputs.memory_mb, o.inputs.bandwidth_gbps,
+                       o.inputs.latency_us);
             print_summary(r);
         }
     });
@@ -264,26 +229,9 @@ void register_plan(CLI::App& app) {
         "Plan one iteration end to end: split, choose the fastest schedule under the memory limit, lower to per-rank "
         "instruction programs, validate (docs/plans.md). Without network flags the link between pipeline neighbours "
         "is 100 Gbit/s with no latency (DynaPipe's uniform cluster).");
-    sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
-    sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
-    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str();
-    sub->add_option("--stages", o->stages, "Pipeline stages S")->required();
-    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk)")->required();
-    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB): the memory limit of the schedules")->required();
+    sub->add_option("--model", o->inputs.model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
+    add_plan_model_options(sub, o->inputs, true);
     sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
-    sub->add_option("--dp", o->dp, "Data-parallel replicas")->capture_default_str();
-    sub->add_option("--chunks", o->chunks, "Virtual chunks per device C (> 1: interleaved candidates)")->capture_default_str();
-    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (>= 2: gradients reduce-scattered)")->capture_default_str();
-    sub->add_option("--schedule", o->schedule, "auto | adaptive | 1f1b | zb-h1 | interleaved | gpipe | merak-*")->capture_default_str();
-    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length");
-    sub->add_option("--accounting", o->accounting, "pipeplan | dynapipe")->capture_default_str();
-    sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth between pipeline neighbours (Gbit/s)")->capture_default_str();
-    sub->add_option("--latency-us", o->latency_us, "Link latency per message (us)")->capture_default_str();
-    sub->add_option("--devices-per-node", o->devices_per_node, "Devices per node (neighbours in a node use the intra-node link)")
-        ->capture_default_str();
-    sub->add_option("--intra-node-bandwidth-gbps", o->intra_bandwidth_gbps, "Intra-node bandwidth (0: as --bandwidth-gbps)")
-        ->capture_default_str();
-    sub->add_option("--hidden-size", o->hidden_size, "Hidden size for message sizes (default: the model preset's)");
     sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")->capture_default_str();
     sub->add_option("--out", o->out_dir, "Write rank_<r>.plan (or .json) files and a plan.json manifest here");
     sub->add_option("--format", o->format, "Rank file format with --out: binary | json")->capture_default_str();
