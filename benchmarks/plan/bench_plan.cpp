@@ -1,6 +1,8 @@
 // Execution plans: the whole planner on real batches and profiles, and lowering + validation
 // alone (single thread).
 //   build/benchmarks/bench_plan --benchmark_min_time=0.05
+// BM_plan_*: one planner re-planning one batch; *_fresh: a new planner per iteration (one
+// `pipeplan plan` run, cold shape-cost cache); *_new_batches: one planner, 8 seeded batches in turn.
 // Targets (issue 9): GPT-6.7B 65,536 tokens (S 4, tp 2, L 8, 36 GB) <= 10 ms, T5-11B 65,536
 // tokens (S 4, tp 4, L 6) <= 25 ms, 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
@@ -32,13 +34,20 @@ struct setup {
 constexpr setup gpt{"gpt_6.7b", "superni_gpt.csv", 2, 4, 8, 4096};
 constexpr setup t5{"t5_11b", "superni_llama.csv", 4, 4, 6, 1024};
 
-void run_planner(benchmark::State& state, const setup& s, long long tokens) {
+/// How the planner meets its batches: one planner re-planning the same batch (its shape-cost
+/// cache warm after the first iteration), a fresh planner per iteration (what one `pipeplan
+/// plan` run pays), or one planner cycling through 8 different seeded batches (a training run).
+enum class reuse { same_batch, fresh_planner, new_batches };
+
+void run_planner(benchmark::State& state, const setup& s, long long tokens, reuse mode = reuse::same_batch) {
     const auto* m = pipeplan::test::find_profile_model(s.model_name, pipeplan::interpolation_mode::recommended);
     if (!m) {
         state.SkipWithError("../shared/data is absent: no profiles or lengths to benchmark on");
         return;
     }
-    const auto batch = pipeplan::test::draw_batch(s.lengths_file, tokens, 42);
+    std::vector<std::vector<pipeplan::batching::sample>> batches;
+    for (std::uint64_t seed = 42; seed < (mode == reuse::new_batches ? 50u : 43u); ++seed)
+        batches.push_back(pipeplan::test::draw_batch(s.lengths_file, tokens, seed));
     pp::planner_options o;
     o.config.stages = s.stages;
     o.config.layers_per_stage = s.layers;
@@ -47,8 +56,14 @@ void run_planner(benchmark::State& state, const setup& s, long long tokens) {
     o.hidden_size = s.hidden;
     pp::planner<pipeplan::profile_cost_model> planner(*m, o);
     pp::plan_result r;
+    std::size_t next = 0;
     for (auto _ : state) {
-        r = planner.plan(batch);
+        if (mode == reuse::fresh_planner) {
+            pp::planner<pipeplan::profile_cost_model> fresh(*m, o);
+            r = fresh.plan(batches.front());
+        } else {
+            r = planner.plan(batches[next++ % batches.size()]);
+        }
         benchmark::DoNotOptimize(r.plan.programs.data());
     }
     std::size_t max_bytes = 0;
@@ -68,6 +83,10 @@ void run_planner(benchmark::State& state, const setup& s, long long tokens) {
 
 void BM_plan_gpt(benchmark::State& s) { run_planner(s, gpt, s.range(0)); }
 void BM_plan_t5(benchmark::State& s) { run_planner(s, t5, s.range(0)); }
+void BM_plan_gpt_fresh(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::fresh_planner); }
+void BM_plan_t5_fresh(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::fresh_planner); }
+void BM_plan_gpt_new_batches(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::new_batches); }
+void BM_plan_t5_new_batches(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::new_batches); }
 
 /// Lowering + validation alone: 1F1B, S stages, M micro-batches of seeded sizes.
 void BM_lower_validate(benchmark::State& state) {
@@ -94,6 +113,10 @@ void BM_lower_validate(benchmark::State& state) {
 
 BENCHMARK(BM_plan_gpt)->Arg(65536)->Arg(1048576)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_plan_gpt_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_plan_t5_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_plan_gpt_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_plan_t5_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

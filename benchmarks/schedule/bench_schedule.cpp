@@ -3,6 +3,14 @@
 //   BM_Adaptive/8/64             adaptive schedule incl. order discovery, S = 8,
 //                                M = 64 variable micro-batches                     <= 1 ms
 //   BM_OrderSearch/4/25          order search, S = 4, 25 micro-batches, memory limit <= 5 ms
+// Adaptive at scale (issue 13, finding 5: order discovery in O(ops · log)), single thread,
+// with the memory limit above (few micro-batches in flight) and without one (BM_AdaptiveNoLimit:
+// every micro-batch in flight on the first stage, the case the former linear scans made M^2):
+//   BM_Adaptive{,NoLimit}/4/200000    <= 5 s (was 518 s)
+//   BM_Adaptive{,NoLimit}/64/4096     <= 1 s
+//   BM_Adaptive{,NoLimit}/1024/2048   (was 126 s)
+//   BM_Adaptive{,NoLimit}/4/{25k..200k}  time grows ~linearly with M
+// Run: build/benchmarks/bench_schedule --benchmark_filter='BM_Adaptive.*/(4/|64|1024)'
 // Run: build/benchmarks/bench_schedule --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
@@ -33,7 +41,7 @@ void BM_Simulate1F1B(benchmark::State& st) {
     }
     st.counters["ops"] = static_cast<double>(2 * S * M);
 }
-BENCHMARK(BM_Simulate1F1B)->Args({64, 4096})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Simulate1F1B)->Args({64, 4096})->Args({4, 200000})->Args({1024, 2048})->Unit(benchmark::kMillisecond);
 
 // The same with a reused simulator (scratch memory and result kept between runs).
 void BM_Simulate1F1B_Reused(benchmark::State& st) {
@@ -59,6 +67,22 @@ void BM_Adaptive(benchmark::State& st) {
     }
 }
 BENCHMARK(BM_Adaptive)->Args({8, 64})->Unit(benchmark::kMicrosecond);
+void adaptive_at_scale(benchmark::internal::Benchmark* b) {
+    for (long m : {25000, 50000, 100000, 200000}) b->Args({4, m});
+    b->Args({64, 4096})->Args({1024, 2048})->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_Adaptive)->Apply(adaptive_at_scale);
+
+void BM_AdaptiveNoLimit(benchmark::State& st) {
+    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
+    const ps::scenario sc = variable(S, M, 2);
+    const ps::adaptive a;
+    for (auto _ : st) {
+        auto s = a(sc);
+        benchmark::DoNotOptimize(s.orders.data());
+    }
+}
+BENCHMARK(BM_AdaptiveNoLimit)->Apply(adaptive_at_scale);
 
 void BM_OrderSearch(benchmark::State& st) {
     const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));

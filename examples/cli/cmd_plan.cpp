@@ -10,15 +10,18 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "model_spec.hpp"
 #include "plan_inputs.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
+#include "pipeplan/batching/json.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
@@ -36,7 +39,8 @@ struct plan_cli_options {
     plan_model_flags inputs;  ///< the model/cluster flag block (plan_inputs.hpp)
     std::string batch, format = "binary";
     unsigned long long iteration = 0;
-    std::string out_dir, torch_csv, torch_csv_comms, trace, svg;
+    unsigned threads = 1, alternative_splits = 0;
+    std::string microbatches, out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
 };
 
@@ -104,11 +108,16 @@ void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool jso
 }
 
 void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
-    if (!o.torch_csv.empty()) write_file_atomically(o.torch_csv, plan::to_torch_csv(r.plan, false));
-    if (!o.torch_csv_comms.empty()) write_file_atomically(o.torch_csv_comms, plan::to_torch_csv(r.plan, true));
+    const std::uint32_t dp = r.plan.header.dp;
+    for (std::uint32_t k = 0; k < dp; ++k) {  // one schedule CSV per replica (docs/formats.md)
+        if (!o.torch_csv.empty())
+            write_file_atomically(plan::replica_file_name(o.torch_csv, k, dp), plan::to_torch_csv(r.plan, false, k));
+        if (!o.torch_csv_comms.empty())
+            write_file_atomically(plan::replica_file_name(o.torch_csv_comms, k, dp), plan::to_torch_csv(r.plan, true, k));
+    }
     if (!o.trace.empty()) {
         std::ostringstream ss;
-        plan::write_plan_trace(ss, r.plan, r.simulation);
+        plan::write_plan_trace(ss, r.plan, r.simulations);
         write_file_atomically(o.trace, ss.str());
     }
     if (!o.svg.empty()) {
@@ -122,10 +131,17 @@ void write_outputs(const plan::plan_result& r, const plan_cli_options& o) {
 
 void run_plan(const plan_cli_options& o) {
     if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
-    const plan::planner_options po = to_planner_options(o.inputs, o.iteration);
+    plan::planner_options po = to_planner_options(o.inputs, o.iteration);
+    po.threads = o.threads;
+    po.alternative_splits = o.alternative_splits;
     const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
     with_plan_model(o.inputs, [&](const auto& model) {
-        const plan::plan_result r = plan::plan_iteration(model, batch, po);
+        plan::planner<std::decay_t<decltype(model)>> planner(model, po);
+        const plan::plan_result r =
+            o.microbatches.empty()
+                ? planner.plan(batch)
+                : planner.plan_microbatches(batch, batching::microbatches_from_json(plan::read_file_bytes(o.microbatches),
+                                                                                    o.microbatches));
         write_outputs(r, o);
         if (o.json) std::puts(summary_json(r).dump(2).c_str());
         else {
@@ -233,12 +249,24 @@ void register_plan(CLI::App& app) {
     add_plan_model_options(sub, o->inputs, true);
     sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
     sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")->capture_default_str();
+    sub->add_option("--microbatches", o->microbatches,
+                    "Plan these micro-batches instead of splitting: a JSON file whose 'microbatches' lists sample ids "
+                    "(rows of --batch), e.g. from `pipeplan split --json` or another planner");
     sub->add_option("--out", o->out_dir, "Write rank_<r>.plan (or .json) files and a plan.json manifest here");
     sub->add_option("--format", o->format, "Rank file format with --out: binary | json")->capture_default_str();
-    sub->add_option("--torch-csv", o->torch_csv, "Write the torch.distributed.pipelining compute-only schedule CSV");
-    sub->add_option("--torch-csv-comms", o->torch_csv_comms, "Write the torch schedule CSV with SEND/RECV/REDUCE_GRAD actions");
-    sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one track per rank, flow arrows for messages)");
+    sub->add_option("--torch-csv", o->torch_csv, "Write the torch.distributed.pipelining compute-only schedule CSV (dp > 1: one per replica, FILE_r<k>.csv)");
+    sub->add_option("--torch-csv-comms", o->torch_csv_comms, "Write the torch schedule CSV with SEND/RECV/REDUCE_GRAD actions (dp > 1: one per replica, FILE_r<k>.csv)");
+    sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one process per replica, one track per rank, flow arrows for messages)");
     sub->add_option("--svg", o->svg, "Write an SVG Gantt chart of the chosen schedule");
+    sub->add_option("--alternative-splits", o->alternative_splits,
+                    "Also schedule up to N runner-up splits of the exact DP (0..8), compared by simulation")
+        ->check(integer_in(0u, 8u))
+        ->capture_default_str();
+    sub->add_option("--threads", o->threads,
+                    "Worker threads for the candidate schedules and buffer planning (1..256); the plan is "
+                    "byte-identical for every count")
+        ->check(integer_in(1u, 256u))
+        ->capture_default_str();
     sub->add_flag("--json", o->json, "Print the summary as one JSON object");
     sub->callback([o] { run_plan(*o); });
 

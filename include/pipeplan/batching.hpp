@@ -7,6 +7,7 @@
 
 #include "pipeplan/batching/baselines.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
+#include "pipeplan/batching/cost_cache.hpp"
 #include "pipeplan/batching/dp_balance.hpp"
 #include "pipeplan/batching/errors.hpp"
 #include "pipeplan/batching/ordering.hpp"

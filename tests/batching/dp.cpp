@@ -92,6 +92,22 @@ void check_limits_and_objective(const pb::split_result& r) {
 
 bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
 
+/// a · max t + Σ t / dp of the partition cut at `bounds` (checked to be one of [0, N)).
+double partition_objective(const pb::range_costs& rc, const std::vector<int>& bounds, double a, double dp) {
+    REQUIRE(bounds.front() == 0);
+    REQUIRE(static_cast<std::size_t>(bounds.back()) == rc.size());
+    double sum = 0, mx = -1e300;
+    for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+        const auto i = static_cast<std::size_t>(bounds[k]);
+        const auto m = static_cast<std::size_t>(bounds[k + 1]) - i;
+        REQUIRE(m >= 1);
+        REQUIRE(m <= rc.row_costs(i).size());
+        sum += rc.row_costs(i)[m - 1];
+        mx = std::max(mx, rc.row_costs(i)[m - 1]);
+    }
+    return a * mx + sum / dp;
+}
+
 }  // namespace
 
 TEST_CASE("solve_partition equals brute force on random cost rows") {
@@ -118,18 +134,21 @@ TEST_CASE("solve_partition equals brute force on random cost rows") {
         INFO("trial " << trial << " n " << n);
         CHECK(close(sol.objective_ms, bf));
         // The bounds describe a partition whose recomputed objective is the reported one.
-        REQUIRE(sol.bounds.front() == 0);
-        REQUIRE(sol.bounds.back() == n);
-        double sum = 0, mx = -1e300;
-        for (std::size_t k = 0; k + 1 < sol.bounds.size(); ++k) {
-            const auto i = static_cast<std::size_t>(sol.bounds[k]);
-            const auto m = static_cast<std::size_t>(sol.bounds[k + 1]) - i;
-            REQUIRE(m >= 1);
-            REQUIRE(m <= rc.row_costs(i).size());
-            sum += rc.row_costs(i)[m - 1];
-            mx = std::max(mx, rc.row_costs(i)[m - 1]);
+        CHECK(close(partition_objective(rc, sol.bounds, a, dp), sol.objective_ms));
+        // Runner-ups: the optimum is unchanged; each is a distinct valid partition, no better.
+        const auto with_alts = pb::solve_partition(rc, a, dp, 0, std::numeric_limits<double>::infinity(), 3);
+        CHECK(with_alts.bounds == sol.bounds);
+        CHECK(with_alts.objective_ms == sol.objective_ms);
+        CHECK(with_alts.alternatives.size() <= 3);
+        CHECK(sol.alternatives.empty());
+        std::set<std::vector<int>> distinct{sol.bounds};
+        double prev = sol.objective_ms;
+        for (const auto& alt : with_alts.alternatives) {
+            CHECK(distinct.insert(alt.bounds).second);
+            CHECK(alt.objective_ms >= prev);
+            prev = alt.objective_ms;
+            CHECK(close(partition_objective(rc, alt.bounds, a, dp), alt.objective_ms));
         }
-        CHECK(close(a * mx + sum / dp, sol.objective_ms));
         // An upper bound above the optimum keeps it exact; one below it is respected.
         CHECK(close(pb::solve_partition(rc, a, dp, 0, bf * 1.0001 + 1e-9).objective_ms, bf));
         CHECK(pb::solve_partition(rc, a, dp, 0, bf * 0.999 - 1e-9).objective_ms >= bf * (1 - 1e-12));
@@ -422,4 +441,123 @@ TEST_CASE("split_dp is deterministic") {
     const auto b = pb::split_dp(model, batch, cfg);
     CHECK(a.microbatches == b.microbatches);
     CHECK(a.objective_ms == b.objective_ms);
+}
+
+TEST_CASE("split_dp with a shape cost cache equals split_dp without one, across batches and ladders") {
+    int compared = 0;
+    for (const bool enc_dec : {false, true}) {
+        table_cost_model model;
+        model.encoder_decoder = enc_dec;
+        model.stored_mb_per_token = 0.3;
+        pb::pipeline_config cfg;
+        cfg.stages = 4;
+        cfg.device_memory_mb = 5000;
+        pb::shape_cost_cache cache;
+        std::mt19937_64 rng(enc_dec ? 11 : 12);
+        for (int it = 0; it < 6; ++it) {
+            const auto batch = random_batch(rng, 40 + static_cast<int>(rng() % 80));
+            for (const auto kind : {pb::memory_limit_kind::preferred, pb::memory_limit_kind::available}) {
+                pb::split_options opt;
+                opt.limit_ladder = {kind};
+                opt.accounting = it % 2 == 0 ? pb::accounting_mode::pipeplan : pb::accounting_mode::dynapipe;
+                const auto plain = pb::split_dp(model, batch, cfg, opt);
+                const auto cached = pb::split_dp(model, batch, cfg, opt, nullptr, &cache);
+                INFO("enc_dec " << enc_dec << " iteration " << it);
+                CHECK(cached.microbatches == plain.microbatches);
+                CHECK(cached.objective_ms == plain.objective_ms);
+                CHECK(cached.limit == plain.limit);
+                CHECK(cached.recompute == plain.recompute);
+                ++compared;
+            }
+        }
+        CHECK(cache.size() > 0);
+    }
+    CHECK(compared == 24);
+}
+
+TEST_CASE("shape_cost_cache empties itself for another evaluator setting") {
+    table_cost_model model;
+    pb::pipeline_config cfg;
+    cfg.stages = 2;
+    cfg.device_memory_mb = 5000;
+    pb::shape_cost_cache cache;
+    const pb::stage_cost_evaluator<table_cost_model> a(model, cfg, pb::accounting_mode::pipeplan);
+    cache.bind(a);
+    auto& row = cache.at(128, 0, pipeplan::recompute_mode::none);
+    const auto* c = cache.cost(row, a, 128, 0, pipeplan::recompute_mode::none, 3);
+    REQUIRE(c != nullptr);
+    CHECK(*c == a.evaluate({3, 128, 0}, pipeplan::recompute_mode::none).value());
+    CHECK(cache.size() == 3);
+    cache.bind(a);
+    CHECK(cache.size() == 3);  // same setting: kept
+    pb::pipeline_config other = cfg;
+    other.stages = 4;
+    const pb::stage_cost_evaluator<table_cost_model> b(model, other, pb::accounting_mode::pipeplan);
+    cache.bind(b);
+    CHECK(cache.size() == 0);
+    const pb::stage_cost_evaluator<table_cost_model> d(model, other, pb::accounting_mode::dynapipe);
+    (void)cache.cost(cache.at(128, 0, pipeplan::recompute_mode::none), b, 128, 0, pipeplan::recompute_mode::none, 2);
+    cache.bind(d);
+    CHECK(cache.size() == 0);
+}
+
+namespace {
+/// A table model whose memory limits bind at a few samples, and a 4-stage pipeline for it.
+table_cost_model tight_model(bool enc_dec) {
+    table_cost_model model;
+    model.encoder_decoder = enc_dec;
+    model.stored_mb_per_token = 0.3;
+    return model;
+}
+pb::pipeline_config four_stages() {
+    pb::pipeline_config cfg;
+    cfg.stages = 4;
+    cfg.device_memory_mb = 5000;
+    return cfg;
+}
+}  // namespace
+
+TEST_CASE("split_dp objective bound: exact below the bound, never below it when the optimum is not") {
+    for (const bool enc_dec : {false, true}) {
+        std::mt19937_64 rng(enc_dec ? 5 : 6);
+        const table_cost_model model = tight_model(enc_dec);
+        const pb::pipeline_config cfg = four_stages();
+        const auto batch = random_batch(rng, 90);
+        pb::split_options opt;
+        opt.order = pb::ordering_method::lexicographic;  // one order: the bound only prunes
+        const auto exact = pb::split_dp(model, batch, cfg, opt);
+        opt.objective_bound_ms = exact.objective_ms * 1.01;
+        const auto above = pb::split_dp(model, batch, cfg, opt);
+        CHECK(above.objective_ms == exact.objective_ms);
+        opt.objective_bound_ms = exact.objective_ms;  // nothing strictly better exists
+        CHECK(pb::split_dp(model, batch, cfg, opt).objective_ms >= exact.objective_ms);
+        opt.objective_bound_ms = std::numeric_limits<double>::quiet_NaN();
+        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+    }
+}
+
+TEST_CASE("split_dp runner-up splits: the result is unchanged, the runner-ups are valid and no better") {
+    for (const bool enc_dec : {false, true}) {
+        std::mt19937_64 rng(enc_dec ? 31 : 32);
+        const table_cost_model model = tight_model(enc_dec);
+        const pb::pipeline_config cfg = four_stages();
+        const auto batch = random_batch(rng, 100);
+        pb::split_options opt;
+        opt.alternative_splits = 3;
+        const auto plain = pb::split_dp(model, batch, cfg, opt);
+        std::vector<pb::split_result> alts;
+        const auto best = pb::split_dp(model, batch, cfg, opt, nullptr, nullptr, &alts);
+        CHECK(best.microbatches == plain.microbatches);
+        CHECK(best.objective_ms == plain.objective_ms);
+        CHECK(!alts.empty());
+        CHECK(alts.size() <= 3);
+        for (const auto& r : alts) {
+            CHECK(r.microbatches != best.microbatches);
+            CHECK(r.objective_ms >= best.objective_ms);
+            check_partition(r, batch.size());
+            check_limits_and_objective(r);
+        }
+        opt.alternative_splits = -1;
+        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+    }
 }

@@ -1,7 +1,9 @@
 // CLI contract tests for `pipeplan plan`, `plan-check`, `plan-show` and the main job (issue 9).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -153,4 +155,76 @@ TEST_CASE("cli: the main job prints the plan summary") {
     CHECK(r.out.find("lower bound") != std::string::npos);
     CHECK(r.out.find("arena_mb") != std::string::npos);
     CHECK(r.out.find("planning time") != std::string::npos);
+}
+
+TEST_CASE("cli plan: --threads 1 and --threads 4 write byte-identical plans (two processes, dp 1 and dp 2)") {
+    const std::string batch = plan_batch();
+    for (const std::string dp : {"1", "2"}) {
+        const std::string a = temp_dir(), b = temp_dir();
+        const auto ra = run_cli(plan_args(batch, {"--dp", dp, "--threads", "1", "--out", a}));
+        const auto rb = run_cli(plan_args(batch, {"--dp", dp, "--threads", "4", "--out", b}));
+        INFO(ra.err << rb.err);
+        REQUIRE(ra.exit_code == 0);
+        REQUIRE(rb.exit_code == 0);
+        const int ranks = 4 * std::stoi(dp);
+        for (int r = 0; r < ranks; ++r) {
+            const std::string name = "/rank_" + std::to_string(r) + ".plan";
+            CHECK_FALSE(read_text_file(a + name).empty());
+            CHECK(read_text_file(a + name) == read_text_file(b + name));
+        }
+        CHECK(read_text_file(a + "/plan.json") == read_text_file(b + "/plan.json"));
+    }
+    for (const std::string bad : {"0", "257", "-1", "2.5", "x"}) {
+        const auto r = run_cli(plan_args(batch, {"--threads", bad}));
+        CHECK(r.exit_code == 1);
+        CHECK(r.err.find("--threads") != std::string::npos);
+    }
+}
+
+TEST_CASE("cli plan: dp 2 exports — a torch CSV per replica and a trace process per replica") {
+    const std::string batch = plan_batch();
+    const std::string d = temp_dir();
+    const auto r = run_cli(plan_args(batch, {"--dp", "2", "--torch-csv", d + "/s.csv", "--torch-csv-comms", d + "/c.csv",
+                                             "--trace", d + "/t.json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    for (const std::string f : {"/s_r0.csv", "/s_r1.csv", "/c_r0.csv", "/c_r1.csv"}) {
+        const std::string text = read_text_file(d + f);
+        CHECK(std::count(text.begin(), text.end(), '\n') == 4);  // one row per pipeline rank
+    }
+    CHECK_FALSE(std::filesystem::exists(d + "/s.csv"));
+    const auto t = nlohmann::json::parse(read_text_file(d + "/t.json"));
+    std::set<int> tids, pids;
+    for (const auto& e : t["traceEvents"])
+        if (e["name"] == "thread_name") {
+            tids.insert(e["tid"].get<int>());
+            pids.insert(e["pid"].get<int>());
+        }
+    CHECK(tids.size() == 8);
+    CHECK(pids == std::set<int>{0, 1});
+}
+
+TEST_CASE("cli plan: --microbatches plans a given split; bad files name the field") {
+    const std::string batch = plan_batch();
+    const auto s = run_cli({"split", "--model", "analytic:gpt-6.7b", "--tp", "2", "--stages", "4", "--layers-per-stage", "8",
+                            "--memory-mb", "40000", "--batch", batch, "--json"});
+    REQUIRE(s.exit_code == 0);
+    const std::string given = temp_path(".json");
+    std::ofstream(given) << s.out;
+    const auto r = run_cli(plan_args(batch, {"--microbatches", given, "--json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["microbatches"].get<std::size_t>() == nlohmann::json::parse(s.out)["microbatches"].size());
+    for (const auto& c : j["candidates"]) CHECK(c["split"] == "given");
+
+    const std::string bad = temp_path(".json");
+    std::ofstream(bad) << R"({"microbatches": [[0, 1], [2, "x"]]})";
+    const auto b = run_cli(plan_args(batch, {"--microbatches", bad}));
+    CHECK(b.exit_code == 1);
+    CHECK(b.err.find("microbatches[1][1]") != std::string::npos);
+    std::ofstream(bad) << R"({"microbatches": [[0, 1], [2]]})";  // samples 3.. in no micro-batch
+    const auto m = run_cli(plan_args(batch, {"--microbatches", bad}));
+    CHECK(m.exit_code == 1);
+    CHECK(m.err.find("sample 3 is in no given micro-batch") != std::string::npos);
 }

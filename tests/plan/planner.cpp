@@ -1,11 +1,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "batching/real_batches.hpp"
 #include "pipeplan/cost/analytic.hpp"
+#include "pipeplan/core/parallel.hpp"
 #include "pipeplan/cost/profile.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/serialize.hpp"
@@ -165,4 +167,73 @@ TEST_CASE("planner: real GPT-6.7B profiles, 65k-token batches: near the lower bo
             CHECK(to_binary(share_of(r.plan, k)).size() <= 64 * 1024);
         }
     }
+}
+
+TEST_CASE("planner: byte-identical plans whatever the thread count (dp, chunks, both splits)") {
+    const auto batch = synthetic_batch(16384, 8);
+    for (const auto& base : {gpt_options(), gpt_options(4, 1, 2), gpt_options(2, 2)}) {
+        auto one = base;
+        one.threads = 1;
+        const auto a = plan_iteration(gpt(), batch, one);
+        for (std::size_t threads : {2u, 3u, 8u}) {
+            auto many = base;
+            many.threads = threads;
+            planner<analytic_cost_model> p(gpt(), many);
+            const auto b = p.plan(batch);
+            const auto c = p.plan(batch);  // reused: its scratch and cached costs change nothing
+            INFO("threads " << threads << ", dp " << base.config.dp << ", chunks " << base.config.virtual_chunks);
+            CHECK(to_binary(b.plan) == to_binary(a.plan));
+            CHECK(to_binary(c.plan) == to_binary(a.plan));
+            REQUIRE(b.candidates.size() == a.candidates.size());
+            for (std::size_t k = 0; k < a.candidates.size(); ++k) {
+                CHECK(b.candidates[k].name == a.candidates[k].name);
+                CHECK(b.candidates[k].split == a.candidates[k].split);
+                CHECK(b.candidates[k].makespan_ms == a.candidates[k].makespan_ms);
+            }
+        }
+    }
+    auto zero = gpt_options();
+    zero.threads = 0;
+    CHECK_THROWS_AS((void)plan_iteration(gpt(), batch, zero), pipeplan::invalid_argument);
+}
+
+TEST_CASE("parallel_for: every task once, per-worker scratch, the lowest task's exception") {
+    for (std::size_t threads : {1u, 2u, 4u, 16u}) {
+        std::vector<int> hits(37, 0);
+        std::vector<std::size_t> worker_of(37);
+        pipeplan::parallel_for(hits.size(), threads, [&](std::size_t t, std::size_t w) {
+            ++hits[t];
+            worker_of[t] = w;
+        });
+        CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+        for (std::size_t w : worker_of) CHECK(w < pipeplan::parallel_workers(hits.size(), threads));
+        std::vector<int> ran(10, 0);
+        try {
+            pipeplan::parallel_for(10, threads, [&](std::size_t t, std::size_t) {
+                ran[t] = 1;
+                if (t == 3 || t == 7) throw std::runtime_error("task " + std::to_string(t));
+            });
+            FAIL("no exception");
+        } catch (const std::runtime_error& e) {
+            CHECK(std::string(e.what()) == "task 3");
+        }
+        CHECK(std::all_of(ran.begin(), ran.end(), [](int r) { return r == 1; }));
+    }
+    pipeplan::parallel_for(0, 4, [](std::size_t, std::size_t) { FAIL("no task"); });
+}
+
+TEST_CASE("planner: runner-up splits are extra candidates; the plan is never slower") {
+    const auto batch = synthetic_batch(16384, 9);
+    auto o = gpt_options();
+    const auto base = plan_iteration(gpt(), batch, o);
+    o.alternative_splits = 2;
+    const auto more = plan_iteration(gpt(), batch, o);
+    CHECK(validate(more.plan).ok());
+    CHECK(more.makespan_ms <= base.makespan_ms);
+    std::size_t runner_ups = 0;
+    for (const auto& c : more.candidates) runner_ups += c.split.rfind("runner-up", 0) == 0;
+    CHECK(runner_ups > 0);
+    CHECK(more.candidates.size() == base.candidates.size() + runner_ups);
+    o.alternative_splits = 65;
+    CHECK_THROWS_AS((void)plan_iteration(gpt(), batch, o), pipeplan::invalid_argument);
 }

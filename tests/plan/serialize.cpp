@@ -8,7 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "pipeplan/core/random.hpp"
+#include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/plan/export.hpp"
+#include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/lower.hpp"
 #include "pipeplan/plan/serialize.hpp"
@@ -170,4 +173,73 @@ TEST_CASE("export: Chrome trace has a track per rank and a flow per message") {
         for (const auto& o : c.sched.orders) ops += o.size();
         CHECK(slices == ops);
     }
+}
+
+TEST_CASE("export with dp > 1: a trace process per replica with every rank, a torch CSV per replica") {
+    const analytic_cost_model model = make_analytic_model("gpt-6.7b");
+    planner_options o;
+    o.config.stages = 3;
+    o.config.layers_per_stage = 4;
+    o.config.tp = 2;
+    o.config.dp = 2;
+    o.config.device_memory_mb = 40000;
+    o.hidden_size = 4096;
+    o.order_search_evaluations = 4;
+    std::vector<batching::sample> batch;
+    splitmix64 rng(21);
+    for (int i = 0; i < 40; ++i)
+        batch.push_back({.input_tokens = 32 + static_cast<int>(rng.below(900)), .target_tokens = 1 + static_cast<int>(rng.below(60))});
+    const plan_result r = plan_iteration(model, batch, o);
+    REQUIRE(r.plan.header.dp == 2);
+    REQUIRE(r.simulations.size() == 2);
+    std::ostringstream os;
+    write_plan_trace(os, r.plan, r.simulations);
+    const auto j = nlohmann::json::parse(os.str());
+    std::set<std::pair<int, int>> tracks;  // (pid, tid) of the named tracks
+    std::set<int> processes;
+    std::size_t slices = 0, flows_s = 0, flows_f = 0;
+    for (const auto& e : j["traceEvents"]) {
+        if (e["name"] == "thread_name") tracks.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+        if (e["name"] == "process_name") processes.insert(e["pid"].get<int>());
+        const std::string ph = e["ph"];
+        slices += ph == "X";
+        flows_s += ph == "s";
+        flows_f += ph == "f";
+        if (ph == "X") CHECK(e["tid"].get<int>() / 3 == e["pid"].get<int>());  // rank r = replica * S + device
+    }
+    CHECK(processes == std::set<int>{0, 1});
+    CHECK(tracks.size() == 6);
+    for (int rank = 0; rank < 6; ++rank) CHECK(tracks.count({rank / 3, rank}) == 1);
+    std::size_t ops = 0, sends = 0;
+    for (const auto& prog : r.plan.programs)
+        for (const auto& x : prog.instructions) {
+            ops += is_compute(x.kind);
+            sends += category(x.kind) == kind_category::send_start;
+        }
+    CHECK(slices == ops);
+    CHECK(flows_s == sends);
+    CHECK(flows_f == sends);
+    CHECK_THROWS_AS(write_plan_trace(os, r.plan, r.simulation), pipeplan::invalid_argument);  // one simulation, 2 replicas
+
+    // torch CSV: each replica's rows number its own micro-batches 0..n_k - 1
+    for (std::uint32_t k = 0; k < 2; ++k) {
+        const std::string csv = to_torch_csv(r.plan, false, k);
+        std::size_t n_k = 0;
+        for (const auto& m : r.plan.header.microbatches) n_k += m.replica == k;
+        std::set<std::string> forwards_of_stage0;
+        std::istringstream in(csv);
+        std::string row;
+        std::getline(in, row);
+        std::istringstream cells(row);
+        std::string a;
+        while (std::getline(cells, a, ','))
+            if (a.rfind("0F", 0) == 0) forwards_of_stage0.insert(a);
+        CHECK(forwards_of_stage0.size() == n_k);
+        for (std::size_t m = 0; m < n_k; ++m) CHECK(forwards_of_stage0.count("0F" + std::to_string(m)) == 1);
+    }
+    CHECK_THROWS_AS((void)to_torch_csv(r.plan, false, 2), pipeplan::invalid_argument);
+    CHECK(replica_file_name("out/plan.csv", 1, 2) == "out/plan_r1.csv");
+    CHECK(replica_file_name("out/plan.csv", 0, 1) == "out/plan.csv");
+    CHECK(replica_file_name("out.d/plan", 3, 4) == "out.d/plan_r3");
+    CHECK(replica_file_name(".hidden", 0, 2) == ".hidden_r0");
 }

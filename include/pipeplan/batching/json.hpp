@@ -6,9 +6,15 @@
 // model_state_mb, stages, virtual_chunks, dp, dp_group_ms.
 #pragma once
 
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "pipeplan/batching/result.hpp"
+#include "pipeplan/core/error.hpp"
 
 namespace pipeplan::batching {
 
@@ -43,6 +49,38 @@ inline void to_json(nlohmann::json& j, const split_result& r) {
         j["dp_groups"] = r.dp_groups;
         j["dp_group_ms"] = r.dp_group_ms;
     }
+}
+
+/// The `microbatches` field (lists of sample ids) of a split JSON text — pipeplan's `split --json`
+/// or the DynaPipe harness's output; other fields are ignored. Throws invalid_argument naming
+/// `source` and the field (e.g. "microbatches[3][1]") or the byte where the JSON is malformed.
+[[nodiscard]] inline std::vector<std::vector<int>> microbatches_from_json(std::string_view text, const std::string& source) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw invalid_argument(source + ": not valid JSON at byte " + std::to_string(e.byte));
+    }
+    if (!j.is_object() || !j.contains("microbatches"))
+        throw invalid_argument(source + ": expected an object with a 'microbatches' field");
+    const auto& m = j["microbatches"];
+    if (!m.is_array()) throw invalid_argument(source + ": microbatches: expected an array of sample-id arrays");
+    std::vector<std::vector<int>> out;
+    out.reserve(m.size());
+    for (std::size_t k = 0; k < m.size(); ++k) {
+        const std::string field = "microbatches[" + std::to_string(k) + "]";
+        if (!m[k].is_array()) throw invalid_argument(source + ": " + field + ": expected an array of sample ids");
+        std::vector<int> ids;
+        for (std::size_t i = 0; i < m[k].size(); ++i) {
+            const auto& v = m[k][i];
+            if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > std::numeric_limits<int>::max())
+                throw invalid_argument(source + ": " + field + "[" + std::to_string(i) +
+                                       "]: expected a sample id (an integer >= 0), found " + v.dump());
+            ids.push_back(static_cast<int>(v.get<long long>()));
+        }
+        out.push_back(std::move(ids));
+    }
+    return out;
 }
 
 }  // namespace pipeplan::batching

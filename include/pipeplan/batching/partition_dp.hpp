@@ -106,6 +106,9 @@ struct partition_solution {
     double tmax_ms = 0;       ///< largest t of the ranges
     double objective_ms = 0;  ///< a · tmax_ms + sum_ms / dp
     int solves = 0;           ///< capped DPs run (for benchmarks)
+    /// Runner-ups (when asked for): the next-best distinct partitions the search solved, by
+    /// objective (ties: found first), each without alternatives of its own.
+    std::vector<partition_solution> alternatives;
 };
 
 namespace detail {
@@ -202,9 +205,12 @@ inline double min_bottleneck(const range_costs& rc) {
 /// that cannot beat it: the result is then exact whenever the optimum is below the bound, and
 /// otherwise the best split found (whose objective is ≥ the bound).
 /// Throws invalid_argument for bad arguments or an empty row (an item no range can hold).
+/// `alternatives` > 0 also returns up to that many runner-ups (partition_solution::alternatives):
+/// partitions the search solved anyway, so they cost nothing extra; the optimum is unchanged.
 [[nodiscard]] inline partition_solution solve_partition(range_costs& rc, double fill_coeff, double dp,
                                                         double relative_tolerance = 0,
-                                                        double upper_bound = std::numeric_limits<double>::infinity()) {
+                                                        double upper_bound = std::numeric_limits<double>::infinity(),
+                                                        std::size_t alternatives = 0) {
     if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
         throw invalid_argument("solve_partition: fill coefficient must be finite and >= 0");
     if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_partition: dp must be >= 1");
@@ -219,8 +225,12 @@ inline double min_bottleneck(const range_costs& rc) {
     std::vector<double> f;
     std::vector<int> parent;  // scratch: longest range ending at each position
     const auto objective = [&](const detail::capped_solution& s) { return fill_coeff * s.tmax + s.sum / dp; };
+    std::vector<partition_solution> seen;  // every distinct solved partition (alternatives > 0)
     const auto take = [&](detail::capped_solution&& s) {
         const double g = objective(s);
+        if (alternatives > 0 && s.feasible() &&
+            std::none_of(seen.begin(), seen.end(), [&](const partition_solution& o) { return o.bounds == s.bounds; }))
+            seen.push_back(partition_solution{s.bounds, s.sum, s.tmax, g, 0, {}});
         if (best.bounds.empty() || g < best.objective_ms) {
             best.objective_ms = g;
             best.sum_ms = s.sum;
@@ -282,6 +292,13 @@ inline double min_bottleneck(const range_costs& rc) {
         }
     }
     best.solves = solves;
+    if (alternatives > 0) {
+        std::stable_sort(seen.begin(), seen.end(), [](const partition_solution& x, const partition_solution& y) {
+            return x.objective_ms < y.objective_ms;
+        });
+        for (auto& o : seen)
+            if (o.bounds != best.bounds && best.alternatives.size() < alternatives) best.alternatives.push_back(std::move(o));
+    }
     return best;
 }
 

@@ -52,6 +52,7 @@ struct pipeline_config {
     int tp = 1;                ///< tensor-parallel degree
     int zero_stage = 0;        ///< ZeRO stage 0..3 (model-state sharding over dp)
     double device_memory_mb = 0;  ///< memory of one device (MB)
+    friend bool operator==(const pipeline_config&, const pipeline_config&) = default;
 
     /// The layout used: `chunks` if given, else the uniform one. Decoder-only: every chunk holds
     /// `layers_per_stage` layers, the first the embedding, the last the LM head. Encoder-decoder:

@@ -12,10 +12,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "pipeplan/batching/cost_cache.hpp"
 #include "pipeplan/batching/errors.hpp"
 #include "pipeplan/batching/ordering.hpp"
 #include "pipeplan/batching/packing.hpp"
@@ -54,6 +56,12 @@ struct split_options {
     double relative_tolerance = 0;  ///< DP only: 0 = exact
     /// DP, encoder-decoder, automatic order: refinement passes after the initial orders (>= 0).
     int refine_passes = 4;
+    /// DP only: search only for splits whose objective is below this bound (infinity = exact).
+    /// The result is the exact optimum whenever that is below the bound; otherwise a split whose
+    /// objective is >= the bound (a caller holding a split of that objective keeps its own).
+    double objective_bound_ms = std::numeric_limits<double>::infinity();
+    /// DP only: how many runner-up splits split_dp returns when asked (its `alternatives`).
+    int alternative_splits = 2;
 };
 
 /// One rung of the ladder: a stored limit and a recomputation mode, with the resulting limits.
@@ -101,6 +109,9 @@ public:
         if (!(options_.relative_tolerance >= 0 && options_.relative_tolerance < 1))
             throw invalid_argument("relative tolerance must be in [0, 1)");
         if (options_.refine_passes < 0) throw invalid_argument("refine passes must be >= 0");
+        if (std::isnan(options_.objective_bound_ms)) throw invalid_argument("objective bound must not be NaN");
+        if (options_.alternative_splits < 0 || options_.alternative_splits > 64)
+            throw invalid_argument("alternative splits must be in [0, 64]");
         if (options_.packing.separator_tokens < 0) throw invalid_argument("packing separator tokens must be >= 0");
         if (options_.packing.enabled && eval_.encoder_decoder())
             throw invalid_argument("packing inside micro-batches is supported for decoder-only models only");
@@ -115,8 +126,22 @@ public:
     [[nodiscard]] const std::vector<memory_rung>& ladder() const noexcept { return ladder_; }
     [[nodiscard]] const pipeline_config& config() const noexcept { return eval_.config(); }
 
+    /// Prices shape rows through `cache` (nullptr: no cache); it is bound to this evaluator.
+    void use_cache(shape_cost_cache* cache) {
+        cache_ = cache;
+        if (cache_) cache_->bind(eval_);
+    }
+    [[nodiscard]] shape_cost_cache* cache() const noexcept { return cache_; }
+
     /// True when the shape can be priced and fits under `rung`; its cost is then in `out`.
     [[nodiscard]] bool fits(const microbatch_shape& s, const memory_rung& rung, microbatch_cost& out) const {
+        if (cache_ && s.mbs == 1) {
+            auto& row = cache_->at(s.seqlen_tokens, s.dec_seqlen_tokens, rung.recompute);
+            const microbatch_cost* c = cache_->cost(row, eval_, s.seqlen_tokens, s.dec_seqlen_tokens, rung.recompute, 1);
+            if (!c) return false;
+            out = *c;
+            return rung.fits(out);
+        }
         const auto e = eval_.evaluate(s, rung.recompute);
         if (!e.ok()) return false;
         out = e.value();
@@ -389,6 +414,7 @@ private:
     split_options options_;
     std::vector<sample_shape> shapes_;
     std::vector<memory_rung> ladder_;
+    shape_cost_cache* cache_ = nullptr;
 };
 
 }  // namespace pipeplan::batching

@@ -43,6 +43,7 @@ public:
     struct entry {
         std::vector<double> t;
         bool closed = false;
+        shape_cost_cache::row* cached = nullptr;  ///< the context's cache row of this shape
     };
 
     /// The table entry of (E, D) (created empty).
@@ -51,6 +52,15 @@ public:
     /// t(m) of `e` (shape (m, seqlen, dec_seqlen)), extending the row by one evaluation at a time;
     /// false when m does not fit (nor any larger size).
     bool at(entry& e, int seqlen, int dec_seqlen, int m, double& t) {
+        if (shape_cost_cache* cache = ctx_->cache()) {
+            if (!e.cached) e.cached = &cache->at(seqlen, dec_seqlen, rung_.recompute);
+            while (!e.closed && static_cast<int>(e.t.size()) < m) {
+                const microbatch_cost* c = cache->cost(*e.cached, ctx_->evaluator(), seqlen, dec_seqlen,
+                                                       rung_.recompute, static_cast<int>(e.t.size()) + 1);
+                if (c && rung_.fits(*c)) e.t.push_back(c->time_ms);
+                else e.closed = true;
+            }
+        }
         while (!e.closed && static_cast<int>(e.t.size()) < m) {
             microbatch_cost c;
             const microbatch_shape s{static_cast<int>(e.t.size()) + 1, seqlen, dec_seqlen};
@@ -82,6 +92,13 @@ private:
 
 }  // namespace detail
 
+namespace detail {
+template <cost_model Model>
+[[nodiscard]] split_result assemble_bounds(const split_context<Model>& ctx, std::span<const int> order,
+                                           const memory_rung& rung, const std::vector<int>& bounds,
+                                           shape_tables<Model>& tables, bool head_padded);
+}  // namespace detail
+
 /// Statistics of one DP split (benchmarks and docs).
 struct split_dp_stats {
     int capped_solves = 0;       ///< capped DPs run by the exact search
@@ -93,11 +110,14 @@ struct split_dp_stats {
 /// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
 /// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
 /// `upper_bound` prunes the search as in solve_partition (exact whenever the optimum is below it).
+/// `alternatives` (optional) receives up to options().alternative_splits runner-up splits of this
+/// order (solve_partition's), best first.
 template <cost_model Model>
 [[nodiscard]] split_result split_dp_ordered(const split_context<Model>& ctx, std::span<const int> order,
                                             const memory_rung& rung, split_dp_stats* stats = nullptr,
                                             detail::shape_tables<Model>* shared_tables = nullptr,
-                                            double upper_bound = std::numeric_limits<double>::infinity()) {
+                                            double upper_bound = std::numeric_limits<double>::infinity(),
+                                            std::vector<split_result>* alternatives = nullptr) {
     const auto& shapes = ctx.shapes();
     const std::size_t n = order.size();
     const bool enc_dec = ctx.evaluator().encoder_decoder();
@@ -156,15 +176,35 @@ template <cost_model Model>
     }
     const auto& cfg = ctx.config();
     const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
-    const partition_solution sol = solve_partition(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound);
+    partition_solution sol = solve_partition(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
+                                             alternatives ? static_cast<std::size_t>(ctx.options().alternative_splits) : 0);
     if (stats) {
         stats->capped_solves = sol.solves;
         stats->range_entries = entries;
     }
+    if (alternatives) {
+        alternatives->clear();
+        for (const auto& alt : sol.alternatives)
+            alternatives->push_back(detail::assemble_bounds(ctx, order, rung, alt.bounds, tables, head_padded));
+    }
+    return detail::assemble_bounds(ctx, order, rung, sol.bounds, tables, head_padded);
+}
+
+namespace detail {
+
+/// The split of `order` cut at `bounds` (packed rows where packing is strictly cheaper).
+template <cost_model Model>
+[[nodiscard]] split_result assemble_bounds(const split_context<Model>& ctx, std::span<const int> order,
+                                           const memory_rung& rung, const std::vector<int>& bounds,
+                                           shape_tables<Model>& tables, bool head_padded) {
+    const auto& shapes = ctx.shapes();
+    const bool pack = ctx.options().packing.enabled;
+    const int sep = ctx.options().packing.separator_tokens;
+    const auto sh = [&](std::size_t pos) -> const sample_shape& { return shapes[static_cast<std::size_t>(order[pos])]; };
     std::vector<std::vector<int>> mbs;
     std::vector<std::vector<std::vector<int>>> rows;
-    for (std::size_t k = 0; k + 1 < sol.bounds.size(); ++k) {
-        const auto b = static_cast<std::size_t>(sol.bounds[k]), e = static_cast<std::size_t>(sol.bounds[k + 1]);
+    for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+        const auto b = static_cast<std::size_t>(bounds[k]), e = static_cast<std::size_t>(bounds[k + 1]);
         std::vector<int> ids(order.begin() + static_cast<std::ptrdiff_t>(b), order.begin() + static_cast<std::ptrdiff_t>(e));
         std::vector<std::vector<int>> packed;
         if (pack && head_padded) {
@@ -183,18 +223,28 @@ template <cost_model Model>
     return ctx.assemble("dp", std::move(mbs), std::move(rows), rung);
 }
 
+}  // namespace detail
+
 /// Splits `batch` into micro-batches minimising (S − 1) · t_max / C + Σ t / dp exactly over the
 /// contiguous partitions of the chosen order, under the first rung of the memory ladder where
 /// a split exists. Encoder-decoder with ordering `automatic`: the lexicographic order and a tour
 /// (decoder weight 1/4) are solved, sharing the shape tables; the better split is then refined
 /// (up to options.refine_passes re-orderings inside its micro-batches, each solved exactly) —
 /// never worse than lexicographic. The result is exact for the final order.
+/// `cache` (optional, batching/cost_cache.hpp) keeps the shape costs for later splits with the
+/// same model, configuration and accounting; the result is the same with or without it.
+/// `alternatives` (optional) receives up to options.alternative_splits runner-ups: distinct
+/// splits of the final order that the exact search solved on the way, by objective (candidates
+/// for a planner that compares splits by simulation); the result is the same with or without.
 /// Throws split_error (empty batch, sample too long, model states, no feasible split) or
 /// invalid_argument (configuration, options, token counts).
 template <cost_model Model>
 [[nodiscard]] split_result split_dp(const Model& model, std::span<const sample> batch, const pipeline_config& config,
-                                    const split_options& options = {}, split_dp_stats* stats = nullptr) {
-    const split_context<Model> ctx(model, batch, config, options);
+                                    const split_options& options = {}, split_dp_stats* stats = nullptr,
+                                    shape_cost_cache* cache = nullptr,
+                                    std::vector<split_result>* alternatives = nullptr) {
+    split_context<Model> ctx(model, batch, config, options);
+    ctx.use_cache(cache);
     const bool enc_dec = ctx.evaluator().encoder_decoder();
     if (options.packing.enabled && options.order != ordering_method::automatic &&
         options.order != ordering_method::sorted && options.order != ordering_method::lexicographic)
@@ -215,8 +265,11 @@ template <cost_model Model>
         detail::shape_tables<Model> tables(ctx, rung);
         const auto consider = [&](std::span<const int> order) {
             split_dp_stats st;
+            std::vector<split_result> alts;
             split_result r = split_dp_ordered(ctx, order, rung, &st, &tables,
-                                              have ? best.objective_ms : std::numeric_limits<double>::infinity());
+                                              have ? std::min(best.objective_ms, options.objective_bound_ms)
+                                                   : options.objective_bound_ms,
+                                              alternatives ? &alts : nullptr);
             if (stats) {
                 stats->capped_solves += st.capped_solves;
                 stats->range_entries += st.range_entries;
@@ -226,6 +279,7 @@ template <cost_model Model>
             if (better) {
                 best = std::move(r);
                 have = true;
+                if (alternatives) *alternatives = std::move(alts);
             }
             return better;
         };

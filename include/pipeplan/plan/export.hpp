@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,8 @@ namespace pipeplan::plan {
     }
 }
 
-/// The torch.distributed.pipelining CSV of replica `replica` (see the file comment).
+/// The torch.distributed.pipelining CSV of replica `replica` (see the file comment); with
+/// dp > 1 write one file per replica (replica_file_name).
 [[nodiscard]] inline std::string to_torch_csv(const execution_plan& p, bool with_comms, std::uint32_t replica = 0) {
     const plan_header& h = p.header;
     if (replica >= h.dp || p.programs.size() != h.ranks())
@@ -90,68 +92,111 @@ namespace pipeplan::plan {
     return out;
 }
 
-/// Writes a Chrome / Perfetto trace of the plan of replica 0 with the compute times of the
-/// simulation `sim` of its schedule (timeline recorded): one track per rank, a complete event
-/// per compute instruction (named like "F3 s1", args mb, stage, instruction index), and a flow
-/// arrow per message from the end of its producing op to the start of its consumer.
-inline void write_plan_trace(std::ostream& out, const execution_plan& p, const schedule::simulation_result& sim) {
+/// The file of replica `replica`'s torch CSV when a plan has `dp` replicas: `path` itself when
+/// dp = 1, else `<stem>_r<replica><extension>` beside it (plan.csv → plan_r0.csv, plan_r1.csv):
+/// PyTorch loads one schedule per pipeline, and each replica runs its own micro-batches.
+[[nodiscard]] inline std::string replica_file_name(const std::string& path, std::uint32_t replica, std::uint32_t dp) {
+    if (dp <= 1) return path;
+    const std::size_t slash = path.find_last_of('/');
+    const std::size_t dot = path.find_last_of('.');
+    const std::size_t name = slash == std::string::npos ? 0 : slash + 1;
+    const bool has_ext = dot != std::string::npos && dot > name;  // a leading dot is not an extension
+    const std::string stem = has_ext ? path.substr(0, dot) : path;
+    const std::string ext = has_ext ? path.substr(dot) : std::string();
+    return stem + "_r" + std::to_string(replica) + ext;
+}
+
+namespace detail {
+
+/// The trace events of one replica (pid = replica): its ranks' compute spans and the flow
+/// arrows of its messages; `id` numbers the flows across replicas.
+inline void write_replica_trace(std::ostream& out, const execution_plan& p, std::uint32_t replica,
+                                const schedule::simulation_result& sim, std::uint64_t& id) {
     using schedule::detail::num;
     const plan_header& h = p.header;
     if (sim.timeline.size() != h.devices) throw invalid_argument("write_plan_trace: the simulation has another device count");
-    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-    out << R"({"name":"process_name","ph":"M","pid":0,"args":{"name":"plan )" << schedule::detail::escape(h.schedule) << "\"}}";
+    const std::uint32_t base = replica * h.devices;
+    out << (replica == 0 ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << replica << ",\"args\":{\"name\":\"replica " << replica
+        << " (plan " << schedule::detail::escape(h.schedule) << ")\"}}";
+    out << ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << replica << ",\"args\":{\"sort_index\":" << replica << "}}";
     struct span { double start_ms, end_ms; };
-    std::vector<std::vector<span>> when(h.devices);  // per rank, per instruction
-    for (std::uint32_t r = 0; r < h.devices; ++r) {
-        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+    std::vector<std::vector<span>> when(h.devices);  // per device of the replica, per instruction
+    for (std::uint32_t d = 0; d < h.devices; ++d) {
+        const std::uint32_t r = base + d;
+        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << replica << ",\"tid\":" << r
+            << ",\"args\":{\"name\":\"rank " << r << "\"}}";
         const auto& prog = p.programs[r].instructions;
-        when[r].assign(prog.size(), {0.0, 0.0});
+        when[d].assign(prog.size(), {0.0, 0.0});
         std::size_t k = 0;
         double last_end = 0.0;
         for (std::size_t i = 0; i < prog.size(); ++i) {
             const instruction& x = prog[i];
             if (!is_compute(x.kind)) {
-                when[r][i] = {last_end, last_end};
+                when[d][i] = {last_end, last_end};
                 continue;
             }
-            if (k >= sim.timeline[r].size()) throw invalid_argument("write_plan_trace: the simulation does not match the plan");
-            const auto& t = sim.timeline[r][k++];
-            when[r][i] = {t.start_ms, t.end_ms};
+            if (k >= sim.timeline[d].size()) throw invalid_argument("write_plan_trace: the simulation does not match the plan");
+            const auto& t = sim.timeline[d][k++];
+            when[d][i] = {t.start_ms, t.end_ms};
             last_end = t.end_ms;
             const char* letter = x.kind == instr_kind::forward ? (x.mode ? "f" : "F")
                                  : x.kind == instr_kind::recompute ? "R"
                                  : x.kind == instr_kind::backward ? "B" : "W";
             out << ",\n{\"name\":\"" << letter << x.mb << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
-                << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
+                << "\",\"ph\":\"X\",\"pid\":" << replica << ",\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
                 << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.mb
                 << ",\"stage\":" << x.stage << ",\"instruction\":" << i << "}}";
         }
     }
     // flows: a send start's producer (the compute op before it) -> the consumer after the receive's wait
-    std::uint64_t id = 0;
-    for (std::uint32_t a = 0; a < h.devices; ++a) {
-        const auto& prog = p.programs[a].instructions;
+    for (std::uint32_t d = 0; d < h.devices; ++d) {
+        const auto& prog = p.programs[base + d].instructions;
         for (std::size_t i = 0; i < prog.size(); ++i) {
             const instruction& x = prog[i];
-            if (category(x.kind) != kind_category::send_start || x.peer < 0 || std::uint32_t(x.peer) >= h.devices) continue;
+            if (category(x.kind) != kind_category::send_start || x.peer < 0) continue;
+            const auto peer = static_cast<std::uint32_t>(x.peer);
+            if (peer < base || peer >= base + h.devices) continue;
             std::size_t prod = i;
             while (prod > 0 && !is_compute(prog[prod].kind)) --prod;
-            const auto& other = p.programs[std::size_t(x.peer)].instructions;
+            const auto& other = p.programs[peer].instructions;
             const instr_kind want = wait_of(matching_start(x.kind));
             std::size_t w = 0;
             while (w < other.size() && !(other[w].kind == want && other[w].mb == x.mb && other[w].stage == x.stage)) ++w;
             std::size_t cons = w;
             while (cons < other.size() && !is_compute(other[cons].kind)) ++cons;
             if (cons >= other.size()) continue;
-            const span sp = when[a][prod], sc = when[std::size_t(x.peer)][cons];
+            const span sp = when[d][prod], sc = when[peer - base][cons];
             const std::string name = is_activation_message(x.kind) ? "activation" : "gradient";
-            out << ",\n{\"name\":\"" << name << "\",\"cat\":\"message\",\"ph\":\"s\",\"id\":" << id << ",\"pid\":0,\"tid\":" << a
-                << ",\"ts\":" << num((sp.start_ms + sp.end_ms) * 500.0) << "}";
+            out << ",\n{\"name\":\"" << name << "\",\"cat\":\"message\",\"ph\":\"s\",\"id\":" << id << ",\"pid\":" << replica
+                << ",\"tid\":" << base + d << ",\"ts\":" << num((sp.start_ms + sp.end_ms) * 500.0) << "}";
             out << ",\n{\"name\":\"" << name << "\",\"cat\":\"message\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id++
-                << ",\"pid\":0,\"tid\":" << x.peer << ",\"ts\":" << num((sc.start_ms + sc.end_ms) * 500.0) << "}";
+                << ",\"pid\":" << replica << ",\"tid\":" << peer << ",\"ts\":" << num((sc.start_ms + sc.end_ms) * 500.0) << "}";
         }
     }
+}
+
+}  // namespace detail
+
+/// Writes a Chrome / Perfetto trace of the plan with the compute times of `sims[k]`, the
+/// simulation of replica k's schedule (timeline recorded): one process per data-parallel
+/// replica ("replica k"), one track per rank ("rank r", r = k · devices + device), a complete
+/// event per compute instruction (named like "F3 s1", args mb, stage, instruction index), and a
+/// flow arrow per message from the end of its producing op to the start of its consumer.
+/// Needs one simulation per replica.
+inline void write_plan_trace(std::ostream& out, const execution_plan& p, std::span<const schedule::simulation_result> sims) {
+    const plan_header& h = p.header;
+    if (sims.size() != h.dp || p.programs.size() != h.ranks())
+        throw invalid_argument("write_plan_trace: " + std::to_string(sims.size()) + " simulations for " +
+                               std::to_string(h.dp) + " replicas, or the plan is incomplete");
+    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    std::uint64_t id = 0;
+    for (std::uint32_t k = 0; k < h.dp; ++k) detail::write_replica_trace(out, p, k, sims[k], id);
     out << "\n]}\n";
+}
+
+/// One replica's plan (dp = 1): write_plan_trace with its one simulation.
+inline void write_plan_trace(std::ostream& out, const execution_plan& p, const schedule::simulation_result& sim) {
+    write_plan_trace(out, p, std::span<const schedule::simulation_result>(&sim, 1));
 }
 
 }  // namespace pipeplan::plan

@@ -35,10 +35,12 @@
 #include <utility>
 #include <vector>
 
+#include "pipeplan/batching/cost_cache.hpp"
 #include "pipeplan/batching/dp_balance.hpp"
 #include "pipeplan/batching/split_dp.hpp"
 #include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/parallel.hpp"
 #include "pipeplan/cost/concept.hpp"
 #include "pipeplan/plan/lower.hpp"
 #include "pipeplan/plan/serialize.hpp"
@@ -85,6 +87,13 @@ struct planner_options {
     std::uint64_t seed = 1;
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
+    /// Also schedule up to this many runner-up splits of the preferred limit (partitions the
+    /// exact DP solved on its way, next best by objective: batching::split_dp's alternatives).
+    std::size_t alternative_splits = 0;
+    /// Worker threads (>= 1) for the candidate schedules and the per-rank buffer planning. The
+    /// plan does not depend on it: candidates are compared in a fixed order (split, then kind)
+    /// and ties go to the earlier one, so any thread count gives byte-identical plans.
+    std::size_t threads = 1;
 };
 
 /// One schedule tried.
@@ -115,6 +124,8 @@ struct plan_result {
     schedule::scenario scenario;
     schedule::pipeline_schedule schedule;
     schedule::simulation_result simulation;
+    /// Every replica's simulation (replica k's timeline drives rank k · S + d in traces).
+    std::vector<schedule::simulation_result> simulations;
 };
 
 /// The non-throwing form's value: a result or the error's text.
@@ -152,6 +163,8 @@ public:
                                    std::to_string(opt_.hidden_size) + ")");
         if (opt_.config.device_memory_mb <= 0) throw invalid_argument("planner: device memory must be > 0 MB");
         (void)opt_.cluster.network();  // validates
+        if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
+        if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
     }
 
     [[nodiscard]] const planner_options& options() const noexcept { return opt_; }
@@ -160,30 +173,92 @@ public:
     /// plan_error) when no valid plan exists.
     [[nodiscard]] plan_result plan(std::span<const batching::sample> batch) {
         const auto t0 = detail::clock::now();
-        plan_result res;
         std::vector<std::pair<std::string, batching::split_result>> splits;
-        splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, opt_.split));
+        batching::split_options so = opt_.split;
+        so.alternative_splits = static_cast<int>(opt_.alternative_splits);
+        std::vector<batching::split_result> runner_ups;
+        splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_,
+                                                            opt_.alternative_splits > 0 ? &runner_ups : nullptr));
         if (opt_.compare_splits) {
-            batching::split_options so = opt_.split;
-            so.limit_ladder = {batching::memory_limit_kind::available};
-            try {
-                batching::split_result alt = batching::split_dp(model_, batch, opt_.config, so);
-                if (alt.microbatches != splits.front().second.microbatches) splits.emplace_back("available", std::move(alt));
-            } catch (const error&) {
-                // no split under the available memory alone: keep the preferred one
+            if (auto alt = available_split(batch, splits.front().second)) splits.emplace_back("available", std::move(*alt));
+        }
+        for (std::size_t k = 0; k < runner_ups.size(); ++k) {
+            const bool known = std::any_of(splits.begin(), splits.end(), [&](const auto& s) {
+                return s.second.microbatches == runner_ups[k].microbatches;
+            });
+            if (!known) splits.emplace_back("runner-up " + std::to_string(k + 1), std::move(runner_ups[k]));
+        }
+        return finish(std::move(splits), t0);
+    }
+
+    /// plan() without exceptions: the result, or the error's message.
+    [[nodiscard]] plan_outcome try_plan(std::span<const batching::sample> batch) noexcept {
+        plan_outcome out;
+        try {
+            out.result = plan(batch);
+        } catch (const std::exception& e) {
+            out.error = e.what();
+        } catch (...) {
+            out.error = "unknown error";
+        }
+        return out;
+    }
+
+    /// Plans the given micro-batches of `batch` (sample ids, each sample in exactly one) instead
+    /// of splitting it: they are priced under the first rung of the memory ladder where all fit
+    /// and scheduled like a split (e.g. to price another planner's split with this one).
+    /// Throws invalid_argument (bad ids) or split_error (the micro-batches fit under no rung).
+    [[nodiscard]] plan_result plan_microbatches(std::span<const batching::sample> batch,
+                                                std::vector<std::vector<int>> microbatches) {
+        const auto t0 = detail::clock::now();
+        std::vector<int> seen(batch.size(), 0);
+        for (std::size_t k = 0; k < microbatches.size(); ++k) {
+            if (microbatches[k].empty())
+                throw invalid_argument("plan: given micro-batch " + std::to_string(k) + " is empty");
+            for (int id : microbatches[k]) {
+                if (id < 0 || static_cast<std::size_t>(id) >= batch.size())
+                    throw invalid_argument("plan: given micro-batch " + std::to_string(k) + " names sample " +
+                                           std::to_string(id) + ", but the batch has " + std::to_string(batch.size()) +
+                                           " samples");
+                if (seen[static_cast<std::size_t>(id)]++)
+                    throw invalid_argument("plan: sample " + std::to_string(id) + " is in more than one given micro-batch");
             }
         }
+        for (std::size_t i = 0; i < seen.size(); ++i)
+            if (!seen[i]) throw invalid_argument("plan: sample " + std::to_string(i) + " is in no given micro-batch");
+        const batching::split_context<Model> ctx(model_, batch, opt_.config, opt_.split);
+        std::vector<std::pair<std::string, batching::split_result>> splits;
+        splits.emplace_back("given", ctx.assemble_first_fitting("given", std::move(microbatches)));
+        return finish(std::move(splits), t0);
+    }
+
+    /// plan_microbatches() without exceptions.
+    [[nodiscard]] plan_outcome try_plan_microbatches(std::span<const batching::sample> batch,
+                                                     std::vector<std::vector<int>> microbatches) noexcept {
+        plan_outcome out;
+        try {
+            out.result = plan_microbatches(batch, std::move(microbatches));
+        } catch (const std::exception& e) {
+            out.error = e.what();
+        } catch (...) {
+            out.error = "unknown error";
+        }
+        return out;
+    }
+
+private:
+    /// Balances the splits over the replicas, chooses, lowers and validates (plan()'s common part).
+    [[nodiscard]] plan_result finish(std::vector<std::pair<std::string, batching::split_result>> splits,
+                                     detail::clock::time_point t0) {
+        plan_result res;
         const int dp = std::max(1, opt_.config.dp);
         for (auto& [name, s] : splits)
             if (dp > 1) batching::balance_result(s, dp);
         res.times.split_ms = detail::ms_since(t0);
 
         const auto t1 = detail::clock::now();
-        std::vector<detail::scheduled> best;
-        double best_ms = std::numeric_limits<double>::infinity();
         std::size_t best_split = 0;
-        for (std::size_t k = 0; k < splits.size(); ++k)
-            choose(splits[k].first, splits[k].second, res.candidates, best, best_ms, best_split, k);
+        std::vector<detail::scheduled> best = choose(splits, res.candidates, best_split);
         if (best.empty()) throw invalid_argument("plan: no candidate schedule fits in " +
                                                  std::to_string(opt_.config.device_memory_mb) + " MB per device" +
                                                  describe(res.candidates));
@@ -202,23 +277,31 @@ public:
         return res;
     }
 
-    /// plan() without exceptions: the result, or the error's message.
-    [[nodiscard]] plan_outcome try_plan(std::span<const batching::sample> batch) noexcept {
-        plan_outcome out;
-        try {
-            out.result = plan(batch);
-        } catch (const std::exception& e) {
-            out.error = e.what();
-        } catch (...) {
-            out.error = "unknown error";
-        }
-        return out;
-    }
-
-private:
     const Model& model_;
     planner_options opt_;
-    schedule::simulation_workspace ws_;
+    std::vector<schedule::simulation_workspace> ws_;  ///< one per worker thread
+    batching::shape_cost_cache costs_;  ///< shape costs shared by the splits of every iteration
+
+    /// The split under the available memory alone, when it differs from `preferred`. When the
+    /// preferred split needed no recomputation, its micro-batches also fit the available rung at
+    /// the same costs, so only strictly better objectives are searched for (the bound prunes the
+    /// DP); a split that is not strictly better is not a candidate.
+    [[nodiscard]] std::optional<batching::split_result> available_split(std::span<const batching::sample> batch,
+                                                                       const batching::split_result& preferred) {
+        batching::split_options so = opt_.split;
+        so.limit_ladder = {batching::memory_limit_kind::available};
+        const bool bounded = preferred.limit == batching::memory_limit_kind::preferred &&
+                             preferred.recompute == recompute_mode::none;
+        if (bounded) so.objective_bound_ms = preferred.objective_ms;
+        try {
+            batching::split_result alt = batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_);
+            if (alt.microbatches == preferred.microbatches) return std::nullopt;
+            if (bounded && !(alt.objective_ms < preferred.objective_ms)) return std::nullopt;
+            return alt;
+        } catch (const error&) {
+            return std::nullopt;  // no split under the available memory alone: keep the preferred one
+        }
+    }
 
     static std::string describe(const std::vector<candidate_report>& cs) {
         std::string s;
@@ -260,7 +343,8 @@ private:
     }
 
     /// Schedules one replica's scenario with `kind` (order search for adaptive).
-    detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc) {
+    detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc,
+                               schedule::simulation_workspace& ws) const {
         using schedule::schedule_name;
         const double limit = opt_.config.device_memory_mb;
         const std::size_t C = static_cast<std::size_t>(opt_.config.virtual_chunks);
@@ -310,38 +394,65 @@ private:
         }
         schedule::simulation_options simo;
         simo.record_memory_curve = false;
-        schedule::simulate_into(out.sim, out.sc, out.sched, simo, ws_);
+        schedule::simulate_into(out.sim, out.sc, out.sched, simo, ws);
         return out;
     }
 
-    /// Tries every candidate kind on every replica of split `s`; keeps the best.
-    void choose(const std::string& split_name, const batching::split_result& s, std::vector<candidate_report>& reports,
-                std::vector<detail::scheduled>& best, double& best_ms, std::size_t& best_split, std::size_t k) {
-        const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
-        std::vector<schedule::scenario> scs;
-        for (std::size_t r = 0; r < dp; ++r) scs.push_back(replica_scenario(s, replica_mbs(s, r)));
-        for (schedule::schedule_name kind : kinds()) {
-            std::vector<detail::scheduled> reps;
-            candidate_report rep{std::string(schedule::to_string(kind)), split_name, 0.0, 0.0, true};
-            try {
-                for (const auto& sc : scs) {
-                    reps.push_back(run_kind(kind, sc));
-                    const auto& sim = reps.back().sim;
-                    rep.makespan_ms = std::max(rep.makespan_ms, sim.makespan_ms);
-                    for (double p : sim.peak_memory_mb) rep.peak_memory_mb = std::max(rep.peak_memory_mb, p);
-                }
-            } catch (const invalid_argument&) {
-                rep.feasible = false;  // the generator cannot meet the memory limit
-                rep.makespan_ms = std::numeric_limits<double>::infinity();
+    /// One candidate: a schedule kind on every replica of one split.
+    struct candidate_run {
+        candidate_report report;
+        std::vector<detail::scheduled> replicas;
+    };
+
+    /// Schedules `kind` on every replica scenario `scs` of a split (its name in the report).
+    candidate_run run_candidate(schedule::schedule_name kind, const std::string& split_name,
+                                const std::vector<schedule::scenario>& scs, schedule::simulation_workspace& ws) const {
+        candidate_run c;
+        c.report = candidate_report{std::string(schedule::to_string(kind)), split_name, 0.0, 0.0, true};
+        try {
+            for (const auto& sc : scs) {
+                c.replicas.push_back(run_kind(kind, sc, ws));
+                const auto& sim = c.replicas.back().sim;
+                c.report.makespan_ms = std::max(c.report.makespan_ms, sim.makespan_ms);
+                for (double p : sim.peak_memory_mb) c.report.peak_memory_mb = std::max(c.report.peak_memory_mb, p);
             }
-            rep.feasible = rep.feasible && rep.peak_memory_mb <= opt_.config.device_memory_mb;
-            reports.push_back(rep);
-            if (rep.feasible && rep.makespan_ms < best_ms) {
-                best_ms = rep.makespan_ms;
-                best = std::move(reps);
-                best_split = k;
+        } catch (const invalid_argument&) {
+            c.report.feasible = false;  // the generator cannot meet the memory limit
+            c.report.makespan_ms = std::numeric_limits<double>::infinity();
+        }
+        c.report.feasible = c.report.feasible && c.report.peak_memory_mb <= opt_.config.device_memory_mb;
+        return c;
+    }
+
+    /// Tries every candidate kind on every replica of every split (in parallel over
+    /// opt_.threads workers), reports them in the order split, then kind, and returns the
+    /// fastest feasible one (ties: the earlier); empty when none is feasible.
+    std::vector<detail::scheduled> choose(const std::vector<std::pair<std::string, batching::split_result>>& splits,
+                                          std::vector<candidate_report>& reports, std::size_t& best_split) {
+        const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
+        std::vector<std::vector<schedule::scenario>> scs(splits.size());
+        for (std::size_t k = 0; k < splits.size(); ++k)
+            for (std::size_t r = 0; r < dp; ++r)
+                scs[k].push_back(replica_scenario(splits[k].second, replica_mbs(splits[k].second, r)));
+        const auto ks = kinds();
+        const std::size_t tasks = splits.size() * ks.size();
+        std::vector<candidate_run> runs(tasks);
+        ws_.resize(std::max(ws_.size(), parallel_workers(tasks, opt_.threads)));
+        parallel_for(tasks, opt_.threads, [&](std::size_t t, std::size_t worker) {
+            const std::size_t k = t / ks.size();
+            runs[t] = run_candidate(ks[t % ks.size()], splits[k].first, scs[k], ws_[worker]);
+        });
+        std::vector<detail::scheduled> best;
+        double best_ms = std::numeric_limits<double>::infinity();
+        for (std::size_t t = 0; t < tasks; ++t) {
+            reports.push_back(runs[t].report);
+            if (runs[t].report.feasible && runs[t].report.makespan_ms < best_ms) {
+                best_ms = runs[t].report.makespan_ms;
+                best = std::move(runs[t].replicas);
+                best_split = t / ks.size();
             }
         }
+        return best;
     }
 
     /// Lowers every replica and joins them into one plan with the header filled.
@@ -378,14 +489,12 @@ private:
                 h.microbatches.push_back(std::move(e));
             }
             auto progs = insert_communication(lower_compute(reps[r].sc, reps[r].sched), reps[r].sc, lo);
-            for (auto& prog : progs) {
-                plan_buffers(prog);
-                p.programs.push_back(std::move(prog));
-            }
+            for (auto& prog : progs) p.programs.push_back(std::move(prog));
             h.predicted_makespan_ms = std::max(h.predicted_makespan_ms, reps[r].sim.makespan_ms);
             for (double x : reps[r].sim.peak_memory_mb) h.predicted_peak_memory_mb.push_back(x);
             mb_offset += static_cast<std::uint32_t>(reps[r].order.size());
         }
+        parallel_for(p.programs.size(), opt_.threads, [&](std::size_t k, std::size_t) { plan_buffers(p.programs[k]); });
         return p;
     }
 
@@ -397,6 +506,7 @@ private:
             res.arena_mb.push_back(static_cast<double>(prog.arena_bytes) / 1e6);
             res.live_peak_mb.push_back(static_cast<double>(prog.live_peak_bytes) / 1e6);
         }
+        for (const auto& r : reps) res.simulations.push_back(r.sim);
         res.scenario = std::move(reps.front().sc);
         res.schedule = std::move(reps.front().sched);
         res.simulation = std::move(reps.front().sim);

@@ -21,12 +21,23 @@
 // never deadlocks; when a single micro-batch does not fit the limit, it throws limit_exceeded.
 // Micro-batches are admitted in order on every device. The recorded start order is the
 // schedule; the simulator then replays it wait-free.
+//
+// Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind
+// in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)), the next event comes
+// from one global heap with lazy invalidation (key: time, completion before wake-up, device),
+// the largest transient in flight from a lazy max-heap, and the reserved memory from
+// reserved_memory below, which gives the exact floating-point sum the rule defines without
+// re-adding the in-flight set on every release. tests/schedule/order_discovery_reference.hpp
+// keeps the former quadratic implementation; a property test checks both give the same orders.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,226 +74,418 @@ struct discovery_result {
     double makespan_ms = 0.0;
 };
 
-/// Runs the greedy policy (file comment) on `sc` placed by `pl`; returns the per-device orders.
-/// Throws pipeplan::limit_exceeded when a micro-batch alone exceeds the memory limit.
-[[nodiscard]] inline discovery_result discover_order(const scenario& sc, const stage_placement& pl,
-                                                     const discovery_policy& pol) {
-    const std::size_t V = sc.stages, M = sc.microbatches, D = pl.devices();
-    if (pl.virtual_stages() != V)
-        throw invalid_argument("discover_order: the placement has " + std::to_string(pl.virtual_stages()) +
-                               " virtual stages, the scenario " + std::to_string(V));
-    if (!pol.prefer_on.empty() && pol.prefer_on.size() != D)
-        throw invalid_argument("discover_order: prefer_on needs one entry per device");
-    const double w = pol.w_share;
-    const bool split = w > 0.0;
-    const double limit_mb = pol.memory_limit_mb + 1e-9;
-    using pref_t = discovery_policy::preference;
+namespace detail {
 
-    std::vector<std::size_t> dev_of(V), stages_count(D, 0);
-    for (std::size_t v = 0; v < V; ++v) {
-        dev_of[v] = pl.device_of(v);
-        ++stages_count[dev_of[v]];
+/// The memory a device reserved for its micro-batches in flight: by definition the sum of
+/// their reservations added one by one in admission order, starting from 0 (floating-point
+/// rounding makes that order part of the value). Admitting appends, so the sum extends by one
+/// addition; releasing removes any member, after which the sum of the rest is in general not
+/// the old sum minus the member. Instead of re-adding the rest on every release (O(in flight)),
+/// it keeps a running sum P with a bound B on |P - exact sum| and bounds the ordered sum R by
+/// the classic |R - exact| <= gamma(n-1) * exact (non-negative terms). A test f(R) <= limit
+/// with f monotone in R is decided from the two ends of that interval; only when they disagree
+/// (a near tie) is R re-added exactly, and then kept until the next release.
+class reserved_memory {
+public:
+    /// Admits member `id` reserving `mb`.
+    void add(std::uint32_t id, double mb) {
+        live_.push_back({id, mb});
+        ++count_;
+        if (!(mb >= 0.0) || !std::isfinite(mb)) exact_only_ = true;
+        if (exact_valid_) exact_ += mb;  // what re-adding the members in order gives
+        track(running_ + mb);
     }
-    const std::size_t dev0 = dev_of[0];
-    // Per (device, micro-batch): memory reserved at admission (stored activations on the
-    // device's stages) and the largest transient (peak - stored) among them.
-    std::vector<double> model(D, 0.0), res(D * M, 0.0), gap(D * M, 0.0);
-    for (std::size_t v = 0; v < V; ++v) model[dev_of[v]] += sc.model_state_mb[v];
-    for (std::size_t j = 0; j < M; ++j)
-        for (std::size_t v = 0; v < V; ++v) {
-            const std::size_t k = dev_of[v] * M + j;
-            res[k] += sc.stored(j, v);
-            gap[k] = std::max(gap[k], sc.peak(j, v) - sc.stored(j, v));
+    /// Releases a member that reserved `mb` (the `released` predicate of fits() now names it).
+    void remove(double mb) {
+        --count_;
+        exact_valid_ = false;
+        if (count_ == 0) return clear_members();
+        track(running_ - mb);
+    }
+    /// True when f(R) <= limit, R being the ordered sum of the members' reservations; f must be
+    /// non-decreasing (sums of R and constants in floating point are). `released(id)` tells
+    /// the members removed since they were added.
+    template <class F, class Released>
+    [[nodiscard]] bool fits(F&& f, double limit, Released&& released) {
+        if (exact_valid_) return f(exact_) <= limit;
+        if (!exact_only_) {
+            constexpr double u = std::numeric_limits<double>::epsilon() / 2.0;
+            const double n = static_cast<double>(count_);
+            // |R - exact| <= gamma(n-1)·exact <= 2(n-1)u·exact while n·u <= 1/2; exact <= P + B;
+            // factor 2 more for the rounding of this bound itself, and 2u·(|P| + width) for the
+            // rounding of P ± width.
+            double width = bound_ + 4.0 * n * u * (running_ + bound_);
+            width += 4.0 * u * (std::fabs(running_) + width);
+            const double lo = running_ - width, hi = running_ + width;
+            if (std::isfinite(lo) && std::isfinite(hi) && n * u <= 0.25) {
+                if (f(hi) <= limit) return true;
+                if (!(f(lo) <= limit)) return false;
+            }
         }
+        return f(exact(released)) <= limit;
+    }
+    /// Forgets every member; room for `capacity` members in flight.
+    void reset(std::size_t capacity) {
+        clear_members();
+        live_.reserve(capacity);
+        exact_only_ = false;
+    }
+    /// Number of exact re-additions so far (near ties; for tests).
+    [[nodiscard]] std::size_t exact_sums() const noexcept { return exact_sums_; }
 
-    struct cand {
-        double ready_ms;
-        std::uint32_t mb;
-        std::uint32_t stage;
+private:
+    struct member {
+        std::uint32_t id;
+        double mb;
     };
+    void track(double running) {
+        running_ = running;
+        // One rounding of the running sum: at most u·|P| (2u here covers the bound's own
+        // rounding), plus the smallest subnormal against underflow.
+        bound_ += std::numeric_limits<double>::epsilon() * std::fabs(running_) + std::numeric_limits<double>::denorm_min();
+    }
+    void clear_members() {
+        live_.clear();
+        count_ = 0;
+        running_ = bound_ = exact_ = 0.0;
+        exact_valid_ = true;
+    }
+    template <class Released>
+    double exact(Released&& released) {
+        std::erase_if(live_, [&](const member& m) { return released(m.id); });
+        exact_ = 0.0;
+        for (const member& m : live_) exact_ += m.mb;
+        exact_valid_ = true;
+        ++exact_sums_;
+        // The ordered sum is now known exactly; the running sum restarts from it.
+        running_ = exact_;
+        bound_ = 2.0 * std::numeric_limits<double>::epsilon() * static_cast<double>(count_) * exact_;
+        return exact_;
+    }
+
+    std::vector<member> live_;  // admitted members in admission order (released ones until compaction)
+    std::size_t count_ = 0;     // members in flight
+    double running_ = 0.0;      // P
+    double bound_ = 0.0;        // B >= |P - exact sum of the members|
+    double exact_ = 0.0;        // R when exact_valid_
+    bool exact_valid_ = true;
+    bool exact_only_ = false;   // a negative or non-finite term: no interval (always re-add)
+    std::size_t exact_sums_ = 0;
+};
+
+/// A device's candidates of one kind: those whose input has not arrived yet, in a min-heap by
+/// arrival time, and those that have, in a min-heap by (micro-batch, stage) — the order in
+/// which the policy takes them.
+class candidate_queue {
+public:
+    /// Adds a candidate whose input arrives at `ready_ms`; `now_ms` is the current time (no
+    /// later arrive() call has an earlier time), so one that is already there goes straight to
+    /// the ready heap.
+    void push(double ready_ms, std::uint32_t mb, std::uint32_t stage, double now_ms) {
+        if (!(ready_ms > now_ms)) {
+            ready_.push_back(key(mb, stage));
+            std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
+            return;
+        }
+        pending_.push_back({ready_ms, key(mb, stage)});
+        std::push_heap(pending_.begin(), pending_.end(), later);
+    }
+    /// Moves the candidates that arrived by `t_ms` to the ready heap.
+    void arrive(double t_ms) {
+        while (!pending_.empty() && !(pending_.front().ready_ms > t_ms)) {
+            std::pop_heap(pending_.begin(), pending_.end(), later);
+            ready_.push_back(pending_.back().key);
+            pending_.pop_back();
+            std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
+        }
+    }
+    /// Room for `n` arrived candidates (fewer reallocations while they fill).
+    void reserve(std::size_t n) { ready_.reserve(n); }
+    [[nodiscard]] bool has_ready() const noexcept { return !ready_.empty(); }
+    /// Micro-batch of the first ready candidate (has_ready() must hold).
+    [[nodiscard]] std::uint32_t first_mb() const noexcept { return static_cast<std::uint32_t>(ready_.front() >> 32); }
+    /// Removes the first ready candidate and returns it as an op of `kind`.
+    op take(op_kind kind) {
+        std::pop_heap(ready_.begin(), ready_.end(), std::greater<>{});
+        const std::uint64_t k = ready_.back();
+        ready_.pop_back();
+        return {kind, static_cast<std::uint32_t>(k >> 32), static_cast<std::uint32_t>(k & 0xffffffffu)};
+    }
+    /// Earliest arrival not yet moved to the ready heap (infinity when none).
+    [[nodiscard]] double next_arrival_ms() const noexcept {
+        return pending_.empty() ? std::numeric_limits<double>::infinity() : pending_.front().ready_ms;
+    }
+
+private:
+    struct pending {
+        double ready_ms;
+        std::uint64_t key;
+    };
+    static constexpr std::uint64_t key(std::uint32_t mb, std::uint32_t stage) noexcept {
+        return (static_cast<std::uint64_t>(mb) << 32) | stage;
+    }
+    static bool later(const pending& a, const pending& b) noexcept { return a.ready_ms > b.ready_ms; }
+    std::vector<pending> pending_;
+    std::vector<std::uint64_t> ready_;
+};
+
+/// The next event of the discovery: a device's running op completes, or an idle device wakes
+/// up. Ordered by time, completions before wake-ups, then by device (the rule of the file
+/// comment); stale entries are skipped when popped.
+struct discovery_event {
+    double t_ms;
+    std::uint32_t wake;  // 0 = completion, 1 = wake-up
+    std::uint32_t device;
+    friend bool operator>(const discovery_event& a, const discovery_event& b) noexcept {
+        if (a.t_ms != b.t_ms) return a.t_ms > b.t_ms;
+        if (a.wake != b.wake) return a.wake > b.wake;
+        return a.device > b.device;
+    }
+};
+
+/// One run of the greedy policy of the file comment (discover_order() below).
+class order_discovery {
+public:
+    order_discovery(const scenario& sc, const stage_placement& pl, const discovery_policy& pol)
+        : sc_(sc), pol_(pol), V_(sc.stages), M_(sc.microbatches), D_(pl.devices()), split_(pol.w_share > 0.0),
+          limit_mb_(pol.memory_limit_mb + 1e-9), timing_(sc, pol.w_share) {
+        if (pl.virtual_stages() != V_)
+            throw invalid_argument("discover_order: the placement has " + std::to_string(pl.virtual_stages()) +
+                                   " virtual stages, the scenario " + std::to_string(V_));
+        if (!pol.prefer_on.empty() && pol.prefer_on.size() != D_)
+            throw invalid_argument("discover_order: prefer_on needs one entry per device");
+        dev_of_.resize(V_);
+        for (std::size_t v = 0; v < V_; ++v) dev_of_[v] = pl.device_of(v);
+        dev0_ = dev_of_[0];
+        init_memory();
+        init_devices();
+        links_.reset(D_, sc.network);
+    }
+
+    discovery_result run() {
+        for (std::size_t d = 0; d < D_; ++d) try_run(d, 0.0);
+        while (!events_.empty()) {
+            const discovery_event e = events_.top();
+            events_.pop();
+            const std::size_t d = e.device;
+            if ((e.wake ? wake_at_[d] : done_at_[d]) != e.t_ms) continue;  // stale
+            if (e.wake) wake_at_[d] = never;
+            else complete(d, e.t_ms);
+            try_run(d, e.t_ms);
+            next_wake(d);
+        }
+        return std::move(out_);
+    }
+
+private:
+    using pref_t = discovery_policy::preference;
+    static constexpr double never = std::numeric_limits<double>::infinity();
     struct dev_state {
-        std::vector<cand> fwd, bwd, wgt;  // delivered candidates (unordered)
-        std::vector<std::uint32_t> inflight;
+        candidate_queue fwd, bwd, wgt;
+        reserved_memory reserved;
+        std::vector<std::pair<double, std::uint32_t>> gaps;  // max-heap of (gap, mb) in flight; lazy
+        std::size_t inflight = 0;
         std::size_t limit = std::numeric_limits<std::size_t>::max();
         std::uint32_t next_admit = 0;  // next micro-batch to admit (in order)
-        double reserved_mb = 0.0;      // sum of res over inflight
-        double gap_mb = 0.0;           // max of gap over inflight
         double busy_until = 0.0;
         bool busy = false;
         bool last_forward = false;
         pref_t prefer = pref_t::backward_first;
     };
-    std::vector<dev_state> dev(D);
-    for (std::size_t d = 0; d < D; ++d) {
-        auto& ds = dev[d];
-        if (!pol.inflight_limit.empty())
-            ds.limit = std::max<std::size_t>(1, pol.inflight_limit.size() == 1 ? pol.inflight_limit[0] : pol.inflight_limit.at(d));
-        ds.prefer = pol.prefer_on.empty() ? pol.prefer : pol.prefer_on[d];
-        ds.inflight.reserve(std::min<std::size_t>(M, 64));
-    }
-    std::vector<std::uint32_t> left(D * M);  // ops left per (device, mb) before release
-    for (std::size_t d = 0; d < D; ++d)
-        for (std::size_t j = 0; j < M; ++j)
-            left[d * M + j] = static_cast<std::uint32_t>((split ? 3 : 2) * stages_count[d]);
-    std::vector<char> admitted(D * M, 0);
 
-    const op_model timing(sc, w);
-    link_channels links;
-    links.reset(D, sc.network);
-
-    // Events: per device its running op's completion and its next wake-up (an idle device
-    // waiting for a candidate that arrives later). The next event is the earliest; at equal
-    // times completions go first, then lower devices. D is small, so a scan beats a heap.
-    constexpr double never = std::numeric_limits<double>::infinity();
-    std::vector<double> done_at(D, never), wake_at(D, never);
-    std::vector<op> running(D);
-    discovery_result out;
-    out.orders.resize(D);
-    for (std::size_t d = 0; d < D; ++d) out.orders[d].reserve((split ? 3 : 2) * M * stages_count[d]);
-
-    // Index of the ready candidate with the smallest (mb, stage) passing `ok`, or -1.
-    auto pick = [](const std::vector<cand>& v, double t, auto&& ok) -> std::ptrdiff_t {
-        std::ptrdiff_t best = -1;
-        for (std::size_t i = 0; i < v.size(); ++i) {
-            const cand& c = v[i];
-            if (c.ready_ms > t || !ok(c)) continue;
-            const auto& b = v[static_cast<std::size_t>(best < 0 ? 0 : best)];
-            if (best < 0 || c.mb < b.mb || (c.mb == b.mb && c.stage < b.stage)) best = static_cast<std::ptrdiff_t>(i);
+    // Per (device, micro-batch): memory reserved at admission (stored activations on the
+    // device's stages) and the largest transient (peak - stored) among them.
+    void init_memory() {
+        model_.assign(D_, 0.0);
+        res_.assign(D_ * M_, 0.0);
+        gap_.assign(D_ * M_, 0.0);
+        stages_count_.assign(D_, 0);
+        for (std::size_t v = 0; v < V_; ++v) {
+            model_[dev_of_[v]] += sc_.model_state_mb[v];
+            ++stages_count_[dev_of_[v]];
         }
-        return best;
-    };
-    auto start = [&](std::size_t d, op o, double t) {
-        const double dur = timing.duration_ms(o);
-        dev[d].busy = true;
-        dev[d].busy_until = t + dur;
-        dev[d].last_forward = o.kind == op_kind::F;
-        out.orders[d].push_back(o);
-        done_at[d] = t + dur;
-        running[d] = o;
-    };
-    auto take = [&](std::size_t d, std::vector<cand>& v, std::ptrdiff_t i, op_kind kind, double t) {
-        const cand c = v[static_cast<std::size_t>(i)];
-        v[static_cast<std::size_t>(i)] = v.back();
-        v.pop_back();
-        start(d, {kind, c.mb, c.stage}, t);
-    };
+        for (std::size_t j = 0; j < M_; ++j)
+            for (std::size_t v = 0; v < V_; ++v) {
+                const std::size_t k = dev_of_[v] * M_ + j;
+                res_[k] += sc_.stored(j, v);
+                gap_[k] = std::max(gap_[k], sc_.peak(j, v) - sc_.stored(j, v));
+            }
+    }
+    void init_devices() {
+        dev_.resize(D_);
+        left_.resize(D_ * M_);
+        for (std::size_t d = 0; d < D_; ++d) {
+            auto& ds = dev_[d];
+            if (!pol_.inflight_limit.empty())
+                ds.limit = std::max<std::size_t>(
+                    1, pol_.inflight_limit.size() == 1 ? pol_.inflight_limit[0] : pol_.inflight_limit.at(d));
+            ds.prefer = pol_.prefer_on.empty() ? pol_.prefer : pol_.prefer_on[d];
+            const std::size_t room = std::min<std::size_t>(M_ * stages_count_[d], 16);
+            ds.reserved.reset(room);
+            ds.fwd.reserve(room);
+            ds.bwd.reserve(room);
+            ds.gaps.reserve(room);
+            const auto ops = static_cast<std::uint32_t>((split_ ? 3 : 2) * stages_count_[d]);
+            std::fill_n(left_.begin() + static_cast<std::ptrdiff_t>(d * M_), M_, ops);
+        }
+        done_at_.assign(D_, never);
+        wake_at_.assign(D_, never);
+        running_.resize(D_);
+        out_.orders.resize(D_);
+        for (std::size_t d = 0; d < D_; ++d) out_.orders[d].reserve((split_ ? 3 : 2) * M_ * stages_count_[d]);
+    }
+
+    void start(std::size_t d, op o, double t) {
+        const double end = t + timing_.duration_ms(o);
+        auto& ds = dev_[d];
+        ds.busy = true;
+        ds.busy_until = end;
+        ds.last_forward = o.kind == op_kind::F;
+        out_.orders[d].push_back(o);
+        done_at_[d] = end;
+        if (end < never) events_.push({end, 0, static_cast<std::uint32_t>(d)});
+        running_[d] = o;
+    }
+    // Largest transient of the micro-batches in flight on d (0 when none).
+    double gap_mb(std::size_t d) {
+        auto& g = dev_[d].gaps;
+        while (!g.empty() && left_[d * M_ + g.front().second] == 0) {
+            std::pop_heap(g.begin(), g.end());
+            g.pop_back();
+        }
+        return g.empty() ? 0.0 : std::max(0.0, g.front().first);
+    }
     // Admission of micro-batch j on device d (file comment).
-    auto fits = [&](std::size_t d, std::uint32_t j) {
-        const auto& ds = dev[d];
-        if (ds.inflight.empty()) return true;
-        if (ds.inflight.size() >= ds.limit) return false;
-        return model[d] + ds.reserved_mb + res[d * M + j] + std::max(ds.gap_mb, gap[d * M + j]) <= limit_mb;
-    };
-    auto admit = [&](std::size_t d, std::uint32_t j) {
-        auto& ds = dev[d];
-        if (ds.inflight.empty() && model[d] + res[d * M + j] + gap[d * M + j] > limit_mb)
-            throw limit_exceeded(pol.schedule + " schedule: micro-batch " + std::to_string(j) + " alone needs " +
-                                   std::to_string(model[d] + res[d * M + j] + gap[d * M + j]) + " MB on device " +
-                                   std::to_string(d) + ", above the memory limit of " +
-                                   std::to_string(pol.memory_limit_mb) + " MB");
-        admitted[d * M + j] = 1;
+    bool fits(std::size_t d, std::uint32_t j) {
+        auto& ds = dev_[d];
+        if (ds.inflight == 0) return true;
+        if (ds.inflight >= ds.limit) return false;
+        const std::size_t k = d * M_ + j;
+        const double model = model_[d], res = res_[k], top = std::max(gap_mb(d), gap_[k]);
+        auto released = [&](std::uint32_t i) { return left_[d * M_ + i] == 0; };
+        return ds.reserved.fits([&](double reserved) { return model + reserved + res + top; }, limit_mb_, released);
+    }
+    void admit(std::size_t d, std::uint32_t j) {
+        auto& ds = dev_[d];
+        const std::size_t k = d * M_ + j;
+        if (ds.inflight == 0 && model_[d] + res_[k] + gap_[k] > limit_mb_)
+            throw limit_exceeded(pol_.schedule + " schedule: micro-batch " + std::to_string(j) + " alone needs " +
+                                 std::to_string(model_[d] + res_[k] + gap_[k]) + " MB on device " +
+                                 std::to_string(d) + ", above the memory limit of " +
+                                 std::to_string(pol_.memory_limit_mb) + " MB");
         ++ds.next_admit;
-        ds.inflight.push_back(j);
-        ds.reserved_mb += res[d * M + j];
-        ds.gap_mb = std::max(ds.gap_mb, gap[d * M + j]);
-    };
-    auto try_run = [&](std::size_t d, double t) {
-        auto& ds = dev[d];
+        ++ds.inflight;
+        ds.reserved.add(j, res_[k]);
+        ds.gaps.emplace_back(gap_[k], j);
+        std::push_heap(ds.gaps.begin(), ds.gaps.end());
+    }
+    void release(std::size_t d, std::uint32_t j) {
+        const std::size_t k = d * M_ + j;
+        if (--left_[k] != 0) return;
+        auto& ds = dev_[d];
+        --ds.inflight;
+        ds.reserved.remove(res_[k]);
+        // Released entries deep in the gap heap are dropped in bulk once they are the majority
+        // (amortised O(1) each), so the heap stays O(in flight).
+        if (ds.gaps.size() > 2 * ds.inflight + 16) {
+            std::erase_if(ds.gaps, [&](const auto& g) { return left_[d * M_ + g.second] == 0; });
+            std::make_heap(ds.gaps.begin(), ds.gaps.end());
+        }
+    }
+
+    void try_run(std::size_t d, double t) {
+        auto& ds = dev_[d];
         if (ds.busy) return;
+        ds.fwd.arrive(t);
+        ds.bwd.arrive(t);
+        if (split_) ds.wgt.arrive(t);
         const bool b_first = ds.prefer == pref_t::backward_first || (ds.prefer == pref_t::alternate && ds.last_forward);
-        auto any = [](const cand&) { return true; };
-        if (b_first)
-            if (auto i = pick(ds.bwd, t, any); i >= 0) return take(d, ds.bwd, i, op_kind::B, t);
-        // Forwards: of admitted micro-batches, else the next one in order if it fits; stage 0's
-        // input is always there.
-        auto ok = [&](const cand& c) { return admitted[d * M + c.mb] || (c.mb == ds.next_admit && fits(d, c.mb)); };
-        std::ptrdiff_t fi = pick(ds.fwd, t, ok);
-        const bool feed = d == dev0 && ds.next_admit < M && fits(d, ds.next_admit) &&
-                          (fi < 0 || ds.fwd[static_cast<std::size_t>(fi)].mb > ds.next_admit);
+        if (b_first && ds.bwd.has_ready()) return start(d, ds.bwd.take(op_kind::B), t);
+        // Forwards: of admitted micro-batches (those below next_admit), else the next one in
+        // order if it fits; stage 0's input is always there.
+        bool fwd_ok = false;
+        if (ds.fwd.has_ready()) {
+            const std::uint32_t j = ds.fwd.first_mb();
+            fwd_ok = j < ds.next_admit || (j == ds.next_admit && fits(d, j));
+        }
+        const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
+                          (!fwd_ok || ds.fwd.first_mb() > ds.next_admit);
         if (feed) {
             admit(d, ds.next_admit);
             return start(d, {op_kind::F, ds.next_admit - 1, 0}, t);
         }
-        if (fi >= 0) {
-            const std::uint32_t j = ds.fwd[static_cast<std::size_t>(fi)].mb;
-            if (!admitted[d * M + j]) admit(d, j);
-            return take(d, ds.fwd, fi, op_kind::F, t);
+        if (fwd_ok) {
+            if (ds.fwd.first_mb() == ds.next_admit) admit(d, ds.next_admit);
+            return start(d, ds.fwd.take(op_kind::F), t);
         }
-        if (!b_first)
-            if (auto i = pick(ds.bwd, t, any); i >= 0) return take(d, ds.bwd, i, op_kind::B, t);
-        if (split)
-            if (auto i = pick(ds.wgt, t, any); i >= 0) return take(d, ds.wgt, i, op_kind::W, t);
-    };
-    auto release = [&](std::size_t d, std::uint32_t j) {
-        if (--left[d * M + j] != 0) return;
-        auto& ds = dev[d];
-        ds.inflight.erase(std::find(ds.inflight.begin(), ds.inflight.end(), j));
-        ds.reserved_mb = 0.0;
-        ds.gap_mb = 0.0;
-        for (auto i : ds.inflight) {  // recomputed: no drift
-            ds.reserved_mb += res[d * M + i];
-            ds.gap_mb = std::max(ds.gap_mb, gap[d * M + i]);
-        }
-    };
-    auto deliver = [&](std::vector<cand>& list, std::size_t to, cand c) {
-        list.push_back(c);
-        const auto& ds = dev[to];
-        // An idle device (or one that frees up before the arrival) must wake up for it.
-        if (!ds.busy || ds.busy_until < c.ready_ms) wake_at[to] = std::min(wake_at[to], c.ready_ms);
-    };
-    // After its event, an idle device sleeps until its earliest candidate that is not there yet.
-    auto next_wake = [&](std::size_t d, double t) {
-        if (dev[d].busy) return;
-        double nw = never;
-        for (const auto* l : {&dev[d].fwd, &dev[d].bwd, &dev[d].wgt})
-            for (const cand& c : *l)
-                if (c.ready_ms > t) nw = std::min(nw, c.ready_ms);
-        wake_at[d] = std::min(wake_at[d], nw);
-    };
-
-    for (std::size_t d = 0; d < D; ++d) try_run(d, 0.0);
-    for (;;) {
-        std::size_t d = D;
-        double t = never;
-        bool completion = false;
-        for (std::size_t x = 0; x < D; ++x)
-            if (done_at[x] < t) {  // strict: the lowest device wins a tie
-                t = done_at[x];
-                d = x;
-                completion = true;
-            }
-        for (std::size_t x = 0; x < D; ++x)
-            if (wake_at[x] < t) {
-                t = wake_at[x];
-                d = x;
-                completion = false;
-            }
-        if (d == D) break;
-        if (completion) {
-            out.makespan_ms = t;
-            auto& ds = dev[d];
-            ds.busy = false;
-            done_at[d] = never;
-            const op o = running[d];
-            release(d, o.mb);
-            // The data flow of timing.hpp: the op of another stage it feeds gets a candidate
-            // when the message arrives; on the last stage the forward feeds its own backward;
-            // a split backward feeds its W.
-            if (const cross_target c = cross_successor(o, V); c.has) {
-                const std::size_t to = dev_of[c.to.stage];
-                auto& list = c.to.kind == op_kind::B ? dev[to].bwd : dev[to].fwd;
-                deliver(list, to, {links.arrival(t, d, to, timing.message_mb(o)), o.mb, c.to.stage});
-            } else if (o.kind == op_kind::F) {
-                deliver(ds.bwd, d, {t, o.mb, o.stage});
-            }
-            if (o.kind == op_kind::B && split) deliver(ds.wgt, d, {t, o.mb, o.stage});
-        } else {
-            wake_at[d] = never;
-        }
-        try_run(d, t);
-        next_wake(d, t);
+        if (!b_first && ds.bwd.has_ready()) return start(d, ds.bwd.take(op_kind::B), t);
+        if (split_ && ds.wgt.has_ready()) return start(d, ds.wgt.take(op_kind::W), t);
     }
-    return out;
+    void wake(std::size_t d, double t) {
+        if (t < wake_at_[d]) {
+            wake_at_[d] = t;
+            events_.push({t, 1, static_cast<std::uint32_t>(d)});
+        }
+    }
+    void deliver(candidate_queue& q, std::size_t to, double ready_ms, std::uint32_t mb, std::uint32_t stage,
+                 double now_ms) {
+        q.push(ready_ms, mb, stage, now_ms);
+        const auto& ds = dev_[to];
+        // An idle device (or one that frees up before the arrival) must wake up for it.
+        if (!ds.busy || ds.busy_until < ready_ms) wake(to, ready_ms);
+    }
+    // After its event, an idle device sleeps until its earliest candidate that is not there yet
+    // (runs right after try_run(d, t), which moved the arrived ones).
+    void next_wake(std::size_t d) {
+        auto& ds = dev_[d];
+        if (ds.busy) return;
+        wake(d, std::min({ds.fwd.next_arrival_ms(), ds.bwd.next_arrival_ms(), ds.wgt.next_arrival_ms()}));
+    }
+    // The running op of d completes at t: the data flow of timing.hpp — the op of another
+    // stage it feeds gets a candidate when the message arrives; on the last stage the forward
+    // feeds its own backward; a split backward feeds its W.
+    void complete(std::size_t d, double t) {
+        out_.makespan_ms = t;
+        auto& ds = dev_[d];
+        ds.busy = false;
+        done_at_[d] = never;
+        const op o = running_[d];
+        release(d, o.mb);
+        if (const cross_target c = cross_successor(o, V_); c.has) {
+            const std::size_t to = dev_of_[c.to.stage];
+            auto& q = c.to.kind == op_kind::B ? dev_[to].bwd : dev_[to].fwd;
+            deliver(q, to, links_.arrival(t, d, to, timing_.message_mb(o)), o.mb, c.to.stage, t);
+        } else if (o.kind == op_kind::F) {
+            deliver(ds.bwd, d, t, o.mb, o.stage, t);
+        }
+        if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, t, o.mb, o.stage, t);
+    }
+
+    const scenario& sc_;
+    const discovery_policy& pol_;
+    std::size_t V_, M_, D_;
+    bool split_;
+    double limit_mb_;
+    op_model timing_;
+    link_channels links_;
+    std::vector<std::size_t> dev_of_, stages_count_;
+    std::size_t dev0_ = 0;
+    std::vector<double> model_, res_, gap_;
+    std::vector<std::uint32_t> left_;  // ops left per (device, mb) before release
+    std::vector<dev_state> dev_;
+    std::vector<double> done_at_, wake_at_;
+    std::vector<op> running_;
+    std::priority_queue<discovery_event, std::vector<discovery_event>, std::greater<>> events_;
+    discovery_result out_;
+};
+
+}  // namespace detail
+
+/// Runs the greedy policy (file comment) on `sc` placed by `pl`; returns the per-device orders.
+/// Throws pipeplan::limit_exceeded when a micro-batch alone exceeds the memory limit.
+[[nodiscard]] inline discovery_result discover_order(const scenario& sc, const stage_placement& pl,
+                                                     const discovery_policy& pol) {
+    return detail::order_discovery(sc, pl, pol).run();
 }
 
 }  // namespace pipeplan::schedule
