@@ -23,8 +23,8 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
-#include "layers_flag.hpp"
 #include "model_spec.hpp"
+#include "plan_inputs.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/batching/json.hpp"
 #include "pipeplan/core/file.hpp"
@@ -43,13 +43,8 @@ namespace pipeplan::cli {
 namespace {
 
 struct plan_cli_options {
-    std::string profiles, model, batch;
-    std::vector<int> layers;  // --layers L0,L1,...: layers of each chunk (non-uniform)
-    int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
-    double memory_mb = 0;
-    std::string schedule = "auto", accounting = "pipeplan", format = "binary";
-    double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
-    unsigned devices_per_node = 1;
+    plan_model_flags inputs;  ///< the model/cluster flag block (plan_inputs.hpp)
+    std::string batch, format = "binary";
     unsigned long long iteration = 0;
     unsigned threads = 1, alternative_splits = 0;
     std::string microbatches, out_dir, torch_csv, torch_csv_comms, trace, svg;
@@ -59,20 +54,6 @@ struct plan_cli_options {
     std::string energy_profile, gpu = "a100";
     double energy_step_ms = 0.0;
 };
-
-/// The hidden size of the model: the analytic preset's, or the preset of the same name as the
-/// profiled model (gpt_6.7b → gpt-6.7b), unless given.
-int hidden_size_of(const std::string& model, int given) {
-    if (given > 0) return given;
-    std::string preset = is_analytic_model(model) ? model.substr(analytic_prefix.size()) : model;
-    std::replace(preset.begin(), preset.end(), '_', '-');
-    try {
-        return find_transformer_shape(preset).hidden;
-    } catch (const invalid_argument&) {
-        throw invalid_argument("the hidden size of model '" + model +
-                               "' is unknown (no preset of that name): pass --hidden-size N");
-    }
-}
 
 void print_summary(const plan::plan_result& r) {
     fmt::print("  candidates (simulated makespan, max peak memory):\n");
@@ -169,29 +150,7 @@ void write_outputs(const plan::plan_result& r, const plan_cli_options& o, const 
 void reject_inapplicable(const plan_cli_options& o, const std::set<std::string>& given) {
     if (o.format != "binary" && o.format != "json") throw invalid_argument("unknown --format '" + o.format + "' (binary, json)");
     reject_unless(given, "--format", !o.out_dir.empty(), "without --out");
-    reject_unless(given, "--zero-stage", given.count("--dp") > 0, "without --dp (ZeRO shards model states over dp ranks)");
-    reject_unless(given, "--intra-node-bandwidth-gbps", o.devices_per_node > 1,
-                  "with one device per node (give --devices-per-node > 1)");
-    const bool chunked = o.schedule == "auto" || o.schedule == "adaptive" || o.schedule == "interleaved";
-    if (o.chunks > 1 && !chunked)
-        throw invalid_argument("--chunks " + std::to_string(o.chunks) + " does not apply to --schedule " + o.schedule +
-                               " (only auto, adaptive, interleaved run several chunks per device)");
-}
-
-/// --stages / --layers-per-stage, or --layers L0,L1,... (then --stages, if given, must be the
-/// list's length / --chunks).
-void pipeline_shape_flags(plan::planner_options& po, const plan_cli_options& o) {
-    if (o.layers.empty()) {
-        if (o.stages < 1 || o.layers_per_stage < 1)
-            throw invalid_argument("give --stages S and --layers-per-stage L (>= 1), or --layers L0,L1,...");
-        return;
-    }
-    if (o.layers_per_stage > 0) throw invalid_argument("--layers replaces --layers-per-stage: give one or the other");
-    apply_layers_flag(po.config, o.layers, po.split.accounting);
-    if (o.stages > 0 && o.stages != po.config.stages)
-        throw invalid_argument("--layers lists " + std::to_string(o.layers.size()) + " chunks, but --stages " +
-                               std::to_string(o.stages) + " x --chunks " + std::to_string(o.chunks) + " = " +
-                               std::to_string(o.stages * o.chunks));
+    reject_inapplicable_model_flags(o.inputs, given);
 }
 
 /// --energy-target-ms: the frontier of the chosen schedule and its clocks as set_frequency
@@ -254,34 +213,14 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     reject_inapplicable(o, given);
     if (!o.energy_target.empty()) {
         (void)energy_target_ms(o.energy_target);  // a bad value fails before planning
-        if (o.dp != 1) throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline)");
+        if (o.inputs.dp != 1) throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline)");
     }
-    plan::planner_options po;
-    po.config.stages = o.stages;
-    po.config.layers_per_stage = o.layers_per_stage;
-    po.config.virtual_chunks = o.chunks;
-    po.split.accounting = batching::parse_accounting_mode(o.accounting);
-    pipeline_shape_flags(po, o);
-    po.config.tp = o.tp;
-    po.config.dp = o.dp;
-    po.config.zero_stage = o.zero_stage;
-    po.config.device_memory_mb = o.memory_mb;
-    po.split.lengths.max_seqlen_tokens = o.max_seqlen;
-    po.split.lengths.max_dec_seqlen_tokens = o.max_seqlen;
-    po.cluster.bandwidth_gbps = o.bandwidth_gbps;
-    po.cluster.latency_us = o.latency_us;
-    po.cluster.devices_per_node = o.devices_per_node;
-    po.cluster.intra_node_bandwidth_gbps = o.intra_bandwidth_gbps;
-    po.hidden_size = hidden_size_of(o.model, o.hidden_size);
-    po.iteration = o.iteration;
+    plan::planner_options po = to_planner_options(o.inputs, o.iteration);
     po.threads = o.threads;
     po.alternative_splits = o.alternative_splits;
-    if (o.schedule != "auto") po.schedule = parse_name<schedule::schedule_name>(o.schedule);
     const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
-    const interpolation_mode mode =
-        po.split.accounting == batching::accounting_mode::dynapipe ? interpolation_mode::dynapipe : interpolation_mode::recommended;
-    with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
-        if (!o.layers.empty()) po.config.chunks = batching::layout_from_layer_counts(o.layers, model.is_encoder_decoder());
+    with_plan_model(o.inputs, [&](const auto& model) {
+        apply_layer_layout(po, o.inputs, model);
         plan::planner<std::decay_t<decltype(model)>> planner(model, po);
         plan::plan_result r =
             o.microbatches.empty()
@@ -296,7 +235,8 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
             std::puts(j.dump(2).c_str());
         } else {
             fmt::print("pipeplan plan: {} samples, S = {}, C = {}, dp = {}, {:.0f} MB per device, link {:.0f} Gbit/s, "
-                       "{:.1f} us\n", batch.size(), po.config.stages, o.chunks, o.dp, o.memory_mb, o.bandwidth_gbps, o.latency_us);
+                       "{:.1f} us\n", batch.size(), po.config.stages, o.inputs.chunks, o.inputs.dp, o.inputs.memory_mb,
+                       o.inputs.bandwidth_gbps, o.inputs.latency_us);
             print_summary(r);
             if (e)
                 fmt::print("  clocks: {:.1f} ms, {:.1f} J for a target of {:.1f} ms ({:.2f} % less than every op at the top "
@@ -409,50 +349,9 @@ void register_plan(CLI::App& app) {
         "Plan one iteration end to end: split, choose the fastest schedule under the memory limit, lower to per-rank "
         "instruction programs, validate (docs/plans.md). Without network flags the link between pipeline neighbours "
         "is 100 Gbit/s with no latency (DynaPipe's uniform cluster).");
-    sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
-    sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
-    sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str()->check(integer_in(1, max_tp));
-    sub->add_option("--stages", o->stages, "Pipeline stages S (with --layers: optional, checked)")
-        ->check(integer_in(1, max_stages));
-    sub->add_option("--layers-per-stage", o->layers_per_stage, "Layers per stage (per chunk) (or --layers)")
-        ->check(integer_in(1, max_layers));
-    sub->add_option("--layers", o->layers,
-                    "Layers of each chunk in pipeline order, e.g. 9,8,8,7 (non-uniform stages, as `split --layers`; "
-                    "from `pipeplan shard --method time`); S = the count / --chunks; replaces --layers-per-stage")
-        ->delimiter(',')
-        ->check(integer_in(1, max_layers));
-    sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB): the memory limit of the schedules")
-        ->required()
-        ->check(number_in(0, max_memory_mb, true));
+    sub->add_option("--model", o->inputs.model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
+    add_plan_model_options(sub, o->inputs, true);
     sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
-    sub->add_option("--dp", o->dp, "Data-parallel replicas")->capture_default_str()->check(integer_in(1, max_dp));
-    sub->add_option("--chunks", o->chunks,
-                    "Virtual chunks per device C (> 1: interleaved candidates; with --schedule auto, adaptive or "
-                    "interleaved)")
-        ->capture_default_str()
-        ->check(integer_in(1, max_chunks));
-    sub->add_option("--zero-stage", o->zero_stage, "ZeRO stage 0..3 (>= 2: gradients reduce-scattered; needs --dp)")
-        ->capture_default_str()
-        ->check(integer_in(0, 3));
-    sub->add_option("--schedule", o->schedule, "auto | adaptive | 1f1b | zb-h1 | interleaved | gpipe | merak-*")->capture_default_str();
-    sub->add_option("--max-seqlen", o->max_seqlen, "Truncate sequences (encoder and decoder) at this length")
-        ->check(integer_in(1, max_seqlen_tokens));
-    sub->add_option("--accounting", o->accounting, "pipeplan | dynapipe")->capture_default_str();
-    sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth between pipeline neighbours (Gbit/s)")
-        ->capture_default_str()
-        ->check(number_in(0, max_bandwidth_gbps, true));
-    sub->add_option("--latency-us", o->latency_us, "Link latency per message (us)")
-        ->capture_default_str()
-        ->check(number_in(0, max_latency_us));
-    sub->add_option("--devices-per-node", o->devices_per_node, "Devices per node (neighbours in a node use the intra-node link)")
-        ->capture_default_str()
-        ->check(integer_in(1U, static_cast<unsigned>(max_stages)));
-    sub->add_option("--intra-node-bandwidth-gbps", o->intra_bandwidth_gbps,
-                    "Intra-node bandwidth (0: as --bandwidth-gbps; needs --devices-per-node > 1)")
-        ->capture_default_str()
-        ->check(number_in(0, max_bandwidth_gbps));
-    sub->add_option("--hidden-size", o->hidden_size, "Hidden size for message sizes (default: the model preset's)")
-        ->check(integer_in(1, max_hidden_size));
     sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")
         ->capture_default_str()
         ->check(integer_in<unsigned long long>(0, std::numeric_limits<unsigned long long>::max()));

@@ -4,12 +4,17 @@
 //   (runtime/cpu/run.hpp). Prints a summary or (--json) the report; exits non-zero when the
 //   check fails.
 //   `pipeplan serve-plans`: plans a stream of batch files (iteration i = the i-th file by name)
-//   ahead on planner threads and writes every rank's plan to a plan store (runtime/serve.hpp).
+//   ahead on planner threads and writes every rank's plan to a plan store (runtime/serve.hpp),
+//   planning with plan/planner.hpp from the model/cluster flags of `pipeplan plan`
+//   (plan_inputs.hpp), or with run-cpu's planner for `--model tiny` (the default).
 #include <algorithm>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <set>
+#include <string_view>
 #include <vector>
 #include <memory>
 #include <optional>
@@ -20,7 +25,10 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
+#include "plan_inputs.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
+#include "pipeplan/core/file.hpp"
+#include "pipeplan/plan/planner.hpp"
 #include "pipeplan/runtime/cpu/run.hpp"
 #include "pipeplan/runtime/serve.hpp"
 #include "pipeplan/runtime/store_spec.hpp"
@@ -83,11 +91,17 @@ void run(run_cpu_args& a) {
 }
 
 struct serve_args {
-    std::string batches, store, schedule = "1f1b", job = "pipeplan";
-    runtime::cpu::run_cpu_options o;
+    plan_model_flags inputs;  ///< the model/cluster flag block of `pipeplan plan` (plan_inputs.hpp)
+    std::string batches, store, job = "pipeplan";
+    std::size_t mbs = 0;      ///< tiny model only
+    std::uint64_t seed = 1;   ///< tiny model only
     std::size_t threads = 2, depth = 2;
     bool json = false;
+    std::set<std::string> given;
 };
+
+/// The model `--model tiny` names: run-cpu's tiny reference model.
+constexpr std::string_view tiny_model = "tiny";
 
 /// The batch files of DIR (*.csv), by name.
 std::vector<std::filesystem::path> batch_files(const std::string& dir) {
@@ -102,30 +116,67 @@ std::vector<std::filesystem::path> batch_files(const std::string& dir) {
     return files;
 }
 
-void serve(serve_args& a) {
-    a.o.schedule = schedule::parse_schedule_name(a.schedule);
-    check_ranks(a.o);
-    const auto files = batch_files(a.batches);
+/// run-cpu's job options from the flag block (--model tiny); flags of real models are errors.
+runtime::cpu::run_cpu_options tiny_options(const serve_args& a) {
+    const plan_model_flags& f = a.inputs;
+    for (const char* flag : {"--profiles", "--tp", "--layers-per-stage", "--layers", "--memory-mb", "--zero-stage", "--accounting",
+                             "--bandwidth-gbps", "--latency-us", "--devices-per-node", "--intra-node-bandwidth-gbps",
+                             "--hidden-size"})
+        reject_unless(a.given, flag, false, "to --model tiny (it plans with run-cpu's fixed tiny model)");
+    if (f.stages < 1) throw invalid_argument("--stages S is required for --model tiny");
+    runtime::cpu::run_cpu_options o;
+    o.schedule = f.schedule == "auto" ? schedule::schedule_name::one_f_one_b : schedule::parse_schedule_name(f.schedule);
+    o.devices = static_cast<std::size_t>(f.stages);
+    o.dp = static_cast<std::size_t>(f.dp);
+    o.chunks = a.given.count("--chunks") > 0 ? static_cast<std::size_t>(f.chunks) : 0;
+    o.max_seqlen_tokens = static_cast<std::size_t>(f.max_seqlen);
+    o.mbs = a.mbs;
+    o.seed = a.seed;
+    check_ranks(o);
+    return o;
+}
+
+void serve_with(const std::function<plan::execution_plan(std::uint64_t)>& planner,
+                const std::vector<std::filesystem::path>& files, const serve_args& a) {
     runtime::any_store store = runtime::open_store(a.store);
-    const auto planner = [&](std::uint64_t it) {
-        const auto batch = batching::read_batch_csv(files[it]);
-        return runtime::cpu::make_tiny_job(batch, a.o).plan(it);
-    };
     runtime::serve_options so{a.job, 0, files.size(), a.threads, a.depth};
     nlohmann::json its = nlohmann::json::array();
     const auto rep = runtime::serve_plans(planner, store, so, [&](std::uint64_t it, const plan::execution_plan& p) {
-        its.push_back({{"iteration", it}, {"batch", files[it].string()}, {"microbatches", p.header.microbatches.size()},
-                       {"ranks", p.programs.size()}});
+        its.push_back({{"iteration", it}, {"batch", files[it].string()}, {"schedule", p.header.schedule},
+                       {"microbatches", p.header.microbatches.size()}, {"ranks", p.programs.size()}});
         if (!a.json)
-            fmt::print("iteration {}: {} -> {} rank plans, {} micro-batches\n", it, files[it].string(), p.programs.size(),
-                       p.header.microbatches.size());
+            fmt::print("iteration {}: {} -> {} rank plans, {} micro-batches, {}\n", it, files[it].string(), p.programs.size(),
+                       p.header.microbatches.size(), p.header.schedule);
     });
     if (a.json)
-        std::puts(nlohmann::json{{"store", store.describe()}, {"job", a.job}, {"iterations", its},
-                                 {"plans", rep.plans}, {"bytes", rep.bytes}}.dump(2).c_str());
+        std::puts(nlohmann::json{{"store", store.describe()}, {"job", a.job}, {"model", a.inputs.model},
+                                 {"iterations", its}, {"plans", rep.plans}, {"bytes", rep.bytes}}.dump(2).c_str());
     else
-        fmt::print("served {} iterations ({} rank plans, {} bytes) to {} as job '{}'\n", rep.iterations, rep.plans, rep.bytes,
-                   store.describe(), a.job);
+        fmt::print("served {} iterations ({} rank plans, {} bytes) of model '{}' to {} as job '{}'\n", rep.iterations,
+                   rep.plans, rep.bytes, a.inputs.model, store.describe(), a.job);
+}
+
+void serve(serve_args& a) {
+    const auto files = batch_files(a.batches);
+    if (a.inputs.model == tiny_model) {
+        const runtime::cpu::run_cpu_options o = tiny_options(a);
+        serve_with([&](std::uint64_t it) { return runtime::cpu::make_tiny_job(batching::read_batch_csv(files[it]), o).plan(it); },
+                   files, a);
+        return;
+    }
+    reject_unless(a.given, "--mbs", false, "to a planned model (the planner splits the batch)");
+    reject_unless(a.given, "--seed", false, "to a planned model (only the tiny model has seeded parameters)");
+    require_planner_flags(a.inputs);
+    reject_inapplicable_model_flags(a.inputs, a.given);
+    (void)to_planner_options(a.inputs, 0);  // flag errors before any file is read or thread started
+    with_plan_model(a.inputs, [&](const auto& model) {
+        serve_with([&](std::uint64_t it) {
+                       plan::planner_options po = to_planner_options(a.inputs, it);
+                       apply_layer_layout(po, a.inputs, model);
+                       return plan::plan_iteration(model, batching::read_batch_csv(files[it]), po).plan;
+                   },
+                   files, a);
+    });
 }
 
 /// The options that describe the tiny model's job (shared by run-cpu and serve-plans).
@@ -152,12 +203,21 @@ void add_job_options(CLI::App* sub, runtime::cpu::run_cpu_options& o, std::strin
 
 void register_serve_plans(CLI::App& app) {
     auto a = std::make_shared<serve_args>();
+    a->inputs.model = std::string(tiny_model);
     CLI::App* sub = app.add_subcommand(
         "serve-plans", "Plan a stream of batch files ahead (planner threads) into a plan store, one plan per "
-                       "iteration and rank (the tiny model of run-cpu)");
+                       "iteration and rank, with the model and cluster flags of `pipeplan plan` (or run-cpu's tiny model)");
     sub->add_option("--batches", a->batches, "Folder of batch CSVs; iteration i plans the i-th file by name")->required();
     sub->add_option("--store", a->store, "dir:PATH or redis://HOST:PORT")->required();
-    add_job_options(sub, a->o, a->schedule);
+    sub->add_option("--model", a->inputs.model,
+                    "tiny (run-cpu's model), a profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")
+        ->capture_default_str();
+    add_plan_model_options(sub, a->inputs, false);
+    sub->add_option("--mbs", a->mbs, "--model tiny: fixed micro-batch size (default: the exact split)")
+        ->check(integer_in<std::size_t>(1, max_mbs));
+    sub->add_option("--seed", a->seed, "--model tiny: seed of the tiny model's parameters and tokens")
+        ->capture_default_str()
+        ->check(integer_in<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
     sub->add_option("--job", a->job, "Job name (the store's key prefix)")->capture_default_str();
     sub->add_option("--threads", a->threads, "Planner threads")
         ->capture_default_str()
@@ -166,7 +226,35 @@ void register_serve_plans(CLI::App& app) {
         ->capture_default_str()
         ->check(integer_in<std::size_t>(1, max_plan_depth));
     sub->add_flag("--json", a->json, "Print the report as one JSON object");
-    sub->callback([a] { serve(*a); });
+    sub->callback([a, sub] {
+        a->given = given_flags(*sub);
+        serve(*a);
+    });
+}
+
+void register_fetch_plan(CLI::App& app) {
+    struct fetch_args {
+        std::string store, job = "pipeplan", out;
+        std::uint64_t iteration = 0;
+        std::uint32_t rank = 0;
+        long timeout_ms = 30000;
+    };
+    auto a = std::make_shared<fetch_args>();
+    CLI::App* sub = app.add_subcommand(
+        "fetch-plan", "Fetch one rank's plan of one iteration from a plan store (what a trainer rank reads) and write "
+                      "it as a binary plan file (checked by the store's checksum; validate with plan-check)");
+    sub->add_option("--store", a->store, "dir:PATH or redis://HOST:PORT")->required();
+    sub->add_option("--job", a->job, "Job name (the store's key prefix)")->capture_default_str();
+    sub->add_option("--iteration", a->iteration, "Iteration")->required();
+    sub->add_option("--rank", a->rank, "Rank")->required();
+    sub->add_option("--out", a->out, "Plan file to write (binary; '-' for standard output)")->required();
+    sub->add_option("--timeout-ms", a->timeout_ms, "Longest wait for the plan")
+        ->capture_default_str()
+        ->check(integer_in<long>(0, max_timeout_ms));
+    sub->callback([a] {
+        runtime::any_store store = runtime::open_store(a->store);
+        write_output_file(a->out, store.get(runtime::plan_key{a->job, a->iteration, a->rank}, runtime::timeout_ms(a->timeout_ms)));
+    });
 }
 
 void register_run_cpu(CLI::App& app) {

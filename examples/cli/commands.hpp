@@ -28,6 +28,8 @@ void register_energy(CLI::App& app);
 void register_run_cpu(CLI::App& app);
 /// `pipeplan serve-plans ...` (cmd_runtime.cpp)
 void register_serve_plans(CLI::App& app);
+/// `pipeplan fetch-plan ...` (cmd_runtime.cpp)
+void register_fetch_plan(CLI::App& app);
 /// `pipeplan` with no subcommand: the main job on built-in defaults (cmd_default.cpp).
 void run_default();
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     pipeplan::cli::register_energy(app);
     pipeplan::cli::register_run_cpu(app);
     pipeplan::cli::register_serve_plans(app);
+    pipeplan::cli::register_fetch_plan(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) pipeplan::cli::run_default();

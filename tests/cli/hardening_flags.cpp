@@ -192,7 +192,8 @@ TEST_CASE("cli hardening flags: run-cpu and serve-plans ranges; too many ranks e
     check_error(with(serve, {"--threads", "0"}), {"--threads", "[1, 256]"});
     check_error(with(serve, {"--threads", "100000"}), {"--threads", "[1, 256]"});
     check_error(with(serve, {"--depth", "0"}), {"--depth", "[1, 1024]"});
-    check_error(with(serve, {"--dp", "300"}), {"--dp", "[1, 256]"});
+    check_error(with(serve, {"--dp", "0"}), {"--dp"});
+    check_error(with(serve, {"--dp", "300"}), {"600 ranks", "at most 256"}, 3);  // --model tiny: one thread per rank
     CHECK(!fs::exists(d / "store"));
     CHECK(run_cli(with(serve, {"--threads", "2", "--depth", "3"})).exit_code == 0);
 }

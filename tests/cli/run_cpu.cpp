@@ -1,5 +1,6 @@
 // CLI contract tests for `pipeplan run-cpu` (issue 10): JSON keys, the reference check passing
-// for several schedules, dp and --mbs, plans through a directory store, bad input.
+// for several schedules, dp and --mbs, plans through a directory store, bad input; and for
+// `pipeplan serve-plans` (tiny and real models) with `pipeplan fetch-plan` reading plans back.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_cli.hpp"
+#include "support.hpp"
 
 using pipeplan::test::run_cli;
 
@@ -117,4 +119,114 @@ TEST_CASE("pipeplan serve-plans: a folder of batches becomes one stored plan per
     fs::remove_all(batches);
     fs::remove_all(store);
     fs::remove_all(store1);
+}
+
+namespace {
+
+/// Three batch files of 120 samples each (lengths of a few hundred tokens, seeded).
+std::filesystem::path real_batches() {
+    namespace fs = std::filesystem;
+    const fs::path dir = pipeplan::test::temp_path(".batches");
+    fs::create_directories(dir);
+    unsigned x = 4242;
+    for (int b = 0; b < 3; ++b) {
+        std::ofstream out(dir / ("batch_" + std::to_string(b) + ".csv"));
+        out << "input_tokens,target_tokens\n";
+        for (int i = 0; i < 120; ++i) {
+            x = x * 1103515245u + 12345u;
+            out << 16 + (x >> 8) % 900 << "," << 1 + (x >> 20) % 80 << "\n";
+        }
+    }
+    return dir;
+}
+
+/// Fetches every rank's plan of `iterations` x `ranks` from `store` into files under `out`.
+std::vector<std::string> fetch_all(const std::string& store, int iterations, int ranks, const std::filesystem::path& out) {
+    std::filesystem::create_directories(out);
+    std::vector<std::string> files;
+    for (int it = 0; it < iterations; ++it)
+        for (int rank = 0; rank < ranks; ++rank) {
+            const std::string f = (out / ("it" + std::to_string(it) + "_rank" + std::to_string(rank) + ".plan")).string();
+            const auto r = run_cli({"fetch-plan", "--store", store, "--job", "gpt", "--iteration", std::to_string(it),
+                                    "--rank", std::to_string(rank), "--out", f, "--timeout-ms", "0"});
+            INFO(r.err);
+            CHECK(r.exit_code == 0);
+            files.push_back(f);
+        }
+    return files;
+}
+
+}  // namespace
+
+TEST_CASE("pipeplan serve-plans: real models through the planner; plans read back are valid and thread-independent") {
+    namespace fs = std::filesystem;
+    const fs::path batches = real_batches();
+    std::vector<std::vector<std::string>> models{{"--model", "analytic:gpt-6.7b", "--memory-mb", "40000"}};
+    if (const auto data = pipeplan::test::shared_data_dir())
+        models.push_back({"--model", "gpt_6.7b", "--profiles", (*data / "cost_models").string(), "--memory-mb", "36000"});
+    else
+        MESSAGE("../shared/data is absent: serve-plans is checked on the analytic model only, not on the GPT-6.7B profile");
+    for (const auto& model : models) {
+        CAPTURE(model[1]);
+        std::vector<std::string> stored;
+        for (const char* threads : {"1", "3"}) {
+            const std::string store = "dir:" + pipeplan::test::temp_path(".store");
+            std::vector<std::string> args{"serve-plans", "--batches", batches.string(), "--store", store, "--job", "gpt",
+                                          "--tp", "2", "--stages", "4", "--layers-per-stage", "8", "--threads", threads,
+                                          "--json"};
+            args.insert(args.end(), model.begin(), model.end());
+            const auto r = run_cli(args);
+            INFO(r.err);
+            REQUIRE(r.exit_code == 0);
+            const auto j = nlohmann::json::parse(r.out);
+            CHECK(j["model"] == model[1]);
+            CHECK(j["plans"] == 12);
+            REQUIRE(j["iterations"].size() == 3);
+            for (const auto& it : j["iterations"]) CHECK(it["microbatches"].get<int>() >= 2);
+            stored.push_back(store);
+        }
+        const fs::path out = pipeplan::test::temp_path(".fetched");
+        const auto one = fetch_all(stored[0], 3, 4, out / "t1");
+        const auto three = fetch_all(stored[1], 3, 4, out / "t3");
+        for (std::size_t k = 0; k < one.size(); ++k) {
+            CAPTURE(one[k]);
+            CHECK(pipeplan::test::read_text_file(one[k]) == pipeplan::test::read_text_file(three[k]));
+        }
+        for (int it = 0; it < 3; ++it) {
+            const auto r = run_cli({"plan-check", three[4 * it], three[4 * it + 1], three[4 * it + 2], three[4 * it + 3]});
+            INFO(r.out, r.err);
+            CHECK(r.exit_code == 0);
+            CHECK(r.out.find("whole plan: 4 ranks") != std::string::npos);
+            CHECK(r.out.find("iteration " + std::to_string(it) + ", ") != std::string::npos);
+            CHECK(r.out.find("INVALID") == std::string::npos);
+        }
+        fs::remove_all(out);
+        for (const auto& s : stored) fs::remove_all(s.substr(4));
+    }
+    fs::remove_all(batches);
+}
+
+TEST_CASE("pipeplan serve-plans / fetch-plan: flags of the other model and missing plans are clear errors") {
+    const std::string batches = real_batches().string();
+    const std::string store = "dir:" + pipeplan::test::temp_path(".store");
+    auto r = run_cli({"serve-plans", "--batches", batches, "--store", store, "--model", "analytic:gpt-6.7b", "--stages", "4",
+                      "--memory-mb", "40000"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("give --stages S and --layers-per-stage L (>= 1), or --layers") != std::string::npos);
+    r = run_cli({"serve-plans", "--batches", batches, "--store", store, "--model", "analytic:gpt-6.7b", "--stages", "4",
+                 "--layers-per-stage", "8", "--memory-mb", "40000", "--mbs", "4"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("--mbs does not apply to a planned model") != std::string::npos);
+    r = run_cli({"serve-plans", "--batches", batches, "--store", store, "--stages", "2", "--memory-mb", "40000"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("--memory-mb does not apply to --model tiny") != std::string::npos);
+    r = run_cli({"serve-plans", "--batches", batches, "--store", store, "--model", "gpt_6.7b", "--stages", "4",
+                 "--layers-per-stage", "8", "--memory-mb", "40000"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("pass --profiles DIR") != std::string::npos);
+    r = run_cli({"fetch-plan", "--store", store, "--job", "none", "--iteration", "0", "--rank", "0", "--out",
+                 pipeplan::test::temp_path(".plan"), "--timeout-ms", "0"});
+    CHECK(r.exit_code != 0);
+    CHECK(!r.err.empty());
+    std::filesystem::remove_all(batches);
 }
