@@ -149,6 +149,34 @@ TEST_CASE("plan_buffers: arena never below the live peak, frees after last use, 
     }
 }
 
+TEST_CASE("insert_frees: the lifetimes it returns are those of a rescan; the live peak is the brute-force one") {
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 4, 3 + 2 * seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            for (rank_program& prog : insert_communication(lower_compute(c.sc, c.sched), c.sc)) {
+                const std::vector<lifetime> shifted = insert_frees(prog);
+                const std::vector<lifetime> rescanned = buffer_lifetimes(prog);
+                REQUIRE(shifted.size() == rescanned.size());
+                for (std::size_t s = 0; s < shifted.size(); ++s) {
+                    CHECK(shifted[s].first == rescanned[s].first);
+                    CHECK(shifted[s].last == rescanned[s].last);
+                }
+                assign_offsets(prog, shifted);
+                std::uint64_t peak = 0;  // brute force: the live set at every instruction
+                for (std::uint32_t i = 0; i < prog.instructions.size(); ++i) {
+                    std::uint64_t live = 0;
+                    for (std::size_t s = 0; s < rescanned.size(); ++s)
+                        if (rescanned[s].used() && rescanned[s].first <= i && i <= rescanned[s].last) live += prog.buffers[s].size_bytes;
+                    peak = std::max(peak, live);
+                }
+                CHECK(prog.live_peak_bytes == peak);
+                CHECK(prog.arena_bytes >= peak);
+            }
+        }
+    }
+}
+
 TEST_CASE("plan_buffers: best fit reuses a freed gap (closed form)") {
     rank_program p;
     p.buffers.resize(3);

@@ -308,9 +308,23 @@ private:
 
 namespace detail {
 
+/// Stable counting sort of `v` by key(x) < `keys` (linear: the keys are sequence numbers or
+/// instruction indices).
+template <class T, class Key>
+void counting_sort(std::vector<T>& v, std::size_t keys, Key&& key) {
+    std::vector<std::uint32_t> start(keys + 1, 0);
+    for (const T& x : v) ++start[key(x) + 1];
+    for (std::size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
+    std::vector<T> out(v.size());
+    for (const T& x : v) out[start[key(x)]++] = x;
+    v.swap(out);
+}
+
 inline void order_messages(const compute_programs& cp, std::vector<message>& msgs) {
     const auto key = [&](const message& m) { return cp.seq[m.producer.rank][m.producer.index]; };
-    std::sort(msgs.begin(), msgs.end(), [&](const message& a, const message& b) { return key(a) < key(b); });
+    std::size_t total = 0;  // the sequence numbers are 0 .. ops - 1
+    for (const auto& v : cp.ops) total += v.size();
+    counting_sort(msgs, total, key);
     const std::size_t R = cp.ops.size();
     // anchor of the last start on each rank pair, as seen by each side
     std::vector<std::uint32_t> last_anchor(R * R, 0);
@@ -377,10 +391,18 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
             out[r].push_back({i, 3, c.mb, ld});
         }
     }
-    for (auto& v : out)  // (before, phase, key) is unique per rank
-        std::sort(v.begin(), v.end(), [](const placed& x, const placed& y) {
-            return x.before != y.before ? x.before < y.before : x.phase != y.phase ? x.phase < y.phase : x.key < y.key;
-        });
+    for (std::size_t r = 0; r < R; ++r) {  // by (before, phase, key), unique per rank
+        auto& v = out[r];
+        counting_sort(v, cp.ops[r].size() + 1, [](const placed& x) { return x.before; });
+        for (std::size_t k = 1; k < v.size(); ++k) {  // the few of one anchor by (phase, key)
+            std::size_t j = k;
+            const auto less = [](const placed& x, const placed& y) { return x.phase != y.phase ? x.phase < y.phase : x.key < y.key; };
+            if (v[j - 1].before != v[k].before || !less(v[k], v[j - 1])) continue;
+            const placed x = v[k];
+            for (; j > 0 && v[j - 1].before == x.before && less(x, v[j - 1]); --j) v[j] = v[j - 1];
+            v[j] = x;
+        }
+    }
     return out;
 }
 
