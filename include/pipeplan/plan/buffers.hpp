@@ -246,11 +246,9 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
     live.clear();
     std::uint64_t arena = 0;
     std::uint32_t next_death = UINT32_MAX;  // the earliest last use in `live`
-    std::size_t next_placed = 0;            // the first placed item after the current one
-    const auto skip_unplaced = [&](std::size_t from) {
-        while (from < items.size() && offset[from] == unplaced) ++from;
-        return from;
-    };
+    std::vector<std::uint32_t> next_placed(items.size() + 1);  // [i]: the first placed item at or after i
+    next_placed[items.size()] = static_cast<std::uint32_t>(items.size());
+    for (std::size_t i = items.size(); i-- > 0;) next_placed[i] = offset[i] != unplaced ? static_cast<std::uint32_t>(i) : next_placed[i + 1];
     for (std::uint32_t i = 0; i < items.size(); ++i) {
         const placement_item& b = items[i];
         if (b.first > next_death) {  // drop the buffers dead before b's birth
@@ -260,10 +258,9 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
                 if (e.last >= b.first) live[kept++] = e, next_death = std::min(next_death, e.last);
             live.resize(kept);
         }
-        if (next_placed <= i) next_placed = skip_unplaced(i + 1);
         if (offset[i] == unplaced) {
             later.clear();  // the placed buffers born during b's life, by address
-            for (std::size_t j = next_placed; j < items.size() && items[j].first <= b.last; j = skip_unplaced(j + 1))
+            for (std::size_t j = next_placed[i + 1]; j < items.size() && items[j].first <= b.last; j = next_placed[j + 1])
                 insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;

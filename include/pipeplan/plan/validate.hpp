@@ -371,8 +371,11 @@ struct buffer_walk {
             born[j] = x;
         }
         const auto& buf = rv.p.buffers;
-        const auto by_offset = [&](std::uint32_t a, std::uint32_t b) { return buf[a].offset_bytes < buf[b].offset_bytes; };
-        std::vector<std::uint32_t> active;  // by offset
+        struct span_t {
+            std::uint64_t begin, end;
+            std::uint32_t slot;
+        };
+        std::vector<span_t> active;  // by offset (few: a linear scan beats a binary search)
         std::vector<char> in_active(state.size(), 0);
         std::size_t d = 0;
         for (const std::uint32_t s : born) {
@@ -380,21 +383,23 @@ struct buffer_walk {
             if (b.size_bytes == 0) continue;
             for (; d < died.size() && death[died[d]] < birth[s]; ++d)  // the buffers dead before s's birth
                 if (const std::uint32_t q = died[d]; in_active[q]) {
-                    active.erase(std::lower_bound(active.begin(), active.end(), q, by_offset));
+                    std::size_t k = 0;
+                    while (active[k].slot != q) ++k;
+                    active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
                     in_active[q] = 0;
                 }
-            const auto at = std::lower_bound(active.begin(), active.end(), s, by_offset);
-            const auto overlaps = [&](std::uint32_t q) {
-                return b.offset_bytes < buf[q].offset_bytes + buf[q].size_bytes && buf[q].offset_bytes < b.offset_bytes + b.size_bytes;
-            };
+            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s};
+            std::size_t at = 0;  // the first live buffer at or above s's offset
+            while (at < active.size() && active[at].begin < e.begin) ++at;
+            const auto overlaps = [&](const span_t& q) { return e.begin < q.end && q.begin < e.end; };
             std::uint32_t hit = no_slot;
-            if (at != active.begin() && overlaps(*(at - 1))) hit = *(at - 1);
-            else if (at != active.end() && overlaps(*at)) hit = *at;
+            if (at > 0 && overlaps(active[at - 1])) hit = active[at - 1].slot;
+            else if (at < active.size() && overlaps(active[at])) hit = active[at].slot;
             if (hit != no_slot) {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
                 continue;
             }
-            active.insert(at, s);
+            active.insert(active.begin() + static_cast<std::ptrdiff_t>(at), e);
             in_active[s] = 1;
         }
     }
