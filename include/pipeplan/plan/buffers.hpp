@@ -264,11 +264,11 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
                 insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            const auto visit = [&](const placed_span& e) {
-                if (e.begin > cursor && e.begin - cursor >= b.size_bytes && e.begin - cursor < best_gap) {
-                    pos = cursor;
-                    best_gap = e.begin - cursor;
-                }
+            const auto visit = [&](const placed_span& e) {  // (branch-free: the gaps come in no order)
+                const std::uint64_t gap = e.begin > cursor ? e.begin - cursor : 0;
+                const bool better = gap > 0 && gap >= b.size_bytes && gap < best_gap;
+                pos = better ? cursor : pos;
+                best_gap = better ? gap : best_gap;
                 cursor = std::max(cursor, e.end);
             };
             std::size_t x = 0;
@@ -405,7 +405,9 @@ private:
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t best_gap = UINT64_MAX, pos = 0;
         each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
-            if (b - a >= need && b - a < best_gap) best_gap = b - a, pos = a;
+            const bool better = b - a >= need && b - a < best_gap;
+            pos = better ? a : pos;
+            best_gap = better ? b - a : best_gap;
         });
         if (best_gap == UINT64_MAX) pos = top(s);
         state& st = states_[s];
