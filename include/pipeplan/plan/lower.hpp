@@ -203,11 +203,13 @@ struct message {
 
 /// Where an inserted instruction goes: before compute op `before` (ops.size() = the end),
 /// ordered by `phase` then `key`.
+/// (Small, so that sorting moves little: the instruction is built when the program is.)
 struct placed {
+    enum what_t : std::uint8_t { send_start, recv_start, recv_wait, send_wait, load };
     std::uint32_t before = 0;
     std::uint8_t phase = 0;  // 0 send starts (after the previous op), 1 recv starts, 2 waits, 3 loads
-    std::uint64_t key = 0;
-    instruction ins;
+    what_t what = send_start;
+    std::uint64_t key = 0;   // the message's index; a load's micro-batch
 };
 
 /// The buffers and slots of one rank while pass 2 builds them.
@@ -362,17 +364,16 @@ inline instruction message_instruction(const compute_programs& cp, const message
 }
 
 /// Collects the non-compute instructions of every rank with their positions.
-inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs,
-                                                           const lowering_options& opt) {
+inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs) {
     const std::size_t R = cp.ops.size();
     std::vector<std::vector<placed>> out(R);
     for (std::size_t k = 0; k < msgs.size(); ++k) {
         const message& m = msgs[k];
         const std::uint32_t a = m.producer.rank, b = m.consumer.rank;
-        out[a].push_back({m.producer.index + 1, 0, k, message_instruction(cp, m, true, true, opt)});
-        out[b].push_back({m.recv_anchor, 1, k, message_instruction(cp, m, false, true, opt)});
-        out[b].push_back({m.consumer.index, 2, k, message_instruction(cp, m, false, false, opt)});
-        out[a].push_back({m.send_anchor, 2, k, message_instruction(cp, m, true, false, opt)});
+        out[a].push_back({m.producer.index + 1, 0, placed::send_start, k});
+        out[b].push_back({m.recv_anchor, 1, placed::recv_start, k});
+        out[b].push_back({m.consumer.index, 2, placed::recv_wait, k});
+        out[a].push_back({m.send_anchor, 2, placed::send_wait, k});
     }
     // load_microbatch before the first forward of each micro-batch on the first / last stage's rank
     const std::size_t V = cp.stages;
@@ -382,13 +383,7 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
             const instruction& c = cp.ops[r][i];
             if (c.kind != instr_kind::forward || (c.stage != 0 && c.stage + 1 != V) || loaded[c.mb]) continue;
             loaded[c.mb] = 1;
-            instruction ld;
-            ld.kind = instr_kind::load_microbatch;
-            ld.mb = c.mb;
-            ld.stage = c.stage;
-            ld.type = opt.type;
-            if (c.mb < opt.shapes.size()) ld.shape = opt.shapes[c.mb];
-            out[r].push_back({i, 3, c.mb, ld});
+            out[r].push_back({i, 3, placed::load, c.mb});
         }
     }
     for (std::size_t r = 0; r < R; ++r) {  // by (before, phase, key), unique per rank
@@ -408,12 +403,31 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
 
 }  // namespace detail
 
+namespace detail {
+
+/// The instruction of an inserted one on rank r.
+[[nodiscard]] inline instruction placed_instruction(const compute_programs& cp, const std::vector<message>& msgs,
+                                                    const placed& x, std::size_t r, const lowering_options& opt) {
+    if (x.what != placed::load)
+        return message_instruction(cp, msgs[x.key], x.what == placed::send_start || x.what == placed::send_wait,
+                                   x.what == placed::send_start || x.what == placed::recv_start, opt);
+    instruction ld;  // before the first forward of micro-batch x.key on this rank
+    ld.kind = instr_kind::load_microbatch;
+    ld.mb = static_cast<std::uint32_t>(x.key);
+    ld.stage = cp.ops[r][x.before].stage;
+    ld.type = opt.type;
+    if (ld.mb < opt.shapes.size()) ld.shape = opt.shapes[ld.mb];
+    return ld;
+}
+
+}  // namespace detail
+
 inline std::vector<rank_program> insert_communication(const compute_programs& cp, const schedule::scenario& sc,
                                                       const lowering_options& opt) {
     detail::slot_builder sb(cp, sc);
     sb.run();
     detail::order_messages(cp, sb.messages);
-    const auto placed = detail::place_instructions(cp, sb.messages, opt);
+    const auto placed = detail::place_instructions(cp, sb.messages);
     const std::size_t R = cp.ops.size();
     std::vector<rank_program> progs(R);
     for (std::size_t r = 0; r < R; ++r) {
@@ -424,7 +438,8 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
         p.instructions.reserve(ops.size() + placed[r].size() + 2);
         std::size_t k = 0;
         for (std::uint32_t i = 0; i <= ops.size(); ++i) {
-            while (k < placed[r].size() && placed[r][k].before == i) p.instructions.push_back(placed[r][k++].ins);
+            for (; k < placed[r].size() && placed[r][k].before == i; ++k)
+                p.instructions.push_back(detail::placed_instruction(cp, sb.messages, placed[r][k], r, opt));
             if (i < ops.size()) {
                 instruction c = ops[i];
                 c.type = opt.type;
