@@ -131,14 +131,20 @@ struct rank_view {
     const rank_program& p;
     std::uint32_t rank, device, replica;
     schedule::stage_placement pl;
-    std::vector<std::uint32_t> stage_device;  ///< [virtual stage] its device (pl.device_of, tabulated)
+    /// pl.device_of tabulated for the first stages (a header from a file may claim billions of
+    /// stages: the table stops at `tabulated_stages`, the rest is computed)
+    static constexpr std::uint32_t tabulated_stages = 4096;
+    std::vector<std::uint32_t> stage_device;
     rank_view(const plan_header& hh, const rank_program& pp)
         : h(hh), p(pp), rank(pp.rank), device(hh.device_of_rank(pp.rank)), replica(hh.replica_of_rank(pp.rank)),
-          pl(hh.stage_placement()), stage_device(hh.virtual_stages()) {
+          pl(hh.stage_placement()), stage_device(std::min(hh.virtual_stages(), tabulated_stages)) {
         for (std::uint32_t v = 0; v < stage_device.size(); ++v) stage_device[v] = static_cast<std::uint32_t>(pl.device_of(v));
     }
-    [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < stage_device.size() && stage_device[stage] == device; }
-    [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const { return replica * h.devices + stage_device[stage]; }
+    [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const {
+        return stage < stage_device.size() ? stage_device[stage] : static_cast<std::uint32_t>(pl.device_of(stage));
+    }
+    [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < h.virtual_stages() && device_of(stage) == device; }
+    [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const { return replica * h.devices + device_of(stage); }
 };
 
 /// structure: ranges, devices and peers of one instruction.
