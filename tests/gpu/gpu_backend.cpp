@@ -69,6 +69,21 @@ double max_relative_error(const std::vector<double>& got, const std::vector<doub
     return worst;
 }
 
+/// The CUDA model and the tiny-model shape plan_tiny sizes its buffers from (same hidden size
+/// and block count), with the model's initial weights.
+struct mlp_fixture {
+    mlp_config c;
+    cpu::model_config shape;
+    std::vector<double> w;
+};
+mlp_fixture make_fixture(std::size_t hidden, std::size_t blocks) {
+    mlp_fixture f;
+    f.c.hidden = f.shape.hidden = hidden;
+    f.c.blocks = f.shape.blocks = blocks;
+    f.w = mlp_init(f.c);
+    return f;
+}
+
 /// Runs plan `p` on one GPU (every rank a thread with its own streams); returns replica 0's
 /// gradients assembled by block, the summed loss and the largest replica divergence.
 struct run_result {
@@ -136,13 +151,10 @@ run_result run_on_one_gpu(const mlp_config& c, const std::vector<double>& w, con
 }  // namespace
 
 TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's loss and gradients") {
-    mlp_config c;
-    c.hidden = 16;
-    c.blocks = 8;
-    const std::vector<double> w = mlp_init(c);
-    cpu::model_config shape;  // plan_tiny sizes buffers from the tiny model's hidden size and blocks
-    shape.hidden = c.hidden;
-    shape.blocks = c.blocks;
+    const mlp_fixture f = make_fixture(16, 8);
+    const mlp_config& c = f.c;
+    const cpu::model_config& shape = f.shape;
+    const std::vector<double>& w = f.w;
     cudaStream_t s = nullptr;
     check(cudaStreamCreate(&s), "cudaStreamCreate");
     int runs = 0;
@@ -170,13 +182,10 @@ TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's l
 }
 
 TEST_CASE("gpu: set_frequency through cuda::stream_clock runs in stream order; training is unchanged") {
-    mlp_config c;
-    c.hidden = 16;
-    c.blocks = 4;
-    const std::vector<double> w = mlp_init(c);
-    cpu::model_config shape;
-    shape.hidden = c.hidden;
-    shape.blocks = c.blocks;
+    const mlp_fixture f = make_fixture(16, 4);
+    const mlp_config& c = f.c;
+    const cpu::model_config& shape = f.shape;
+    const std::vector<double>& w = f.w;
     const batch b = random_batch(1, 5, 3);
     cpu::tiny_plan_options o;
     o.schedule = schedule::schedule_name::one_f_one_b;
@@ -246,13 +255,10 @@ TEST_CASE("gpu: NCCL transport bootstraps through a directory store, all-reduces
     directory_store store(dir);
     std::vector<std::vector<double>> got(ranks);
     std::vector<std::string> errors(ranks);
-    mlp_config c;
-    c.hidden = 16;
-    c.blocks = 8;
-    const std::vector<double> w = mlp_init(c);
-    cpu::model_config shape;
-    shape.hidden = c.hidden;
-    shape.blocks = c.blocks;
+    const mlp_fixture f = make_fixture(16, 8);
+    const mlp_config& c = f.c;
+    const cpu::model_config& shape = f.shape;
+    const std::vector<double>& w = f.w;
     const batch b = random_batch(1, 2 * ranks + 1, 99);
     cpu::tiny_plan_options po;
     po.devices = ranks;

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -142,8 +143,9 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
     h.devices = r.num<std::uint32_t>(j, "devices", p);
     h.dp = r.num<std::uint32_t>(j, "dp", p);
     h.chunks = r.num<std::uint32_t>(j, "chunks", p);
-    for (const char* key : {"devices", "dp", "chunks"})
-        if (r.at(j, key, p) == 0) r.fail(r.at(j, key, p), json_reader::field(p, key), "must be >= 1");
+    const std::pair<const char*, std::uint32_t> counts[] = {{"devices", h.devices}, {"dp", h.dp}, {"chunks", h.chunks}};
+    for (const auto& [key, n] : counts)
+        if (n == 0) r.fail(r.at(j, key, p), json_reader::field(p, key), "must be >= 1");
     const std::string pl = r.text(j, "placement", p);
     const auto placement = find_name<schedule::placement_kind>(pl);
     if (!placement)
@@ -152,7 +154,8 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
     h.placement = *placement;
     h.schedule = r.text(j, "schedule", p);
     if (!is_plan_schedule_name(h.schedule))
-        r.fail(r.at(j, "schedule", p), p + ".schedule", "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(h.schedule) + "'");
+        r.fail(r.at(j, "schedule", p), p + ".schedule",
+               "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(h.schedule) + "'");
     const std::string type = r.text(j, "dtype", p);
     const auto t = parse_dtype(type);
     if (!t) r.fail(r.at(j, "dtype", p), p + ".dtype", "unknown dtype '" + printable(type) + "' (" + dtype_choices() + ")");
@@ -170,7 +173,8 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
         microbatch_entry m;
         m.replica = r.num<std::uint32_t>(mbs[k], "replica", q);
         for (const auto& id : r.array(mbs[k], "sample_ids", q)) {
-            if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX) r.fail(id, q + ".sample_ids", "expected integers >= 0");
+            if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX)
+                r.fail(id, q + ".sample_ids", "expected integers >= 0");
             m.sample_ids.push_back(id.get<std::uint32_t>());
         }
         m.shape = r.shape(mbs[k], q);
