@@ -9,15 +9,15 @@
 //   plan_outcome q = p.try_plan(batch);          // never throws: result or error text
 //
 // Split: the exact DP of batching/split_dp.hpp (in the accounting asked for). Its objective is
-// only a proxy of the pipelined time, so when the preferred memory limit and the available
-// memory give different splits, both are scheduled and the simulator decides.
+// only a proxy of the pipelined time, so the split under the available memory and splits with a
+// lighter fill term (fill_weights; screened by one quick simulation) are candidates too.
 // Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
 // micro-batch size × sequence length × hidden size × dtype bytes over the cluster's links
 // (default: 100 Gbit/s, no latency — DynaPipe's uniform cluster). With `dynapipe` accounting
 // the split is DynaPipe's; the scenario of its micro-batches is priced per chunk the same way.
-// Candidates (C = chunks per device): C = 1: adaptive with order search (micro-batch order and
-// in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the interleaved
-// placement with order search. A named schedule restricts the candidates to it. A candidate
+// Candidates (C = chunks per device), each with its micro-batch order searched: C = 1: adaptive
+// (and its in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the
+// interleaved placement. A named schedule restricts the candidates to it. A candidate
 // whose simulated peak exceeds the device memory is infeasible; the fastest feasible one wins
 // (ties: the earlier candidate). Data parallelism: micro-batches are balanced over the dp
 // replicas (batching/dp_balance.hpp); each replica is scheduled alone with the winning schedule
