@@ -261,3 +261,21 @@ TEST_CASE("lower: every schedule gives a valid plan") {
         }
     }
 }
+
+TEST_CASE("lower: a scenario built in code with a value beyond scenario_limits is refused, naming field and range") {
+    const auto sc = test::random_scenario(3, 4, 9);
+    const auto c = test::all_schedules(sc).front();
+    schedule::scenario bad = c.sc;
+    bad.backward_ms[bad.at(2, 1)] = 5e9;  // 58 days: beyond the 1e9 ms of every scenario file
+    try {
+        (void)lower(bad, c.sched);
+        FAIL("no error");
+    } catch (const invalid_argument& e) {
+        CHECK(std::string(e.what()) == "scenario: microbatches[2].backward_ms[1] must be a number in [0, 1e+09] ms, is 5e+09");
+    }
+    bad = c.sc;
+    bad.network.bandwidth_gbps = 1e7;
+    CHECK_THROWS_WITH_AS((void)lower(bad, c.sched),
+                         "scenario: network.bandwidth_gbps must be a number in [0, 1e+06] Gbit/s, is 1e+07", invalid_argument);
+    CHECK_NOTHROW((void)lower(c.sc, c.sched));
+}

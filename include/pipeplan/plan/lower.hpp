@@ -426,9 +426,10 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
 /// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
 /// mb_offset 0). The header's schedule fields (placement, chunks, devices, schedule name,
 /// dtype) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
-/// the rest.
+/// the rest. The scenario is validated first (scenario::validate(): sizes and scenario_limits).
 [[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
                                           const lowering_options& opt = {}) {
+    sc.validate();
     const compute_programs cp = lower_compute(sc, s);
     execution_plan p;
     p.header.devices = static_cast<std::uint32_t>(s.placement.devices());
