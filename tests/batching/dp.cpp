@@ -133,6 +133,11 @@ TEST_CASE("solve_partition equals brute force on random cost rows") {
         const double bf = brute_force_rows(rc, a, dp);
         INFO("trial " << trial << " n " << n);
         CHECK(close(sol.objective_ms, bf));
+        // A relative tolerance stops within it of the optimum (the reweighted splits' setting).
+        const auto loose = pb::solve_partition(rc, a, dp, pb::reweighted_tolerance);
+        CHECK(loose.objective_ms >= bf * (1 - 1e-12));
+        CHECK(loose.objective_ms <= bf * (1 + pb::reweighted_tolerance) + 1e-9);
+        CHECK(close(partition_objective(rc, loose.bounds, a, dp), loose.objective_ms));
         // The bounds describe a partition whose recomputed objective is the reported one.
         CHECK(close(partition_objective(rc, sol.bounds, a, dp), sol.objective_ms));
         // Runner-ups: the optimum is unchanged; each is a distinct valid partition, no better.
@@ -558,6 +563,51 @@ TEST_CASE("split_dp runner-up splits: the result is unchanged, the runner-ups ar
             check_limits_and_objective(r);
         }
         opt.alternative_splits = -1;
+        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+    }
+}
+
+TEST_CASE("split_dp reweighted splits: the result is unchanged; each is near-optimal for its weight") {
+    for (const bool enc_dec : {false, true}) {
+        std::mt19937_64 rng(enc_dec ? 41 : 42);
+        const table_cost_model model = tight_model(enc_dec);
+        const pb::pipeline_config cfg = four_stages();
+        const auto batch = random_batch(rng, 100);
+        pb::split_options opt;
+        const auto plain = pb::split_dp(model, batch, cfg, opt);
+        opt.fill_weights = {1.0, 0.5, 0.0};
+        std::vector<pb::split_result> rw;
+        const auto best = pb::split_dp(model, batch, cfg, opt, nullptr, nullptr, nullptr, &rw);
+        CHECK(best.microbatches == plain.microbatches);
+        CHECK(best.objective_ms == plain.objective_ms);
+        REQUIRE(rw.size() == 3);
+        const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
+        const auto weighted = [&](const pb::split_result& r, double w) { return w * a * r.tmax_ms + r.sum_ms / cfg.dp; };
+        for (std::size_t k = 0; k < rw.size(); ++k) {
+            INFO("enc_dec " << enc_dec << " weight " << opt.fill_weights[k]);
+            check_partition(rw[k], batch.size());
+            check_limits_and_objective(rw[k]);
+            CHECK(rw[k].limit == best.limit);
+            CHECK(rw[k].recompute == best.recompute);
+            // The main split is a partition of the same (final) order: the reweighted one is
+            // at least as good for its weight, within the tolerance.
+            CHECK(weighted(rw[k], opt.fill_weights[k]) <=
+                  weighted(best, opt.fill_weights[k]) * (1 + pb::reweighted_tolerance) + 1e-9);
+        }
+        // Weight 1 is the pipeline objective: within the tolerance of the exact optimum.
+        CHECK(rw[0].objective_ms >= best.objective_ms * (1 - 1e-12));
+        CHECK(rw[0].objective_ms <= best.objective_ms * (1 + pb::reweighted_tolerance) + 1e-9);
+        // Weight 0 minimises the sum alone: fewer, larger micro-batches than the main split.
+        CHECK(rw[2].sum_ms <= best.sum_ms + 1e-9);
+        CHECK(rw[2].microbatches.size() <= best.microbatches.size());
+        // Deterministic.
+        std::vector<pb::split_result> again;
+        (void)pb::split_dp(model, batch, cfg, opt, nullptr, nullptr, nullptr, &again);
+        REQUIRE(again.size() == rw.size());
+        for (std::size_t k = 0; k < rw.size(); ++k) CHECK(again[k].microbatches == rw[k].microbatches);
+        opt.fill_weights = {-0.5};
+        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+        opt.fill_weights = {std::numeric_limits<double>::infinity()};
         CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
     }
 }

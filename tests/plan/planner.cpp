@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -225,6 +227,8 @@ TEST_CASE("parallel_for: every task once, per-worker scratch, the lowest task's 
 TEST_CASE("planner: runner-up splits are extra candidates; the plan is never slower") {
     const auto batch = synthetic_batch(16384, 9);
     auto o = gpt_options();
+    o.fill_weights.clear();
+    o.scheduled_extra_splits = 2;  // every runner-up in full: no screening
     const auto base = plan_iteration(gpt(), batch, o);
     o.alternative_splits = 2;
     const auto more = plan_iteration(gpt(), batch, o);
@@ -236,4 +240,33 @@ TEST_CASE("planner: runner-up splits are extra candidates; the plan is never slo
     CHECK(more.candidates.size() == base.candidates.size() + runner_ups);
     o.alternative_splits = 65;
     CHECK_THROWS_AS((void)plan_iteration(gpt(), batch, o), pipeplan::invalid_argument);
+}
+
+TEST_CASE("planner: fill-weight splits are screened extras; scheduling every extra is never slower") {
+    const auto batch = synthetic_batch(16384, 11);
+    auto o = gpt_options();
+    const auto screened = plan_iteration(gpt(), batch, o);  // defaults: 3 weights, 1 extra in full
+    CHECK(validate(screened.plan).ok());
+    std::set<std::string> names;
+    for (const auto& c : screened.candidates) names.insert(c.split);
+    CHECK(names.count("preferred") == 1);
+    std::size_t extras = 0;
+    for (const auto& n : names) extras += n.rfind("fill weight ", 0) == 0;
+    CHECK(extras <= 1);  // at most scheduled_extra_splits extras reach the full candidate set
+    o.scheduled_extra_splits = 8;
+    const auto all = plan_iteration(gpt(), batch, o);
+    CHECK(validate(all.plan).ok());
+    CHECK(all.makespan_ms <= screened.makespan_ms);
+    o.fill_weights.clear();
+    const auto none = plan_iteration(gpt(), batch, o);
+    CHECK(all.makespan_ms <= none.makespan_ms);
+    for (const auto& c : none.candidates) CHECK(c.split.rfind("fill weight", 0) != 0);
+    // Same inputs, same plan, whatever the thread count (screening included).
+    auto t = gpt_options();
+    t.threads = 3;
+    CHECK(to_binary(plan_iteration(gpt(), batch, t).plan) == to_binary(screened.plan));
+    t.fill_weights = {std::numeric_limits<double>::quiet_NaN()};
+    CHECK_THROWS_AS((void)plan_iteration(gpt(), batch, t), pipeplan::invalid_argument);
+    t.fill_weights = {-1.0};
+    CHECK_THROWS_AS((void)plan_iteration(gpt(), batch, t), pipeplan::invalid_argument);
 }

@@ -167,6 +167,30 @@ TEST_CASE("order search: deterministic, within the limit, better than random per
     CHECK(f.makespan_ms <= simulate(sc, one_f_one_b{}).makespan_ms + 1e-9);
 }
 
+TEST_CASE("order search: the light-ends starts (lightest first and last) are among its starts") {
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        const scenario sc = random_scenario(4, 9, seed);
+        const std::size_t M = sc.microbatches;
+        std::vector<std::uint32_t> desc(M);
+        for (std::uint32_t j = 0; j < M; ++j) desc[j] = j;
+        std::stable_sort(desc.begin(), desc.end(), [&](auto a, auto b) { return sc.work_ms(a) > sc.work_ms(b); });
+        const std::uint32_t light = desc[M - 1], second = desc[M - 2];
+        std::vector<std::uint32_t> ends{light};
+        ends.insert(ends.end(), desc.begin(), desc.end() - 2);
+        ends.push_back(second);
+        std::vector<std::uint32_t> mirrored(ends.rbegin(), ends.rend());  // second first, light last, ascending
+        order_search_options opt;
+        opt.max_evaluations = order_search_starts;  // the starts alone
+        const auto r = search_order(sc, one_f_one_b{}, opt);
+        CHECK(r.evaluations == order_search_starts);
+        for (const auto& o : {ends, mirrored})
+            CHECK(r.makespan_ms <= evaluate_order(sc, one_f_one_b{}, o, std::numeric_limits<double>::infinity()).first);
+        // Fewer than 4 micro-batches: no light-ends starts; the budget goes to the local search.
+        const scenario small = random_scenario(3, 3, seed);
+        CHECK(search_order(small, one_f_one_b{}, opt).evaluations == order_search_starts);
+    }
+}
+
 TEST_CASE("scenario JSON: round trip, ADL, errors with file, line and field path") {
     const scenario sc = parse_scenario_json(good_json, "s.json");
     CHECK(sc.stages == 2);

@@ -17,8 +17,8 @@
 //   * a · c_a + F(c_b) / dp ≥ the best objective found (a lower bound on the gap),
 // and its caps c with a · c + F(c_b) / dp ≥ the best are cut off (solving at the cut first).
 // The smallest feasible cap c_lo (the min-max partition value) comes from a bottleneck DP.
-// Rows whose costs are non-decreasing in m (true for real profiles) stop scanning at the first
-// t > c. An optional relative tolerance prunes gaps whose bound is within tol of the best.
+// Rows whose costs are non-decreasing in m stop scanning at the first t > c; other rows (real
+// profiles interpolate with small dips) at the first m whose suffix minimum exceeds c. An optional relative tolerance prunes gaps whose bound is within tol of the best.
 #pragma once
 
 #include <algorithm>
@@ -76,7 +76,22 @@ public:
                 if (m > 0 && r.data[m] < r.data[m - 1]) r.monotone = false;
             }
         }
+        // Suffix minima of the rows that are not monotone: a cap's feasible ranges all lie
+        // before the first suffix minimum above it (suffix minima are non-decreasing).
+        suffix_min_.clear();
+        for (row& r : rows_) {
+            r.suffix_offset = suffix_min_.size();
+            if (r.monotone) continue;
+            suffix_min_.resize(suffix_min_.size() + static_cast<std::size_t>(r.len));
+            double* sm = suffix_min_.data() + r.suffix_offset;
+            double low = std::numeric_limits<double>::infinity();
+            for (int m = r.len; m-- > 0;) sm[m] = low = std::min(low, r.data[m]);
+        }
         finalized_ = true;
+    }
+    /// Row i's suffix minima, min t(i, m..len(i)) (after finalize(); rows that are not monotone).
+    [[nodiscard]] std::span<const double> suffix_min(std::size_t i) const {
+        return {suffix_min_.data() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
     }
     [[nodiscard]] bool finalized() const noexcept { return finalized_; }
     [[nodiscard]] std::size_t size() const noexcept { return rows_.size(); }
@@ -93,8 +108,10 @@ private:
         const double* data = nullptr;
         int len = 0;
         bool monotone = true;
+        std::size_t suffix_offset = 0;  ///< into suffix_min_ (rows that are not monotone)
     };
     std::vector<double> storage_;
+    std::vector<double> suffix_min_;
     std::vector<row> rows_;
     bool finalized_ = false;
 };
@@ -140,8 +157,9 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
             const std::size_t cut = static_cast<std::size_t>(std::upper_bound(row.begin(), row.end(), cap) - row.begin());
             for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], fi + t[m]);
         } else {
-            const std::size_t len = row.size();
-            for (std::size_t m = 0; m < len; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
+            const auto sm = rc.suffix_min(i);
+            const std::size_t cut = static_cast<std::size_t>(std::upper_bound(sm.begin(), sm.end(), cap) - sm.begin());
+            for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
         }
     }
     capped_solution s;

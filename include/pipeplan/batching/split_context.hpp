@@ -62,6 +62,10 @@ struct split_options {
     double objective_bound_ms = std::numeric_limits<double>::infinity();
     /// DP only: how many runner-up splits split_dp returns when asked (its `alternatives`).
     int alternative_splits = 2;
+    /// DP only: weights w of the fill term for the reweighted splits split_dp returns when asked
+    /// (its `reweighted`): each the exact optimum of w · (S − 1) · t_max / C + Σ t / dp over the
+    /// final order's contiguous partitions, under the same rung. Each w must be finite and >= 0.
+    std::vector<double> fill_weights;
 };
 
 /// One rung of the ladder: a stored limit and a recomputation mode, with the resulting limits.
@@ -108,6 +112,8 @@ public:
             throw invalid_argument("the memory-limit and recomputation ladders must not be empty");
         if (!(options_.relative_tolerance >= 0 && options_.relative_tolerance < 1))
             throw invalid_argument("relative tolerance must be in [0, 1)");
+        for (double w : options_.fill_weights)
+            if (!(w >= 0) || !std::isfinite(w)) throw invalid_argument("fill weights must be finite and >= 0");
         if (options_.refine_passes < 0) throw invalid_argument("refine passes must be >= 0");
         if (std::isnan(options_.objective_bound_ms)) throw invalid_argument("objective bound must not be NaN");
         if (options_.alternative_splits < 0 || options_.alternative_splits > 64)

@@ -99,39 +99,24 @@ template <cost_model Model>
                                            shape_tables<Model>& tables, bool head_padded);
 }  // namespace detail
 
-/// Statistics of one DP split (benchmarks and docs).
-struct split_dp_stats {
-    int capped_solves = 0;       ///< capped DPs run by the exact search
-    long long range_entries = 0; ///< Σ row lengths (feasible ranges)
-    int orders = 0;              ///< orders solved
-};
+namespace detail {
 
-/// The DP split over a given order of the context's samples, under `rung` (all singletons must
-/// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
-/// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
-/// `upper_bound` prunes the search as in solve_partition (exact whenever the optimum is below it).
-/// `alternatives` (optional) receives up to options().alternative_splits runner-up splits of this
-/// order (solve_partition's), best first.
+/// The range-cost rows of `order` under the tables' rung (see the file comment); sets
+/// `head_padded` (decoder-only, lengths non-increasing) and `entries` (Σ row lengths).
 template <cost_model Model>
-[[nodiscard]] split_result split_dp_ordered(const split_context<Model>& ctx, std::span<const int> order,
-                                            const memory_rung& rung, split_dp_stats* stats = nullptr,
-                                            detail::shape_tables<Model>* shared_tables = nullptr,
-                                            double upper_bound = std::numeric_limits<double>::infinity(),
-                                            std::vector<split_result>* alternatives = nullptr) {
+[[nodiscard]] range_costs build_range_costs(const split_context<Model>& ctx, std::span<const int> order,
+                                            shape_tables<Model>& tables, bool& head_padded, long long& entries) {
     const auto& shapes = ctx.shapes();
     const std::size_t n = order.size();
     const bool enc_dec = ctx.evaluator().encoder_decoder();
     const bool pack = ctx.options().packing.enabled;
     const int sep = ctx.options().packing.separator_tokens;
-    std::optional<detail::shape_tables<Model>> own;
-    if (!shared_tables) own.emplace(ctx, rung);
-    detail::shape_tables<Model>& tables = shared_tables ? *shared_tables : *own;
     range_costs rc;
     const auto sh = [&](std::size_t pos) -> const sample_shape& { return shapes[static_cast<std::size_t>(order[pos])]; };
     // Is the order padded by its first element (decoder-only, lengths non-increasing)?
-    bool head_padded = !enc_dec;
+    head_padded = !enc_dec;
     for (std::size_t i = 1; head_padded && i < n; ++i) head_padded = sh(i).seqlen_tokens <= sh(i - 1).seqlen_tokens;
-    long long entries = 0;
+    entries = 0;
     std::vector<double> buf;
     for (std::size_t i = 0; i < n; ++i) {
         const int remaining = static_cast<int>(n - i);
@@ -174,6 +159,42 @@ template <cost_model Model>
         entries += static_cast<long long>(buf.size());
         rc.add_row(buf);
     }
+    return rc;
+}
+
+}  // namespace detail
+
+/// Relative tolerance of the reweighted splits (split_options::fill_weights): they are only
+/// candidates for a simulator to compare, so exactness is not worth its solves.
+inline constexpr double reweighted_tolerance = 0.003;
+
+/// Statistics of one DP split (benchmarks and docs).
+struct split_dp_stats {
+    int capped_solves = 0;       ///< capped DPs run by the exact search
+    long long range_entries = 0; ///< Σ row lengths (feasible ranges)
+    int orders = 0;              ///< orders solved
+};
+
+/// The DP split over a given order of the context's samples, under `rung` (all singletons must
+/// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
+/// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
+/// `upper_bound` prunes the search as in solve_partition (exact whenever the optimum is below it).
+/// `alternatives` (optional) receives up to options().alternative_splits runner-up splits of this
+/// order (solve_partition's), best first. `reweighted` (optional) receives one split of this
+/// order per options().fill_weights entry w: the exact optimum with the fill term weighted by w.
+template <cost_model Model>
+[[nodiscard]] split_result split_dp_ordered(const split_context<Model>& ctx, std::span<const int> order,
+                                            const memory_rung& rung, split_dp_stats* stats = nullptr,
+                                            detail::shape_tables<Model>* shared_tables = nullptr,
+                                            double upper_bound = std::numeric_limits<double>::infinity(),
+                                            std::vector<split_result>* alternatives = nullptr,
+                                            std::vector<split_result>* reweighted = nullptr) {
+    std::optional<detail::shape_tables<Model>> own;
+    if (!shared_tables) own.emplace(ctx, rung);
+    detail::shape_tables<Model>& tables = shared_tables ? *shared_tables : *own;
+    bool head_padded = false;
+    long long entries = 0;
+    range_costs rc = detail::build_range_costs(ctx, order, tables, head_padded, entries);
     const auto& cfg = ctx.config();
     const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
     partition_solution sol = solve_partition(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
@@ -186,6 +207,16 @@ template <cost_model Model>
         alternatives->clear();
         for (const auto& alt : sol.alternatives)
             alternatives->push_back(detail::assemble_bounds(ctx, order, rung, alt.bounds, tables, head_padded));
+    }
+    if (reweighted) {
+        // Candidates for a simulator to judge, under a weight that is itself an estimate: solved
+        // to within reweighted_tolerance (or the options' tolerance, if looser).
+        const double tol = std::max(ctx.options().relative_tolerance, reweighted_tolerance);
+        reweighted->clear();
+        for (double w : ctx.options().fill_weights) {
+            const partition_solution ws = solve_partition(rc, w * a, cfg.dp, tol);
+            reweighted->push_back(detail::assemble_bounds(ctx, order, rung, ws.bounds, tables, head_padded));
+        }
     }
     return detail::assemble_bounds(ctx, order, rung, sol.bounds, tables, head_padded);
 }
@@ -236,13 +267,18 @@ template <cost_model Model>
 /// `alternatives` (optional) receives up to options.alternative_splits runner-ups: distinct
 /// splits of the final order that the exact search solved on the way, by objective (candidates
 /// for a planner that compares splits by simulation); the result is the same with or without.
+/// `reweighted` (optional) receives, per options.fill_weights entry w, the exact split of the
+/// final order under the chosen rung with the fill term weighted by w (w < 1: fewer, larger
+/// micro-batches; a planner whose schedules put light micro-batches at the pipeline's ends pays
+/// less than (S − 1) · t_max / C of fill and drain, so it compares these by simulation too).
 /// Throws split_error (empty batch, sample too long, model states, no feasible split) or
 /// invalid_argument (configuration, options, token counts).
 template <cost_model Model>
 [[nodiscard]] split_result split_dp(const Model& model, std::span<const sample> batch, const pipeline_config& config,
                                     const split_options& options = {}, split_dp_stats* stats = nullptr,
                                     shape_cost_cache* cache = nullptr,
-                                    std::vector<split_result>* alternatives = nullptr) {
+                                    std::vector<split_result>* alternatives = nullptr,
+                                    std::vector<split_result>* reweighted = nullptr) {
     split_context<Model> ctx(model, batch, config, options);
     ctx.use_cache(cache);
     const bool enc_dec = ctx.evaluator().encoder_decoder();
@@ -262,14 +298,18 @@ template <cost_model Model>
         if (!ctx.singletons_fit(rung)) continue;
         split_result best;
         bool have = false;
+        std::span<const int> best_order;
         detail::shape_tables<Model> tables(ctx, rung);
+        // One order: the reweighted splits come with its solve; several: from the final order.
+        const bool single = orders.size() == 1 && !refine;
+        std::vector<std::vector<int>> refined;  // keeps the refined orders alive
         const auto consider = [&](std::span<const int> order) {
             split_dp_stats st;
-            std::vector<split_result> alts;
+            std::vector<split_result> alts, rws;
             split_result r = split_dp_ordered(ctx, order, rung, &st, &tables,
                                               have ? std::min(best.objective_ms, options.objective_bound_ms)
                                                    : options.objective_bound_ms,
-                                              alternatives ? &alts : nullptr);
+                                              alternatives ? &alts : nullptr, reweighted && single ? &rws : nullptr);
             if (stats) {
                 stats->capped_solves += st.capped_solves;
                 stats->range_entries += st.range_entries;
@@ -279,7 +319,9 @@ template <cost_model Model>
             if (better) {
                 best = std::move(r);
                 have = true;
+                best_order = order;
                 if (alternatives) *alternatives = std::move(alts);
+                if (reweighted) *reweighted = std::move(rws);
             }
             return better;
         };
@@ -300,8 +342,11 @@ template <cost_model Model>
                 });
                 order.insert(order.end(), mb.begin(), mb.end());
             }
-            misses = consider(order) ? 0 : misses + 1;
+            refined.push_back(std::move(order));
+            misses = consider(refined.back()) ? 0 : misses + 1;
         }
+        if (reweighted && !single)  // the main solve is bounded by its own optimum: nearly free
+            (void)split_dp_ordered(ctx, best_order, rung, nullptr, &tables, best.objective_ms, nullptr, reweighted);
         return best;
     }
     ctx.throw_no_rung();

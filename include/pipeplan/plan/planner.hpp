@@ -9,15 +9,15 @@
 //   plan_outcome q = p.try_plan(batch);          // never throws: result or error text
 //
 // Split: the exact DP of batching/split_dp.hpp (in the accounting asked for). Its objective is
-// only a proxy of the pipelined time, so when the preferred memory limit and the available
-// memory give different splits, both are scheduled and the simulator decides.
+// only a proxy of the pipelined time, so the split under the available memory and splits with a
+// lighter fill term (fill_weights; screened by one quick simulation) are candidates too.
 // Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
 // micro-batch size × sequence length × hidden size × dtype bytes over the cluster's links
 // (default: 100 Gbit/s, no latency — DynaPipe's uniform cluster). With `dynapipe` accounting
 // the split is DynaPipe's; the scenario of its micro-batches is priced per chunk the same way.
-// Candidates (C = chunks per device): C = 1: adaptive with order search (micro-batch order and
-// in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the interleaved
-// placement with order search. A named schedule restricts the candidates to it. A candidate
+// Candidates (C = chunks per device), each with its micro-batch order searched: C = 1: adaptive
+// (and its in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the
+// interleaved placement. A named schedule restricts the candidates to it. A candidate
 // whose simulated peak exceeds the device memory is infeasible; the fastest feasible one wins
 // (ties: the earlier candidate). Data parallelism: micro-batches are balanced over the dp
 // replicas (batching/dp_balance.hpp); each replica is scheduled alone with the winning schedule
@@ -27,7 +27,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <span>
@@ -93,6 +96,16 @@ struct planner_options {
     /// Also schedule up to this many runner-up splits of the preferred limit (partitions the
     /// exact DP solved on its way, next best by objective: batching::split_dp's alternatives).
     std::size_t alternative_splits = 0;
+    /// Also split with these weights of the fill term (batching::split_options::fill_weights):
+    /// the DP's (S − 1) · t_max / C overprices fill and drain when the order search puts light
+    /// micro-batches at the pipeline's ends, so fewer, larger micro-batches may run faster.
+    std::vector<double> fill_weights = {0.5, 0.25};
+    /// How many extra splits (fill weights, runner-ups) are scheduled with every candidate kind
+    /// besides the preferred and available ones. When there are more, each extra split is first
+    /// screened by one quick simulation (the screening kind — zb-h1 when it is a candidate, else
+    /// the last candidate kind — on the order search's structured starts only) and the best by
+    /// that makespan are kept (ties: the earlier split).
+    std::size_t scheduled_extra_splits = 1;
     /// Worker threads (>= 1) for the candidate schedules and the per-rank buffer planning. The
     /// plan does not depend on it: candidates are compared in a fixed order (split, then kind)
     /// and ties go to the earlier one, so any thread count gives byte-identical plans.
@@ -171,6 +184,9 @@ public:
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
+        for (double w : opt_.fill_weights)
+            if (!(w >= 0) || !std::isfinite(w))
+                throw invalid_argument("planner: fill weights must be finite and >= 0 (got " + std::to_string(w) + ")");
     }
 
     [[nodiscard]] const planner_options& options() const noexcept { return opt_; }
@@ -182,19 +198,25 @@ public:
         std::vector<std::pair<std::string, batching::split_result>> splits;
         batching::split_options so = opt_.split;
         so.alternative_splits = static_cast<int>(opt_.alternative_splits);
-        std::vector<batching::split_result> runner_ups;
+        so.fill_weights = opt_.fill_weights;
+        std::vector<batching::split_result> runner_ups, reweighted;
         splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_,
-                                                            opt_.alternative_splits > 0 ? &runner_ups : nullptr));
+                                                            opt_.alternative_splits > 0 ? &runner_ups : nullptr,
+                                                            opt_.fill_weights.empty() ? nullptr : &reweighted));
         if (opt_.compare_splits) {
             if (auto alt = available_split(batch, splits.front().second)) splits.emplace_back("available", std::move(*alt));
         }
-        for (std::size_t k = 0; k < runner_ups.size(); ++k) {
-            const bool known = std::any_of(splits.begin(), splits.end(), [&](const auto& s) {
-                return s.second.microbatches == runner_ups[k].microbatches;
+        const std::size_t always = splits.size();  // scheduled in full; the extras below are screened
+        const auto add = [&](std::string name, batching::split_result&& s) {
+            const bool known = std::any_of(splits.begin(), splits.end(), [&](const auto& k) {
+                return k.second.microbatches == s.microbatches;
             });
-            if (!known) splits.emplace_back("runner-up " + std::to_string(k + 1), std::move(runner_ups[k]));
-        }
-        return finish(std::move(splits), t0);
+            if (!known) splits.emplace_back(std::move(name), std::move(s));
+        };
+        for (std::size_t k = 0; k < reweighted.size(); ++k)
+            add("fill weight " + format_weight(opt_.fill_weights[k]), std::move(reweighted[k]));
+        for (std::size_t k = 0; k < runner_ups.size(); ++k) add("runner-up " + std::to_string(k + 1), std::move(runner_ups[k]));
+        return finish(std::move(splits), always, t0);
     }
 
     /// plan() without exceptions: the result, or the error's message.
@@ -235,7 +257,7 @@ public:
         const batching::split_context<Model> ctx(model_, batch, opt_.config, opt_.split);
         std::vector<std::pair<std::string, batching::split_result>> splits;
         splits.emplace_back("given", ctx.assemble_first_fitting("given", std::move(microbatches)));
-        return finish(std::move(splits), t0);
+        return finish(std::move(splits), 1, t0);
     }
 
     /// plan_microbatches() without exceptions.
@@ -254,8 +276,9 @@ public:
 
 private:
     /// Balances the splits over the replicas, chooses, lowers and validates (plan()'s common part).
+    /// The first `always` splits are scheduled in full, the others after screening.
     [[nodiscard]] plan_result finish(std::vector<std::pair<std::string, batching::split_result>> splits,
-                                     detail::clock::time_point t0) {
+                                     std::size_t always, detail::clock::time_point t0) {
         plan_result res;
         const int dp = std::max(1, opt_.config.dp);
         for (auto& [name, s] : splits)
@@ -264,7 +287,7 @@ private:
 
         const auto t1 = detail::clock::now();
         std::size_t best_split = 0;
-        std::vector<detail::scheduled> best = choose(splits, res.candidates, best_split);
+        std::vector<detail::scheduled> best = choose(splits, always, res.candidates, best_split);
         if (best.empty()) throw invalid_argument("plan: no candidate schedule fits in " +
                                                  std::to_string(opt_.config.device_memory_mb) + " MB per device" +
                                                  describe(res.candidates));
@@ -309,6 +332,16 @@ private:
         }
     }
 
+    /// A fill weight as a split's name shows it (shortest exact decimal, e.g. 0.75).
+    static std::string format_weight(double w) {
+        char buf[32];
+        for (int digits = 1; digits <= 17; ++digits) {
+            std::snprintf(buf, sizeof buf, "%.*g", digits, w);
+            if (std::strtod(buf, nullptr) == w) break;
+        }
+        return buf;
+    }
+
     static std::string describe(const std::vector<candidate_report>& cs) {
         std::string s;
         for (const auto& c : cs)
@@ -348,56 +381,42 @@ private:
         return {schedule_name::adaptive, schedule_name::one_f_one_b, schedule_name::zb_h1};
     }
 
-    /// Schedules one replica's scenario with `kind` (order search for adaptive).
+    /// The generator of `kind` under the device memory limit (adaptive: with that in-flight
+    /// limit, 0 = none; `quick` = no preference search, as during the order search).
+    [[nodiscard]] schedule::any_generator generator(schedule::schedule_name kind, std::size_t inflight, bool quick) const {
+        schedule::named_schedule_options no;
+        no.chunks = static_cast<std::size_t>(opt_.config.virtual_chunks);
+        no.memory_limit_mb = opt_.config.device_memory_mb;
+        no.inflight_limit = inflight;
+        no.quick = quick;
+        if (no.chunks > 1) no.placement = schedule::placement_kind::interleaved;
+        return schedule::make_generator(kind, no);
+    }
+
+    /// Schedules one replica's scenario with `kind`: the micro-batch order (and adaptive's
+    /// in-flight limit) by order search for every kind, then the schedule in that order.
     detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc,
                                schedule::simulation_workspace& ws) const {
         using schedule::schedule_name;
         const double limit = opt_.config.device_memory_mb;
-        const std::size_t C = static_cast<std::size_t>(opt_.config.virtual_chunks);
         detail::scheduled out;
         out.order.resize(sc.microbatches);
         for (std::size_t j = 0; j < sc.microbatches; ++j) out.order[j] = static_cast<std::uint32_t>(j);
-        const auto make_adaptive = [&](std::size_t inflight, bool quick) {
-            schedule::adaptive a;
-            a.memory_limit_mb = limit;
-            a.inflight_limit = inflight;
-            a.search_preferences = !quick;
-            if (C > 1) {
-                a.placement = schedule::placement_kind::interleaved;
-                a.chunks = C;
-            }
-            return a;
-        };
         std::size_t inflight = 0;
-        if (kind == schedule_name::adaptive && sc.microbatches > 1 && opt_.order_search_evaluations > 0) {
+        if (sc.microbatches > 1 && opt_.order_search_evaluations > 0) {
             schedule::order_search_options so;
             so.memory_limit_mb = limit;
             so.seed = opt_.seed;
             so.max_evaluations = opt_.order_search_evaluations;
-            so.search_inflight_limit = true;
-            const auto r = schedule::search_order_with(sc, [&](std::size_t n) { return make_adaptive(n, true); }, so);
+            so.search_inflight_limit = kind == schedule_name::adaptive;
+            const auto r = schedule::search_order_with(sc, [&](std::size_t n) { return generator(kind, n, true); }, so);
             if (r.feasible) {
                 out.order = r.order;
                 inflight = r.inflight_limit;
             }
         }
         out.sc = schedule::reorder(sc, out.order);
-        switch (kind) {
-            case schedule_name::adaptive: out.sched = make_adaptive(inflight, false)(out.sc); break;
-            case schedule_name::interleaved: out.sched = schedule::interleaved_1f1b{C}(out.sc); break;
-            case schedule_name::zb_h1: {
-                schedule::zb_h1 z;
-                z.memory_limit_mb = limit;
-                out.sched = z(out.sc);
-                break;
-            }
-            default: {
-                schedule::named_schedule_options no;
-                no.chunks = C;
-                no.memory_limit_mb = limit;
-                out.sched = schedule::make_generator(kind, no)(out.sc);
-            }
-        }
+        out.sched = generator(kind, inflight, false)(out.sc);
         schedule::simulation_options simo;
         simo.record_memory_curve = false;
         schedule::simulate_into(out.sim, out.sc, out.sched, simo, ws);
@@ -434,18 +453,20 @@ private:
     /// opt_.threads workers), reports them in the order split, then kind, and returns the
     /// fastest feasible one (ties: the earlier); empty when none is feasible.
     std::vector<detail::scheduled> choose(const std::vector<std::pair<std::string, batching::split_result>>& splits,
-                                          std::vector<candidate_report>& reports, std::size_t& best_split) {
+                                          std::size_t always, std::vector<candidate_report>& reports,
+                                          std::size_t& best_split) {
         const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
         std::vector<std::vector<schedule::scenario>> scs(splits.size());
         for (std::size_t k = 0; k < splits.size(); ++k)
             for (std::size_t r = 0; r < dp; ++r)
                 scs[k].push_back(replica_scenario(splits[k].second, replica_mbs(splits[k].second, r)));
         const auto ks = kinds();
-        const std::size_t tasks = splits.size() * ks.size();
+        const std::vector<std::size_t> picked = screen(scs, always);
+        const std::size_t tasks = picked.size() * ks.size();
         std::vector<candidate_run> runs(tasks);
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks, opt_.threads)));
         parallel_for(tasks, opt_.threads, [&](std::size_t t, std::size_t worker) {
-            const std::size_t k = t / ks.size();
+            const std::size_t k = picked[t / ks.size()];
             runs[t] = run_candidate(ks[t % ks.size()], splits[k].first, scs[k], ws_[worker]);
         });
         std::vector<detail::scheduled> best;
@@ -455,10 +476,44 @@ private:
             if (runs[t].report.feasible && runs[t].report.makespan_ms < best_ms) {
                 best_ms = runs[t].report.makespan_ms;
                 best = std::move(runs[t].replicas);
-                best_split = t / ks.size();
+                best_split = picked[t / ks.size()];
             }
         }
         return best;
+    }
+
+    /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind.
+    [[nodiscard]] schedule::schedule_name screening_kind() const {
+        const auto ks = kinds();
+        return std::find(ks.begin(), ks.end(), schedule::schedule_name::zb_h1) != ks.end() ? schedule::schedule_name::zb_h1
+                                                                                            : ks.back();
+    }
+
+    /// The splits (indices into `scs`, ascending) to schedule with every kind: the first
+    /// `always`, and of the others all when there are at most opt_.scheduled_extra_splits, else
+    /// the best by one quick simulation each (see planner_options::scheduled_extra_splits).
+    [[nodiscard]] std::vector<std::size_t> screen(const std::vector<std::vector<schedule::scenario>>& scs,
+                                                  std::size_t always) const {
+        std::vector<std::size_t> idx(scs.size());
+        for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+        if (idx.size() <= always + opt_.scheduled_extra_splits) return idx;
+        const schedule::schedule_name kind = screening_kind();
+        std::vector<double> quick_ms(scs.size(), 0.0);
+        parallel_for(scs.size() - always, opt_.threads, [&](std::size_t e, std::size_t) {
+            const std::size_t k = always + e;
+            for (const auto& sc : scs[k]) {
+                schedule::order_search_options so;
+                so.memory_limit_mb = opt_.config.device_memory_mb;
+                so.max_evaluations = schedule::order_search_starts;
+                const auto r = schedule::search_order_with(sc, [&](std::size_t) { return generator(kind, 0, true); }, so);
+                quick_ms[k] = std::max(quick_ms[k], r.makespan_ms);  // infinite when infeasible
+            }
+        });
+        std::stable_sort(idx.begin() + static_cast<std::ptrdiff_t>(always), idx.end(),
+                         [&](std::size_t a, std::size_t b) { return quick_ms[a] < quick_ms[b]; });
+        idx.resize(always + opt_.scheduled_extra_splits);
+        std::sort(idx.begin(), idx.end());
+        return idx;
     }
 
     /// Lowers every replica and joins them into one plan with the header filled.

@@ -4,7 +4,10 @@
 // Method (seeded, deterministic):
 //  1. structured starts: the given order, longest-work-first, shortest-first, and
 //     "big/small alternating" (largest, smallest, second largest, ...), which spreads large
-//     micro-batches so that their memory peaks and long stages do not coincide;
+//     micro-batches so that their memory peaks and long stages do not coincide; with M >= 4
+//     also "light ends": the two lightest micro-batches first and last (both ways round) and
+//     the others longest- or shortest-first between them, which shortens the pipeline's fill
+//     and drain to what the lightest micro-batches allow;
 //  2. for the adaptive schedule, the in-flight limit is chosen on the best start from
 //     {none, 1 .. 2·S} (coarsely for large S);
 //  3. local search from the best start: seeded random swap and insertion moves, a move kept
@@ -25,6 +28,7 @@
 #include <limits>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
@@ -35,6 +39,10 @@
 namespace pipeplan::schedule {
 
 using pipeplan::splitmix64;  // the seeded PRNG of the order search (core/random.hpp)
+
+/// How many structured starts the search evaluates (for M >= 4; fewer below): with
+/// max_evaluations at most this, the search is its starts alone (a quick screen).
+inline constexpr std::size_t order_search_starts = 8;
 
 struct order_search_options {
     double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
@@ -144,6 +152,21 @@ template <class Factory>
     }
     best.order = id;
     for (const auto* o : {&id, &desc, &asc, &zig}) consider(*o, 0);
+    // Light ends: the two lightest micro-batches first and last (either way round), the others
+    // by work in between (either direction). The fill before the last stage starts and the
+    // drain after the first stage ends are then as short as the scenario allows (the terms the
+    // lower bound takes from its lightest micro-batches); the middle keeps neighbours alike.
+    if (M >= 4) {
+        const std::uint32_t light = desc[M - 1], second = desc[M - 2];
+        for (const auto& [head, tail] : {std::pair{light, second}, std::pair{second, light}})
+            for (const bool down : {true, false}) {
+                std::vector<std::uint32_t> o{head};
+                if (down) o.insert(o.end(), desc.begin(), desc.end() - 2);
+                else o.insert(o.end(), asc.begin() + 2, asc.end());
+                o.push_back(tail);
+                consider(o, 0);
+            }
+    }
     // 2. in-flight limit on the best start.
     auto choose_limit = [&] {
         if (!opt.search_inflight_limit) return;
