@@ -13,24 +13,12 @@ namespace pipeplan::test {
 
 /// A model small enough for central finite differences over every parameter (3 blocks).
 inline runtime::cpu::model_config gradient_check_model() {
-    runtime::cpu::model_config c;
-    c.vocab = 11;
-    c.hidden = 5;
-    c.ffn = 7;
-    c.blocks = 3;
-    c.seed = 42;
-    return c;
+    return {.vocab = 11, .hidden = 5, .ffn = 7, .blocks = 3, .seed = 42};
 }
 
 /// The model the pipeline tests train: 16 blocks, enough for S = 8 with 2 chunks.
 inline runtime::cpu::model_config pipeline_test_model() {
-    runtime::cpu::model_config c;
-    c.vocab = 16;
-    c.hidden = 6;
-    c.ffn = 8;
-    c.blocks = 16;
-    c.seed = 7;
-    return c;
+    return {.vocab = 16, .hidden = 6, .ffn = 8, .blocks = 16, .seed = 7};
 }
 
 /// Sample ids 0..n-1: every sample of a batch, for the reference step.
