@@ -213,7 +213,8 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     reject_inapplicable(o, given);
     if (!o.energy_target.empty()) {
         (void)energy_target_ms(o.energy_target);  // a bad value fails before planning
-        if (o.inputs.dp != 1) throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline)");
+        if (o.inputs.dp != 1) throw invalid_argument("--energy-target-ms needs --dp 1 (the frontier is computed for one pipeline; "
+                                                         "docs/energy.md, 'Data parallelism', says why)");
     }
     plan::planner_options po = to_planner_options(o.inputs, o.iteration);
     po.threads = o.threads;

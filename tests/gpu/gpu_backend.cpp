@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 
 #include "pipeplan/core/random.hpp"
 #include "pipeplan/runtime/cpu/plans.hpp"
+#include "pipeplan/runtime/cuda/clock.hpp"
 #include "pipeplan/runtime/cuda/mlp.hpp"
 #include "pipeplan/runtime/cuda/nccl_transport.hpp"
 #include "pipeplan/runtime/cuda/stream_transport.hpp"
@@ -67,18 +69,40 @@ double max_relative_error(const std::vector<double>& got, const std::vector<doub
     return worst;
 }
 
+/// The CUDA model and the tiny-model shape plan_tiny sizes its buffers from (same hidden size
+/// and block count), with the model's initial weights.
+struct mlp_fixture {
+    mlp_config c;
+    cpu::model_config shape;
+    std::vector<double> w;
+};
+mlp_fixture make_fixture(std::size_t hidden, std::size_t blocks) {
+    mlp_fixture f;
+    f.c.hidden = f.shape.hidden = hidden;
+    f.c.blocks = f.shape.blocks = blocks;
+    f.w = mlp_init(f.c);
+    return f;
+}
+
 /// Runs plan `p` on one GPU (every rank a thread with its own streams); returns replica 0's
 /// gradients assembled by block, the summed loss and the largest replica divergence.
 struct run_result {
     mlp_result r;
     double divergence = 0;
 };
+/// With `clocks`, each rank registers a cuda::stream_clock whose setter records the clock;
+/// (*clocks)[r] receives the clocks rank r applied, in stream order.
 run_result run_on_one_gpu(const mlp_config& c, const std::vector<double>& w, const plan::execution_plan& p,
-                          const std::vector<std::size_t>& lengths) {
+                          const std::vector<std::size_t>& lengths,
+                          std::vector<std::vector<std::uint64_t>>* clocks = nullptr) {
     const std::size_t ranks = p.programs.size();
     gpu_hub hub(ranks);
     std::vector<mlp_rank> models;
     for (std::size_t r = 0; r < ranks; ++r) models.emplace_back(c, w);
+    // The clocks outlive the streams' work: they are read after finish_step().
+    std::vector<std::unique_ptr<cuda::stream_clock>> stream_clocks(ranks);
+    if (clocks != nullptr)
+        for (auto& k : stream_clocks) k = std::make_unique<cuda::stream_clock>(cuda_host_launcher{}, [](std::uint64_t) {});
     const auto plans = cpu::rank_plans(p);
     std::vector<std::string> errors(ranks);
     std::vector<std::thread> ts;
@@ -88,7 +112,9 @@ run_result run_on_one_gpu(const mlp_config& c, const std::vector<double>& w, con
                 check(cudaSetDevice(hub.device()), "cudaSetDevice");
                 auto t = hub.endpoint(r);
                 models[r].begin(plans[r], lengths, static_cast<cudaStream_t>(t.compute_stream()));
-                executor<stream_transport, device_arena> ex(t, models[r].handlers(), {30s, true});
+                handler_registry handlers = models[r].handlers();
+                if (stream_clocks[r]) stream_clocks[r]->register_on(handlers);
+                executor<stream_transport, device_arena> ex(t, handlers, {30s, true});
                 ex.run(plans[r]);
             } catch (const std::exception& e) {
                 errors[r] = e.what();
@@ -98,6 +124,13 @@ run_result run_on_one_gpu(const mlp_config& c, const std::vector<double>& w, con
     for (auto& t : ts) t.join();
     for (std::size_t r = 0; r < ranks; ++r) REQUIRE_MESSAGE(errors[r].empty(), "rank ", r, ": ", errors[r]);
     hub.finish_step(30s);
+    if (clocks != nullptr) {
+        clocks->assign(ranks, {});
+        for (std::size_t r = 0; r < ranks; ++r) {
+            stream_clocks[r]->rethrow();
+            (*clocks)[r] = stream_clocks[r]->take_applied_mhz();
+        }
+    }
     run_result out;
     out.r.grads.assign(w.size(), 0.0);
     const std::size_t hh = c.hidden * c.hidden, devices = p.header.devices;
@@ -118,13 +151,10 @@ run_result run_on_one_gpu(const mlp_config& c, const std::vector<double>& w, con
 }  // namespace
 
 TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's loss and gradients") {
-    mlp_config c;
-    c.hidden = 16;
-    c.blocks = 8;
-    const std::vector<double> w = mlp_init(c);
-    cpu::model_config shape;  // plan_tiny sizes buffers from the tiny model's hidden size and blocks
-    shape.hidden = c.hidden;
-    shape.blocks = c.blocks;
+    const mlp_fixture f = make_fixture(16, 8);
+    const mlp_config& c = f.c;
+    const cpu::model_config& shape = f.shape;
+    const std::vector<double>& w = f.w;
     cudaStream_t s = nullptr;
     check(cudaStreamCreate(&s), "cudaStreamCreate");
     int runs = 0;
@@ -149,6 +179,41 @@ TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's l
             }
     CHECK(runs == 12);
     check(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
+TEST_CASE("gpu: set_frequency through cuda::stream_clock runs in stream order; training is unchanged") {
+    const mlp_fixture f = make_fixture(16, 4);
+    const mlp_config& c = f.c;
+    const cpu::model_config& shape = f.shape;
+    const std::vector<double>& w = f.w;
+    const batch b = random_batch(1, 5, 3);
+    cpu::tiny_plan_options o;
+    o.schedule = schedule::schedule_name::one_f_one_b;
+    o.devices = 2;
+    plan::execution_plan p = cpu::plan_tiny(shape, b.split, b.lengths, o);
+    // A set_frequency before every compute op, alternating 1200 / 1500 MHz per rank.
+    std::vector<std::vector<std::uint64_t>> want(p.programs.size());
+    for (std::size_t r = 0; r < p.programs.size(); ++r) {
+        std::vector<plan::instruction> out;
+        for (const auto& x : p.programs[r].instructions) {
+            if (plan::is_compute(x.kind)) {
+                const std::uint32_t mhz = want[r].size() % 2 == 0 ? 1200 : 1500;
+                out.push_back(plan::make_set_frequency(mhz, x));
+                want[r].push_back(mhz);
+            }
+            out.push_back(x);
+        }
+        p.programs[r].instructions = std::move(out);
+    }
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreate(&s), "cudaStreamCreate");
+    const mlp_result ref = mlp_reference(c, w, b.lengths, s);
+    check(cudaStreamDestroy(s), "cudaStreamDestroy");
+    std::vector<std::vector<std::uint64_t>> applied;
+    const run_result got = run_on_one_gpu(c, w, p, b.lengths, &applied);
+    CHECK(std::abs(got.r.loss - ref.loss) <= 1e-9 * ref.loss);
+    CHECK(max_relative_error(got.r.grads, ref.grads, c.hidden * c.hidden, c.blocks) <= 1e-9);
+    CHECK(applied == want);
 }
 
 TEST_CASE("gpu: stream transport collectives sum in member order; mismatched counts abort") {
@@ -190,13 +255,10 @@ TEST_CASE("gpu: NCCL transport bootstraps through a directory store, all-reduces
     directory_store store(dir);
     std::vector<std::vector<double>> got(ranks);
     std::vector<std::string> errors(ranks);
-    mlp_config c;
-    c.hidden = 16;
-    c.blocks = 8;
-    const std::vector<double> w = mlp_init(c);
-    cpu::model_config shape;
-    shape.hidden = c.hidden;
-    shape.blocks = c.blocks;
+    const mlp_fixture f = make_fixture(16, 8);
+    const mlp_config& c = f.c;
+    const cpu::model_config& shape = f.shape;
+    const std::vector<double>& w = f.w;
     const batch b = random_batch(1, 2 * ranks + 1, 99);
     cpu::tiny_plan_options po;
     po.devices = ranks;

@@ -149,6 +149,34 @@ TEST_CASE("plan_buffers: arena never below the live peak, frees after last use, 
     }
 }
 
+TEST_CASE("insert_frees: the lifetimes it returns are those of a rescan; the live peak is the brute-force one") {
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 4, 3 + 2 * seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            for (rank_program& prog : insert_communication(lower_compute(c.sc, c.sched), c.sc)) {
+                const std::vector<lifetime> shifted = insert_frees(prog);
+                const std::vector<lifetime> rescanned = buffer_lifetimes(prog);
+                REQUIRE(shifted.size() == rescanned.size());
+                for (std::size_t s = 0; s < shifted.size(); ++s) {
+                    CHECK(shifted[s].first == rescanned[s].first);
+                    CHECK(shifted[s].last == rescanned[s].last);
+                }
+                assign_offsets(prog, shifted);
+                std::uint64_t peak = 0;  // brute force: the live set at every instruction
+                for (std::uint32_t i = 0; i < prog.instructions.size(); ++i) {
+                    std::uint64_t live = 0;
+                    for (std::size_t s = 0; s < rescanned.size(); ++s)
+                        if (rescanned[s].used() && rescanned[s].first <= i && i <= rescanned[s].last) live += prog.buffers[s].size_bytes;
+                    peak = std::max(peak, live);
+                }
+                CHECK(prog.live_peak_bytes == peak);
+                CHECK(prog.arena_bytes >= peak);
+            }
+        }
+    }
+}
+
 TEST_CASE("plan_buffers: best fit reuses a freed gap (closed form)") {
     rank_program p;
     p.buffers.resize(3);
@@ -260,4 +288,22 @@ TEST_CASE("lower: every schedule gives a valid plan") {
             CHECK_MESSAGE(rep.ok(), rep.to_string());
         }
     }
+}
+
+TEST_CASE("lower: a scenario built in code with a value beyond scenario_limits is refused, naming field and range") {
+    const auto sc = test::random_scenario(3, 4, 9);
+    const auto c = test::all_schedules(sc).front();
+    schedule::scenario bad = c.sc;
+    bad.backward_ms[bad.at(2, 1)] = 5e9;  // 58 days: beyond the 1e9 ms of every scenario file
+    try {
+        (void)lower(bad, c.sched);
+        FAIL("no error");
+    } catch (const invalid_argument& e) {
+        CHECK(std::string(e.what()) == "scenario: microbatches[2].backward_ms[1] must be a number in [0, 1e+09] ms, is 5e+09");
+    }
+    bad = c.sc;
+    bad.network.bandwidth_gbps = 1e7;
+    CHECK_THROWS_WITH_AS((void)lower(bad, c.sched),
+                         "scenario: network.bandwidth_gbps must be a number in [0, 1e+06] Gbit/s, is 1e+07", invalid_argument);
+    CHECK_NOTHROW((void)lower(c.sc, c.sched));
 }

@@ -138,6 +138,21 @@ TEST_CASE("validate: a full report stops nothing from being checked safely") {
     CHECK(r.violations[0].message.find("micro-batch out of range") != std::string::npos);
 }
 
+TEST_CASE("validate_rank: a header claiming 2^30 stages is checked without tabulating them") {
+    rank_plan rp;
+    rp.header.devices = 1u << 30;  // as a corrupted file may claim
+    rp.header.dp = 1;
+    rp.header.chunks = 1;
+    rp.program.rank = 3;
+    instruction f;
+    f.kind = instr_kind::forward;
+    f.stage = (1u << 30) - 1;  // beyond any table: its device is computed
+    rp.program.instructions = {f};
+    const auto rep = validate_rank(rp);
+    REQUIRE_FALSE(rep.ok());
+    CHECK(rep.violations.front().rule == "structure");  // micro-batch 0 is not in the (empty) table
+}
+
 TEST_CASE("validate: the deadlock rule agrees with the reference executor") {
     // With the pair rule, two ranks cannot deadlock each other (a rank blocked on the pair's
     // k-th message has posted every earlier start of the pair), so a linear pipeline cannot

@@ -34,12 +34,17 @@ namespace pipeplan {
     return out;
 }
 
+/// `x` as printf's %g writes it (e.g. "1e+12", "inf"), for messages that quote a value.
+[[nodiscard]] inline std::string number_text(double x) {
+    char buf[32];
+    const int n = std::snprintf(buf, sizeof buf, "%g", x);
+    return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
 /// "[lo, hi]" with the numbers as printf's %g writes them (e.g. "[0, 1e+09]"), for messages
 /// that quote an allowed range.
 [[nodiscard]] inline std::string range_text(double lo, double hi) {
-    char buf[64];
-    const int n = std::snprintf(buf, sizeof buf, "[%g, %g]", lo, hi);
-    return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    return "[" + number_text(lo) + ", " + number_text(hi) + "]";
 }
 
 /// Base of every exception pipeplan throws. The message is kept printable: control characters

@@ -72,24 +72,37 @@ struct lifetime {
     return static_cast<std::uint64_t>(best);
 }
 
-/// Inserts a `free` after the last use of every non-workspace buffer (pass 4a).
-inline void insert_frees(rank_program& p) {
-    const std::vector<lifetime> life = buffer_lifetimes(p);
-    // frees grouped by the instruction they follow (counting sort by last use, slots ascending)
-    std::vector<std::uint32_t> first_free(p.instructions.size() + 1, 0), slots;
+/// Inserts a `free` after the last use of every non-workspace buffer (pass 4a). Returns the
+/// lifetimes in the new program (equal to buffer_lifetimes(p) afterwards, derived from the old
+/// ones by shifting the indices past the inserted frees rather than by a second scan).
+inline std::vector<lifetime> insert_frees(rank_program& p) {
+    std::vector<lifetime> life = buffer_lifetimes(p);
+    const auto freed = [&](std::uint32_t s) { return life[s].used() && p.buffers[s].role != buffer_role::workspace; };
+    // frees grouped by the instruction they follow (counting sort by last use, slots ascending):
+    // first_free[i] frees follow the instructions before i, so instruction i moves to
+    // i + first_free[i] and the k-th free (in `slots`) to (its instruction) + 1 + k
+    std::vector<std::uint32_t> first_free(p.instructions.size() + 1, 0), slots, freed_at(life.size(), 0);
     for (std::uint32_t s = 0; s < life.size(); ++s)
-        if (life[s].used() && p.buffers[s].role != buffer_role::workspace) ++first_free[life[s].last + 1];
+        if (freed(s)) ++first_free[life[s].last + 1];
     for (std::size_t i = 1; i < first_free.size(); ++i) first_free[i] += first_free[i - 1];
     slots.resize(first_free.back());
     {
         std::vector<std::uint32_t> fill(first_free.begin(), first_free.end() - 1);
         for (std::uint32_t s = 0; s < life.size(); ++s)
-            if (life[s].used() && p.buffers[s].role != buffer_role::workspace) slots[fill[life[s].last]++] = s;
+            if (freed(s)) {
+                const std::uint32_t k = fill[life[s].last]++;
+                slots[k] = s;
+                freed_at[s] = life[s].last + 1 + k;
+            }
     }
     std::vector<instruction> out;
     out.reserve(p.instructions.size() + slots.size());
-    for (std::size_t i = 0; i < p.instructions.size(); ++i) {
-        out.push_back(p.instructions[i]);
+    for (std::size_t i = 0, copied = 0; i < p.instructions.size(); ++i) {
+        if (first_free[i + 1] == first_free[i] && i + 1 < p.instructions.size()) continue;
+        // the instructions since the last free, in one run, then the frees after instruction i
+        out.insert(out.end(), p.instructions.begin() + static_cast<std::ptrdiff_t>(copied),
+                   p.instructions.begin() + static_cast<std::ptrdiff_t>(i + 1));
+        copied = i + 1;
         for (std::uint32_t k = first_free[i]; k < first_free[i + 1]; ++k) {
             const std::uint32_t s = slots[k];
             instruction f;
@@ -101,6 +114,13 @@ inline void insert_frees(rank_program& p) {
         }
     }
     p.instructions = std::move(out);
+    for (std::uint32_t s = 0; s < life.size(); ++s) {
+        if (!life[s].used()) continue;
+        const bool f = freed(s);
+        life[s].first += first_free[life[s].first];
+        life[s].last = f ? freed_at[s] : life[s].last + first_free[life[s].last];
+    }
+    return life;
 }
 
 namespace detail {
@@ -118,16 +138,43 @@ struct placed_span {
     std::uint32_t item = 0;
 };
 
+/// The largest simultaneously-live sets of `items` (sorted by first use): their total aligned
+/// size, their total unaligned size (`raw_bytes` by item, or 0 when empty) and the most items
+/// live at once — one sweep over the instructions.
+struct live_extent {
+    std::uint64_t aligned_bytes = 0, raw_bytes = 0;
+    std::size_t items = 0;
+};
+[[nodiscard]] inline live_extent live_extents(std::span<const placement_item> items, std::size_t instructions,
+                                              std::span<const std::uint64_t> raw_bytes = {}) {
+    struct delta_t {
+        std::int64_t aligned = 0, raw = 0;
+        std::int32_t count = 0;
+    };
+    std::size_t end = instructions + 1;
+    for (const placement_item& b : items) end = std::max<std::size_t>(end, std::size_t(b.last) + 2);
+    std::vector<delta_t> delta(end);
+    for (std::size_t k = 0; k < items.size(); ++k) {
+        const placement_item& b = items[k];
+        const auto raw = static_cast<std::int64_t>(raw_bytes.empty() ? 0 : raw_bytes[k]);
+        const auto aligned = static_cast<std::int64_t>(b.size_bytes);
+        delta[b.first].aligned += aligned, delta[b.first].raw += raw, ++delta[b.first].count;
+        delta[b.last + 1].aligned -= aligned, delta[b.last + 1].raw -= raw, --delta[b.last + 1].count;
+    }
+    delta_t cur;
+    live_extent best;
+    for (const delta_t& d : delta) {
+        cur.aligned += d.aligned, cur.raw += d.raw, cur.count += d.count;
+        best.aligned_bytes = std::max(best.aligned_bytes, static_cast<std::uint64_t>(cur.aligned));
+        best.raw_bytes = std::max(best.raw_bytes, static_cast<std::uint64_t>(cur.raw));
+        best.items = std::max(best.items, static_cast<std::size_t>(cur.count));
+    }
+    return best;
+}
+
 /// Largest total (aligned) size live at one instruction; `items` sorted by first use.
 [[nodiscard]] inline std::uint64_t aligned_live_peak(std::span<const placement_item> items, std::size_t instructions) {
-    std::vector<std::int64_t> delta(instructions + 1, 0);
-    for (const placement_item& b : items) {
-        delta[b.first] += static_cast<std::int64_t>(b.size_bytes);
-        delta[b.last + 1] -= static_cast<std::int64_t>(b.size_bytes);
-    }
-    std::int64_t cur = 0, best = 0;
-    for (std::int64_t d : delta) best = std::max(best, cur += d);
-    return static_cast<std::uint64_t>(best);
+    return live_extents(items, instructions).aligned_bytes;
 }
 
 /// Overlap lists in compressed form: the items (indices into `items`, sorted by first use)
@@ -182,47 +229,59 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
     return arena;
 }
 
+/// Inserts `e` into `spans`, kept sorted by address (a short list: from the end).
+inline void insert_by_address(std::vector<placed_span>& spans, const placed_span& e) {
+    spans.push_back(e);
+    std::size_t k = spans.size() - 1;
+    for (; k > 0 && spans[k - 1].begin > e.begin; --k) spans[k] = spans[k - 1];
+    spans[k] = e;
+}
+
 /// Places the items `offset` leaves `unplaced` around those it places, in time order: each
 /// into the smallest gap between the buffers whose lifetimes meet its own (those live at its
 /// birth, and the placed ones born during its life), or above them. Returns the arena size.
+/// `live` and `later` are scratch.
 inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset,
                                 std::vector<placed_span>& live, std::vector<placed_span>& later) {
-    const auto by_begin = [](const placed_span& x, const placed_span& y) { return x.begin < y.begin; };
     live.clear();
-    std::vector<std::uint32_t> placed;  // the items placed beforehand, by birth
-    for (std::uint32_t j = 0; j < items.size(); ++j)
-        if (offset[j] != unplaced) placed.push_back(j);
     std::uint64_t arena = 0;
-    std::uint32_t now = UINT32_MAX;
-    std::size_t next_placed = 0;
+    std::uint32_t next_death = UINT32_MAX;  // the earliest last use in `live`
+    std::vector<std::uint32_t> next_placed(items.size() + 1);  // [i]: the first placed item at or after i
+    next_placed[items.size()] = static_cast<std::uint32_t>(items.size());
+    for (std::size_t i = items.size(); i-- > 0;) next_placed[i] = offset[i] != unplaced ? static_cast<std::uint32_t>(i) : next_placed[i + 1];
     for (std::uint32_t i = 0; i < items.size(); ++i) {
         const placement_item& b = items[i];
-        if (b.first != now) std::erase_if(live, [&](const placed_span& e) { return e.last < b.first; });
-        now = b.first;
-        while (next_placed < placed.size() && placed[next_placed] <= i) ++next_placed;
+        if (b.first > next_death) {  // drop the buffers dead before b's birth
+            next_death = UINT32_MAX;
+            std::size_t kept = 0;
+            for (const placed_span& e : live)
+                if (e.last >= b.first) live[kept++] = e, next_death = std::min(next_death, e.last);
+            live.resize(kept);
+        }
         if (offset[i] == unplaced) {
-            later.clear();  // the placed buffers born during b's life
-            for (std::size_t k = next_placed; k < placed.size() && items[placed[k]].first <= b.last; ++k) {
-                const std::uint32_t j = placed[k];
-                later.push_back({offset[j], offset[j] + items[j].size_bytes, 0, 0});
-            }
-            std::sort(later.begin(), later.end(), by_begin);
+            later.clear();  // the placed buffers born during b's life, by address
+            for (std::size_t j = next_placed[i + 1]; j < items.size() && items[j].first <= b.last; j = next_placed[j + 1])
+                insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            for (std::size_t x = 0, y = 0; x < live.size() || y < later.size();) {
-                const bool from_live = y == later.size() || (x < live.size() && live[x].begin < later[y].begin);
-                const placed_span& e = from_live ? live[x++] : later[y++];
-                if (e.begin > cursor && e.begin - cursor >= b.size_bytes && e.begin - cursor < best_gap) {
-                    pos = cursor;
-                    best_gap = e.begin - cursor;
-                }
+            const auto visit = [&](const placed_span& e) {  // (branch-free: the gaps come in no order)
+                const std::uint64_t gap = e.begin > cursor ? e.begin - cursor : 0;
+                const bool better = gap > 0 && gap >= b.size_bytes && gap < best_gap;
+                pos = better ? cursor : pos;
+                best_gap = better ? gap : best_gap;
                 cursor = std::max(cursor, e.end);
+            };
+            std::size_t x = 0;
+            for (const placed_span& e : later) {  // usually none
+                for (; x < live.size() && live[x].begin < e.begin; ++x) visit(live[x]);
+                visit(e);
             }
+            for (; x < live.size(); ++x) visit(live[x]);
             offset[i] = best_gap == UINT64_MAX ? cursor : pos;
         }
-        const placed_span e{offset[i], offset[i] + b.size_bytes, b.last, i};
-        live.insert(std::upper_bound(live.begin(), live.end(), e, by_begin), e);
-        arena = std::max(arena, e.end);
+        insert_by_address(live, {offset[i], offset[i] + b.size_bytes, b.last, i});
+        next_death = std::min(next_death, b.last);
+        arena = std::max(arena, offset[i] + b.size_bytes);
     }
     return arena;
 }
@@ -234,20 +293,10 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
 /// read back at the end).
 class beam_placer {
 public:
-    beam_placer(std::span<const placement_item> items, std::uint64_t ceiling, std::size_t max_width)
-        : items_(items), ceiling_(ceiling), max_width_(std::max<std::size_t>(max_width, 1)) {
-        std::size_t live = 0;  // the most items live at once (their count bounds each state's spans)
-        {
-            std::vector<std::int32_t> delta;
-            for (const placement_item& b : items) {
-                if (delta.size() < b.last + 2) delta.resize(b.last + 2, 0);
-                ++delta[b.first], --delta[b.last + 1];
-            }
-            std::int32_t cur = 0;
-            for (std::int32_t d : delta) live = std::max<std::size_t>(live, static_cast<std::size_t>(cur += d));
-        }
-        cap_ = live + 1;
-    }
+    /// `max_live` is the most items live at once (live_extents().items): it bounds each
+    /// state's spans.
+    beam_placer(std::span<const placement_item> items, std::uint64_t ceiling, std::size_t max_width, std::size_t max_live)
+        : items_(items), ceiling_(ceiling), max_width_(std::max<std::size_t>(max_width, 1)), cap_(max_live + 1) {}
 
     /// Runs the search over the items of at least `min_bytes` (the others are left
     /// `unplaced`): items of at least `decision_bytes` try every fitting gap's two ends, smaller
@@ -256,6 +305,7 @@ public:
                       std::vector<std::uint64_t>& offset) {
         width_ = std::clamp<std::size_t>(width, 1, max_width_);
         states_.assign(1, state{});
+        next_death_ = UINT32_MAX;
         spans_.resize(cap_ * max_width_);
         next_spans_.resize(cap_ * max_width_);
         trail_.clear();
@@ -263,6 +313,7 @@ public:
         for (std::uint32_t i = 0; i < items_.size(); ++i) {
             if (items_[i].size_bytes < min_bytes) continue;
             expire(items_[i].first);
+            next_death_ = std::min(next_death_, items_[i].last);  // every state places item i
             if (items_[i].size_bytes < decision_bytes) {
                 for (std::uint32_t s = 0; s < states_.size(); ++s) place_best_gap(s, i);
                 continue;
@@ -303,13 +354,17 @@ private:
         return z ^ (z >> 31);
     }
 
-    /// Drops, in every state, the spans of items dead before instruction `now`.
+    /// Drops, in every state, the spans of items dead before instruction `now`. (Every state
+    /// holds the same items, at different offsets: `next_death_`, their earliest last use,
+    /// tells when there is nothing to drop.)
     void expire(std::uint32_t now) {
+        if (now <= next_death_) return;
+        next_death_ = UINT32_MAX;
         for (state& st : states_) {
             placed_span* sp = &spans_[std::size_t(&st - states_.data()) * cap_];
             std::uint32_t kept = 0;
             for (std::uint32_t k = 0; k < st.live; ++k)
-                if (sp[k].last >= now) sp[kept++] = sp[k];
+                if (sp[k].last >= now) sp[kept++] = sp[k], next_death_ = std::min(next_death_, sp[k].last);
                 else st.hash -= mix(sp[k].begin, sp[k].item);
             st.live = kept;
         }
@@ -322,11 +377,11 @@ private:
         const placed_span* sp = &spans_[std::size_t(s) * cap_];
         const std::uint64_t roof = std::max(ceiling_, st.arena);
         std::uint64_t low = 0;
-        for (std::uint32_t k = 0; k <= st.live; ++k) {
-            const std::uint64_t hi = k < st.live ? sp[k].begin : roof;
-            if (hi > low) visit(low, hi);
-            if (k < st.live) low = std::max(low, sp[k].end);
+        for (std::uint32_t k = 0; k < st.live; ++k) {
+            if (sp[k].begin > low) visit(low, sp[k].begin);
+            low = std::max(low, sp[k].end);
         }
+        if (roof > low) visit(low, roof);
     }
 
     /// The highest end of state s's live buffers.
@@ -350,7 +405,9 @@ private:
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t best_gap = UINT64_MAX, pos = 0;
         each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
-            if (b - a >= need && b - a < best_gap) best_gap = b - a, pos = a;
+            const bool better = b - a >= need && b - a < best_gap;
+            pos = better ? a : pos;
+            best_gap = better ? b - a : best_gap;
         });
         if (best_gap == UINT64_MAX) pos = top(s);
         state& st = states_[s];
@@ -362,15 +419,18 @@ private:
     }
 
     /// Adds state s's candidate positions for item i: both ends of every gap that fits (or
-    /// above everything when none does), scored by the arena and the largest gap left.
+    /// above everything when none does), scored by the arena and the largest gap left. (One
+    /// pass over the gaps: the fitting ones are proposed once the two largest are known.)
     void propose(std::uint32_t s, std::uint32_t i) {
         const state& st = states_[s];
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t g1 = 0, g2 = 0;  // the two largest gaps
+        fitting_.clear();
         each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
             const std::uint64_t g = b - a;
             if (g > g1) g2 = g1, g1 = g;
             else if (g > g2) g2 = g;
+            if (g >= need) fitting_.push_back({a, b, 0, 0});
         });
         const auto add = [&](std::uint64_t pos, std::uint64_t gap_len) {
             const std::uint64_t others = gap_len == g1 ? g2 : g1;
@@ -378,13 +438,11 @@ private:
             candidates_.push_back({std::max(st.arena, pos + need), std::max(others, left), st.hash + mix(pos, i), pos, s,
                                    static_cast<std::uint32_t>(candidates_.size())});
         };
-        const std::size_t before = candidates_.size();
-        each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
-            if (b - a < need) return;
-            add(a, b - a);
-            if (b - need != a) add(b - need, b - a);
-        });
-        if (candidates_.size() == before) add(top(s), 0);  // above everything
+        for (const placed_span& g : fitting_) {
+            add(g.begin, g.end - g.begin);
+            if (g.end - need != g.begin) add(g.end - need, g.end - g.begin);
+        }
+        if (fitting_.empty()) add(top(s), 0);  // above everything
     }
 
     /// Keeps the best `width` distinct candidates (smallest arena, then largest free gap, then
@@ -423,27 +481,43 @@ private:
     std::span<const placement_item> items_;
     std::uint64_t ceiling_;
     std::size_t max_width_, width_ = 1, cap_ = 1;
+    std::uint32_t next_death_ = UINT32_MAX;
     std::vector<state> states_, next_states_;
     std::vector<placed_span> spans_, next_spans_;
     std::vector<candidate> candidates_;
+    std::vector<placed_span> fitting_;  // propose()'s gaps that fit
     std::vector<trail_node> trail_;
 };
 
 /// The items of `p` to place (used, non-empty buffers), sorted by first use, longer-lived and
-/// then larger first among equal births.
+/// then larger first among equal births (a counting sort by first use, then the few items of
+/// each birth by insertion).
 [[nodiscard]] inline std::vector<placement_item> placement_items(const rank_program& p, const std::vector<lifetime>& life,
                                                                  std::uint64_t alignment_bytes) {
-    std::vector<placement_item> items;
+    const auto placed = [&](std::uint32_t s) { return life[s].used() && p.buffers[s].size_bytes > 0; };
+    std::size_t births = 0;
     for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
-        if (life[s].used() && p.buffers[s].size_bytes > 0)
-            items.push_back({s, life[s].first, life[s].last,
-                             (p.buffers[s].size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes});
-    std::sort(items.begin(), items.end(), [](const placement_item& a, const placement_item& b) {
-        if (a.first != b.first) return a.first < b.first;
+        if (placed(s)) births = std::max<std::size_t>(births, std::size_t(life[s].first) + 1);
+    std::vector<std::uint32_t> start(births + 1, 0);
+    for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
+        if (placed(s)) ++start[life[s].first + 1];
+    for (std::size_t t = 1; t < start.size(); ++t) start[t] += start[t - 1];
+    std::vector<placement_item> items(start.back());
+    for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
+        if (placed(s))
+            items[start[life[s].first]++] = {s, life[s].first, life[s].last,
+                                             (p.buffers[s].size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes};
+    const auto before = [](const placement_item& a, const placement_item& b) {
         if (a.last != b.last) return a.last > b.last;
         if (a.size_bytes != b.size_bytes) return a.size_bytes > b.size_bytes;
         return a.slot < b.slot;
-    });
+    };
+    for (std::size_t k = 1; k < items.size(); ++k) {  // within each birth (slots ascending so far)
+        const placement_item x = items[k];
+        std::size_t j = k;
+        for (; j > 0 && items[j - 1].first == x.first && before(x, items[j - 1]); --j) items[j] = items[j - 1];
+        items[j] = x;
+    }
     return items;
 }
 
@@ -458,16 +532,16 @@ private:
     return order;
 }
 
-/// The placements of the file comment for `items` (sorted as placement_items() sorts them) of
-/// a program of `instructions` instructions. With `max_beam_width` 0, greedy best fit by size
-/// and by breadth; else beam searches under the aligned live set — width 4 over the buffers of
-/// at least 1/16 of it with decisions for those of 1/8, then, unless that arena is within 8%
-/// of the live set, width `max_beam_width` over the buffers of 1/32 — each followed by
-/// place_rest() for the smaller buffers. (The second search costs about 2-4 times the first;
-/// the 8% keeps the S 8, M 64 lowering within its time budget.) Returns the smallest
-/// arena; fills `offset` (by item). Deterministic.
-inline std::uint64_t place_items(std::span<const placement_item> items, std::size_t instructions,
-                                 std::size_t max_beam_width, std::vector<std::uint64_t>& offset) {
+/// The placements of the file comment for `items` (sorted as placement_items() sorts them),
+/// whose largest live sets are `live` (live_extents()). With `max_beam_width` 0, greedy best
+/// fit by size and by breadth; else beam searches under the aligned live set — width 4 over
+/// the buffers of at least 1/16 of it with decisions for those of 1/8, then, unless that arena
+/// is within 8% of the live set, width `max_beam_width` over the buffers of 1/32 — each
+/// followed by place_rest() for the smaller buffers. (The second search costs about 2-4 times
+/// the first; the 8% keeps the S 8, M 64 lowering within its time budget.) Returns the
+/// smallest arena; fills `offset` (by item). Deterministic.
+inline std::uint64_t place_items(std::span<const placement_item> items, const live_extent& live, std::size_t max_beam_width,
+                                 std::vector<std::uint64_t>& offset) {
     if (items.empty()) return offset.clear(), 0;
     std::vector<placed_span> scratch, busy;
     std::vector<std::uint64_t> trial;
@@ -483,8 +557,8 @@ inline std::uint64_t place_items(std::span<const placement_item> items, std::siz
         }
         return best;
     }
-    const std::uint64_t peak = aligned_live_peak(items, instructions);
-    beam_placer search(items, peak, max_beam_width);
+    const std::uint64_t peak = live.aligned_bytes;
+    beam_placer search(items, peak, max_beam_width, live.items);
     struct stage_t {
         std::size_t width;
         std::uint64_t decision_divisor, min_divisor;
@@ -497,25 +571,39 @@ inline std::uint64_t place_items(std::span<const placement_item> items, std::siz
     return best;
 }
 
+/// place_items() for a program of `instructions` instructions.
+inline std::uint64_t place_items(std::span<const placement_item> items, std::size_t instructions,
+                                 std::size_t max_beam_width, std::vector<std::uint64_t>& offset) {
+    return place_items(items, live_extents(items, instructions), max_beam_width, offset);
+}
+
 }  // namespace detail
 
 /// Assigns offsets (pass 4b) with detail::place_items() and sets arena_bytes and
-/// live_peak_bytes.
-inline void assign_offsets(rank_program& p, std::uint64_t alignment_bytes = 256, std::size_t max_beam_width = 12) {
-    const std::vector<lifetime> life = buffer_lifetimes(p);
+/// live_peak_bytes; `life` is buffer_lifetimes(p).
+inline void assign_offsets(rank_program& p, const std::vector<lifetime>& life, std::uint64_t alignment_bytes = 256,
+                           std::size_t max_beam_width = 12) {
     const std::vector<detail::placement_item> items = detail::placement_items(p, life, alignment_bytes);
+    std::vector<std::uint64_t> raw_bytes(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) raw_bytes[i] = p.buffers[items[i].slot].size_bytes;
+    const detail::live_extent live = detail::live_extents(items, p.instructions.size(), raw_bytes);
     std::vector<std::uint64_t> offset;
-    const std::uint64_t arena = detail::place_items(items, p.instructions.size(), max_beam_width, offset);
+    const std::uint64_t arena = detail::place_items(items, live, max_beam_width, offset);
     for (buffer& b : p.buffers) b.offset_bytes = 0;
     for (std::size_t i = 0; i < items.size(); ++i) p.buffers[items[i].slot].offset_bytes = offset[i];
     p.arena_bytes = arena;
-    p.live_peak_bytes = live_peak_bytes(p, life);
+    p.live_peak_bytes = live.raw_bytes;  // = live_peak_bytes(p, life): empty buffers add nothing
 }
 
-/// Pass 4: frees, then offsets.
+/// assign_offsets() computing the lifetimes itself.
+inline void assign_offsets(rank_program& p, std::uint64_t alignment_bytes = 256, std::size_t max_beam_width = 12) {
+    assign_offsets(p, buffer_lifetimes(p), alignment_bytes, max_beam_width);
+}
+
+/// Pass 4: frees, then offsets (the lifetimes computed once).
 inline void plan_buffers(rank_program& p, std::uint64_t alignment_bytes = 256) {
-    insert_frees(p);
-    assign_offsets(p, alignment_bytes);
+    const std::vector<lifetime> life = insert_frees(p);
+    assign_offsets(p, life, alignment_bytes);
 }
 
 }  // namespace pipeplan::plan

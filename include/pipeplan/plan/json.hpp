@@ -4,8 +4,9 @@
 // of plan.hpp under its own name; instructions as objects with the kind's name, dtype name,
 // slots as integers or null (no slot), peer -1 for none, shape as [size, seqlen, dec_seqlen,
 // hidden]. Doubles are printed so that they read back bit-for-bit, so the round trip is exact.
-// Reading checks every field and names it (`programs[0].instructions[12].kind`) in the
-// pipeplan::input_error; a newer version is refused.
+// Reading checks every field; every pipeplan::input_error names the file, the line and column
+// of the offending value (of the object, for a missing field) and the field path
+// (`r.json:40:14: column 'programs[0].instructions[12].kind': ...`); a newer version is refused.
 #pragma once
 
 #include <cstdint>
@@ -13,12 +14,14 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/json_document.hpp"
+#include "pipeplan/core/names.hpp"
 #include "pipeplan/plan/plan.hpp"
 
 namespace pipeplan::plan {
@@ -71,24 +74,25 @@ inline std::string plan_json_text(const plan_header& h, const rank_program* cons
 }
 
 /// Strict field access naming the path in errors.
+/// Every error names the file, the line and column where the offending value starts (for a
+/// missing field: the object that lacks it) and the field path; there is no unlocated error.
 struct json_reader {
-    std::string file;
-    const json_document* doc = nullptr;  ///< the parsed text: errors at a value give its line and column
-    [[noreturn]] void fail(const std::string& path, const std::string& why) const { throw input_error(file, 0, path, why); }
+    const json_document& doc;  ///< the parsed text: errors at a value give its line and column
     [[noreturn]] void fail(const nlohmann::json& at, const std::string& path, const std::string& why) const {
-        if (doc != nullptr) doc->fail(at, path, why);
-        fail(path, why);
+        doc.fail(at, path, why);
     }
+    /// "path.key", or "key" at the top level.
+    static std::string field(const std::string& path, const char* key) { return path.empty() ? key : path + "." + key; }
     const nlohmann::json& at(const nlohmann::json& j, const char* key, const std::string& path) const {
         if (!j.is_object()) fail(j, path, "expected an object");
         auto it = j.find(key);
-        if (it == j.end()) fail(j, path + "." + key, "missing");
+        if (it == j.end()) fail(j, field(path, key), "missing");
         return *it;
     }
     template <class T>
     T num(const nlohmann::json& j, const char* key, const std::string& path) const {
         const auto& v = at(j, key, path);
-        const std::string p = path + "." + key;
+        const std::string p = field(path, key);
         if constexpr (std::is_floating_point_v<T>) {
             if (!v.is_number()) fail(v, p, "expected a number");
             return v.get<T>();
@@ -106,12 +110,12 @@ struct json_reader {
     }
     std::string text(const nlohmann::json& j, const char* key, const std::string& path) const {
         const auto& v = at(j, key, path);
-        if (!v.is_string()) fail(v, path + "." + key, "expected a string");
+        if (!v.is_string()) fail(v, field(path, key), "expected a string");
         return v.get<std::string>();
     }
     const nlohmann::json& array(const nlohmann::json& j, const char* key, const std::string& path) const {
         const auto& v = at(j, key, path);
-        if (!v.is_array()) fail(v, path + "." + key, "expected an array");
+        if (!v.is_array()) fail(v, field(path, key), "expected an array");
         return v;
     }
     std::uint32_t slot(const nlohmann::json& j, const char* key, const std::string& path) const {
@@ -139,23 +143,28 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
     h.devices = r.num<std::uint32_t>(j, "devices", p);
     h.dp = r.num<std::uint32_t>(j, "dp", p);
     h.chunks = r.num<std::uint32_t>(j, "chunks", p);
-    if (h.devices == 0 || h.dp == 0 || h.chunks == 0) r.fail(p + ".devices", "devices, dp and chunks must be >= 1");
+    const std::pair<const char*, std::uint32_t> counts[] = {{"devices", h.devices}, {"dp", h.dp}, {"chunks", h.chunks}};
+    for (const auto& [key, n] : counts)
+        if (n == 0) r.fail(r.at(j, key, p), json_reader::field(p, key), "must be >= 1");
     const std::string pl = r.text(j, "placement", p);
-    bool found = false;
-    for (auto k : {schedule::placement_kind::linear, schedule::placement_kind::interleaved, schedule::placement_kind::v_shape})
-        if (schedule::to_string(k) == pl) h.placement = k, found = true;
-    if (!found) r.fail(p + ".placement", "unknown placement '" + pl + "' (linear|interleaved|v-shape)");
+    const auto placement = find_name<schedule::placement_kind>(pl);
+    if (!placement)
+        r.fail(r.at(j, "placement", p), p + ".placement",
+               "unknown placement '" + printable(pl) + "' (" + name_list<schedule::placement_kind>("|") + ")");
+    h.placement = *placement;
     h.schedule = r.text(j, "schedule", p);
     if (!is_plan_schedule_name(h.schedule))
-        r.fail(p + ".schedule", "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(h.schedule) + "'");
-    const auto t = parse_dtype(r.text(j, "dtype", p));
-    if (!t) r.fail(p + ".dtype", "unknown dtype (" + dtype_choices() + ")");
+        r.fail(r.at(j, "schedule", p), p + ".schedule",
+               "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(h.schedule) + "'");
+    const std::string type = r.text(j, "dtype", p);
+    const auto t = parse_dtype(type);
+    if (!t) r.fail(r.at(j, "dtype", p), p + ".dtype", "unknown dtype '" + printable(type) + "' (" + dtype_choices() + ")");
     h.type = *t;
     h.zero_stage = r.num<std::uint8_t>(j, "zero_stage", p);
     h.predicted_makespan_ms = r.num<double>(j, "predicted_makespan_ms", p);
     const auto& peaks = r.array(j, "predicted_peak_memory_mb", p);
     for (const auto& x : peaks) {
-        if (!x.is_number()) r.fail(p + ".predicted_peak_memory_mb", "expected numbers");
+        if (!x.is_number()) r.fail(x, p + ".predicted_peak_memory_mb", "expected numbers");
         h.predicted_peak_memory_mb.push_back(x.get<double>());
     }
     const auto& mbs = r.array(j, "microbatches", p);
@@ -164,7 +173,8 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
         microbatch_entry m;
         m.replica = r.num<std::uint32_t>(mbs[k], "replica", q);
         for (const auto& id : r.array(mbs[k], "sample_ids", q)) {
-            if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX) r.fail(q + ".sample_ids", "expected integers >= 0");
+            if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX)
+                r.fail(id, q + ".sample_ids", "expected integers >= 0");
             m.sample_ids.push_back(id.get<std::uint32_t>());
         }
         m.shape = r.shape(mbs[k], q);
@@ -175,12 +185,17 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
 
 inline instruction instruction_from_json(const json_reader& r, const nlohmann::json& j, const std::string& q) {
     instruction x;
-    const auto k = parse_kind(r.text(j, "kind", q));
-    if (!k) r.fail(q + ".kind", "unknown instruction kind");
+    const std::string kind = r.text(j, "kind", q);
+    const auto k = parse_kind(kind);
+    if (!k)
+        r.fail(r.at(j, "kind", q), q + ".kind",
+               "unknown instruction kind '" + printable(kind) + "' (a built-in kind name or user<N>, N in " +
+                   std::to_string(first_user_kind) + "..255)");
     x.kind = *k;
     x.mode = r.num<std::uint8_t>(j, "mode", q);
-    const auto t = parse_dtype(r.text(j, "dtype", q));
-    if (!t) r.fail(q + ".dtype", "unknown dtype (" + dtype_choices() + ")");
+    const std::string type = r.text(j, "dtype", q);
+    const auto t = parse_dtype(type);
+    if (!t) r.fail(r.at(j, "dtype", q), q + ".dtype", "unknown dtype '" + printable(type) + "' (" + dtype_choices() + ")");
     x.type = *t;
     x.reserved = r.num<std::uint8_t>(j, "reserved", q);
     x.mb = r.num<std::uint32_t>(j, "mb", q);
@@ -210,7 +225,7 @@ inline rank_program program_from_json(const json_reader& r, const nlohmann::json
         bool found = false;
         for (std::size_t k = 0; k < buffer_role_count; ++k)
             if (to_string(static_cast<buffer_role>(k)) == role) b.role = static_cast<buffer_role>(k), found = true;
-        if (!found) r.fail(q + ".role", "unknown buffer role '" + role + "'");
+        if (!found) r.fail(r.at(bufs[s], "role", q), q + ".role", "unknown buffer role '" + printable(role) + "'");
         b.mb = r.num<std::uint32_t>(bufs[s], "mb", q);
         b.stage = r.num<std::uint32_t>(bufs[s], "stage", q);
         prog.buffers.push_back(b);
@@ -222,17 +237,25 @@ inline rank_program program_from_json(const json_reader& r, const nlohmann::json
     return prog;
 }
 
-inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::string_view text, const std::string& file) {
+/// Reads a whole JSON plan; `one_program`: a rank file, which must hold exactly one program.
+inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::string_view text, const std::string& file,
+                                                                         bool one_program) {
     const json_document doc(text, file);  // invalid JSON, too deep nesting: located errors
-    const json_reader r{file, &doc};
+    const json_reader r{doc};
     const nlohmann::json& j = doc.root();
-    if (!j.is_object() || j.value("format", std::string()) != "pipeplan-plan") r.fail("format", "not a pipeplan plan (format != \"pipeplan-plan\")");
+    if (!j.is_object()) r.fail(j, "format", "not a pipeplan plan (expected an object)");
+    const auto format = j.find("format");
+    if (format == j.end() || !format->is_string() || format->get_ref<const std::string&>() != "pipeplan-plan")
+        r.fail(format == j.end() ? j : *format, "format", "not a pipeplan plan (format != \"pipeplan-plan\")");
     const auto version = r.num<std::uint32_t>(j, "version", "");
     if (version > plan_format_version)
-        r.fail("version", "plan version " + std::to_string(version) + " is newer than this reader's (" + std::to_string(plan_format_version) + ")");
+        r.fail(r.at(j, "version", ""), "version",
+               "plan version " + std::to_string(version) + " is newer than this reader's (" + std::to_string(plan_format_version) + ")");
     std::pair<plan_header, std::vector<rank_program>> out;
     out.first = header_from_json(r, r.at(j, "header", ""));
     const auto& ps = r.array(j, "programs", "");
+    if (one_program && ps.size() != 1)
+        r.fail(ps, "programs", "a rank file holds one program, this one " + std::to_string(ps.size()));
     for (std::size_t k = 0; k < ps.size(); ++k) out.second.push_back(program_from_json(r, ps[k], "programs[" + std::to_string(k) + "]"));
     return out;
 }
@@ -252,13 +275,12 @@ inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::st
 
 /// Reads a JSON plan with any number of programs.
 [[nodiscard]] inline execution_plan execution_plan_from_json(std::string_view text, const std::string& file = "<memory>") {
-    auto [h, ps] = detail::parse_plan_json(text, file);
+    auto [h, ps] = detail::parse_plan_json(text, file, false);
     return execution_plan{std::move(h), std::move(ps)};
 }
 /// Reads a JSON rank file (exactly one program).
 [[nodiscard]] inline rank_plan rank_plan_from_json(std::string_view text, const std::string& file = "<memory>") {
-    auto [h, ps] = detail::parse_plan_json(text, file);
-    if (ps.size() != 1) throw input_error(file, 0, "programs", "a rank file holds one program, this one " + std::to_string(ps.size()));
+    auto [h, ps] = detail::parse_plan_json(text, file, true);
     return rank_plan{std::move(h), std::move(ps.front())};
 }
 

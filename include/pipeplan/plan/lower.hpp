@@ -203,11 +203,13 @@ struct message {
 
 /// Where an inserted instruction goes: before compute op `before` (ops.size() = the end),
 /// ordered by `phase` then `key`.
+/// (Small, so that sorting moves little: the instruction is built when the program is.)
 struct placed {
+    enum what_t : std::uint8_t { send_start, recv_start, recv_wait, send_wait, load };
     std::uint32_t before = 0;
     std::uint8_t phase = 0;  // 0 send starts (after the previous op), 1 recv starts, 2 waits, 3 loads
-    std::uint64_t key = 0;
-    instruction ins;
+    what_t what = send_start;
+    std::uint64_t key = 0;   // the message's index; a load's micro-batch
 };
 
 /// The buffers and slots of one rank while pass 2 builds them.
@@ -308,9 +310,23 @@ private:
 
 namespace detail {
 
+/// Stable counting sort of `v` by key(x) < `keys` (linear: the keys are sequence numbers or
+/// instruction indices).
+template <class T, class Key>
+void counting_sort(std::vector<T>& v, std::size_t keys, Key&& key) {
+    std::vector<std::uint32_t> start(keys + 1, 0);
+    for (const T& x : v) ++start[key(x) + 1];
+    for (std::size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
+    std::vector<T> out(v.size());
+    for (const T& x : v) out[start[key(x)]++] = x;
+    v.swap(out);
+}
+
 inline void order_messages(const compute_programs& cp, std::vector<message>& msgs) {
     const auto key = [&](const message& m) { return cp.seq[m.producer.rank][m.producer.index]; };
-    std::sort(msgs.begin(), msgs.end(), [&](const message& a, const message& b) { return key(a) < key(b); });
+    std::size_t total = 0;  // the sequence numbers are 0 .. ops - 1
+    for (const auto& v : cp.ops) total += v.size();
+    counting_sort(msgs, total, key);
     const std::size_t R = cp.ops.size();
     // anchor of the last start on each rank pair, as seen by each side
     std::vector<std::uint32_t> last_anchor(R * R, 0);
@@ -348,17 +364,16 @@ inline instruction message_instruction(const compute_programs& cp, const message
 }
 
 /// Collects the non-compute instructions of every rank with their positions.
-inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs,
-                                                           const lowering_options& opt) {
+inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs) {
     const std::size_t R = cp.ops.size();
     std::vector<std::vector<placed>> out(R);
     for (std::size_t k = 0; k < msgs.size(); ++k) {
         const message& m = msgs[k];
         const std::uint32_t a = m.producer.rank, b = m.consumer.rank;
-        out[a].push_back({m.producer.index + 1, 0, k, message_instruction(cp, m, true, true, opt)});
-        out[b].push_back({m.recv_anchor, 1, k, message_instruction(cp, m, false, true, opt)});
-        out[b].push_back({m.consumer.index, 2, k, message_instruction(cp, m, false, false, opt)});
-        out[a].push_back({m.send_anchor, 2, k, message_instruction(cp, m, true, false, opt)});
+        out[a].push_back({m.producer.index + 1, 0, placed::send_start, k});
+        out[b].push_back({m.recv_anchor, 1, placed::recv_start, k});
+        out[b].push_back({m.consumer.index, 2, placed::recv_wait, k});
+        out[a].push_back({m.send_anchor, 2, placed::send_wait, k});
     }
     // load_microbatch before the first forward of each micro-batch on the first / last stage's rank
     const std::size_t V = cp.stages;
@@ -368,20 +383,41 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
             const instruction& c = cp.ops[r][i];
             if (c.kind != instr_kind::forward || (c.stage != 0 && c.stage + 1 != V) || loaded[c.mb]) continue;
             loaded[c.mb] = 1;
-            instruction ld;
-            ld.kind = instr_kind::load_microbatch;
-            ld.mb = c.mb;
-            ld.stage = c.stage;
-            ld.type = opt.type;
-            if (c.mb < opt.shapes.size()) ld.shape = opt.shapes[c.mb];
-            out[r].push_back({i, 3, c.mb, ld});
+            out[r].push_back({i, 3, placed::load, c.mb});
         }
     }
-    for (auto& v : out)  // (before, phase, key) is unique per rank
-        std::sort(v.begin(), v.end(), [](const placed& x, const placed& y) {
-            return x.before != y.before ? x.before < y.before : x.phase != y.phase ? x.phase < y.phase : x.key < y.key;
-        });
+    for (std::size_t r = 0; r < R; ++r) {  // by (before, phase, key), unique per rank
+        auto& v = out[r];
+        counting_sort(v, cp.ops[r].size() + 1, [](const placed& x) { return x.before; });
+        for (std::size_t k = 1; k < v.size(); ++k) {  // the few of one anchor by (phase, key)
+            std::size_t j = k;
+            const auto less = [](const placed& x, const placed& y) { return x.phase != y.phase ? x.phase < y.phase : x.key < y.key; };
+            if (v[j - 1].before != v[k].before || !less(v[k], v[j - 1])) continue;
+            const placed x = v[k];
+            for (; j > 0 && v[j - 1].before == x.before && less(x, v[j - 1]); --j) v[j] = v[j - 1];
+            v[j] = x;
+        }
+    }
     return out;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// The instruction of an inserted one on rank r.
+[[nodiscard]] inline instruction placed_instruction(const compute_programs& cp, const std::vector<message>& msgs,
+                                                    const placed& x, std::size_t r, const lowering_options& opt) {
+    if (x.what != placed::load)
+        return message_instruction(cp, msgs[x.key], x.what == placed::send_start || x.what == placed::send_wait,
+                                   x.what == placed::send_start || x.what == placed::recv_start, opt);
+    instruction ld;  // before the first forward of micro-batch x.key on this rank
+    ld.kind = instr_kind::load_microbatch;
+    ld.mb = static_cast<std::uint32_t>(x.key);
+    ld.stage = cp.ops[r][x.before].stage;
+    ld.type = opt.type;
+    if (ld.mb < opt.shapes.size()) ld.shape = opt.shapes[ld.mb];
+    return ld;
 }
 
 }  // namespace detail
@@ -391,7 +427,7 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
     detail::slot_builder sb(cp, sc);
     sb.run();
     detail::order_messages(cp, sb.messages);
-    const auto placed = detail::place_instructions(cp, sb.messages, opt);
+    const auto placed = detail::place_instructions(cp, sb.messages);
     const std::size_t R = cp.ops.size();
     std::vector<rank_program> progs(R);
     for (std::size_t r = 0; r < R; ++r) {
@@ -402,7 +438,8 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
         p.instructions.reserve(ops.size() + placed[r].size() + 2);
         std::size_t k = 0;
         for (std::uint32_t i = 0; i <= ops.size(); ++i) {
-            while (k < placed[r].size() && placed[r][k].before == i) p.instructions.push_back(placed[r][k++].ins);
+            for (; k < placed[r].size() && placed[r][k].before == i; ++k)
+                p.instructions.push_back(detail::placed_instruction(cp, sb.messages, placed[r][k], r, opt));
             if (i < ops.size()) {
                 instruction c = ops[i];
                 c.type = opt.type;
@@ -426,9 +463,10 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
 /// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
 /// mb_offset 0). The header's schedule fields (placement, chunks, devices, schedule name,
 /// dtype) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
-/// the rest.
+/// the rest. The scenario is validated first (scenario::validate(): sizes and scenario_limits).
 [[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
                                           const lowering_options& opt = {}) {
+    sc.validate();
     const compute_programs cp = lower_compute(sc, s);
     execution_plan p;
     p.header.devices = static_cast<std::uint32_t>(s.placement.devices());

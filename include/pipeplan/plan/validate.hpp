@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -130,13 +131,20 @@ struct rank_view {
     const rank_program& p;
     std::uint32_t rank, device, replica;
     schedule::stage_placement pl;
+    /// pl.device_of tabulated for the first stages (a header from a file may claim billions of
+    /// stages: the table stops at `tabulated_stages`, the rest is computed)
+    static constexpr std::uint32_t tabulated_stages = 4096;
+    std::vector<std::uint32_t> stage_device;
     rank_view(const plan_header& hh, const rank_program& pp)
         : h(hh), p(pp), rank(pp.rank), device(hh.device_of_rank(pp.rank)), replica(hh.replica_of_rank(pp.rank)),
-          pl(hh.stage_placement()) {}
-    [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < h.virtual_stages() && pl.device_of(stage) == device; }
-    [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const {
-        return replica * h.devices + static_cast<std::uint32_t>(pl.device_of(stage));
+          pl(hh.stage_placement()), stage_device(std::min(hh.virtual_stages(), tabulated_stages)) {
+        for (std::uint32_t v = 0; v < stage_device.size(); ++v) stage_device[v] = static_cast<std::uint32_t>(pl.device_of(v));
     }
+    [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const {
+        return stage < stage_device.size() ? stage_device[stage] : static_cast<std::uint32_t>(pl.device_of(stage));
+    }
+    [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < h.virtual_stages() && device_of(stage) == device; }
+    [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const { return replica * h.devices + device_of(stage); }
 };
 
 /// structure: ranges, devices and peers of one instruction.
@@ -170,6 +178,32 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     if (ins.peer < 0 || static_cast<std::uint32_t>(ins.peer) != rv.rank_of_stage(theirs))
         bad("peer should be rank " + std::to_string(rv.rank_of_stage(theirs)) + " (holding stage " + std::to_string(theirs) + ")");
     if (ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == rv.rank) bad("message to itself");
+}
+
+/// Whether check_structure() finds nothing wrong with instruction `ins` (the same tests,
+/// without the messages: the common case of a sound plan costs no string work).
+[[nodiscard]] inline bool structure_ok(const rank_view& rv, const instruction& ins) {
+    if (is_unknown(ins.kind)) return false;
+    if (!is_builtin(ins.kind)) return true;
+    const std::size_t n = rv.p.buffers.size();
+    if ((ins.in != no_slot && ins.in >= n) || (ins.out != no_slot && ins.out >= n) || (ins.stash != no_slot && ins.stash >= n) ||
+        (ins.work != no_slot && ins.work >= n))
+        return false;
+    const kind_category c = category(ins.kind);
+    const bool local = c == kind_category::compute || ins.kind == instr_kind::load_microbatch || ins.kind == instr_kind::set_frequency;
+    if (!local && !is_message(ins.kind)) return true;
+    if (ins.mb >= rv.h.microbatches.size()) return false;
+    const microbatch_entry& m = rv.h.microbatches[ins.mb];
+    const std::uint32_t V = rv.h.virtual_stages();
+    if (m.replica != rv.replica || !(ins.shape == m.shape) || ins.type != rv.h.type || ins.stage >= V) return false;
+    if (local) return rv.holds(ins.stage);
+    const bool act = is_activation_message(ins.kind);
+    const bool send = c == kind_category::send_start || c == kind_category::send_wait;
+    if ((act && ins.stage + 1 >= V) || (!act && ins.stage == 0)) return false;
+    const std::uint32_t other = act ? ins.stage + 1 : ins.stage - 1;
+    const std::uint32_t mine = send ? ins.stage : other, theirs = send ? other : ins.stage;
+    return rv.holds(mine) && ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == rv.rank_of_stage(theirs) &&
+           static_cast<std::uint32_t>(ins.peer) != rv.rank;
 }
 
 /// clock: each set_frequency sets a clock in range for the compute op right after it.
@@ -218,12 +252,13 @@ inline void check_pairing(const rank_view& rv, reporter& rep, std::vector<std::u
     const message_keys key{rv.h.microbatches.size(), rv.h.virtual_stages()};
     open.assign(key.size(), not_open);
     const auto& prog = rv.p.instructions;
+    std::size_t still_open = 0;  // starts without a wait so far
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
         const instruction& ins = prog[i];
         if (is_message_start(ins.kind)) {
             std::uint32_t& o = open[key(ins)];
             if (o != not_open) rep(rv.rank, i, "pairing", describe(ins) + ": started again before its wait");
-            else o = i;
+            else o = i, ++still_open;
         } else if (is_message_wait(ins.kind)) {
             std::uint32_t& o = open[key(ins)];
             if (o == not_open) {
@@ -235,10 +270,10 @@ inline void check_pairing(const rank_view& rv, reporter& rep, std::vector<std::u
                 rep(rv.rank, i, "pairing", describe(ins) + ": names another buffer than its start");
             else if (st.bytes != ins.bytes || !(st.shape == ins.shape) || st.type != ins.type)
                 rep(rv.rank, i, "pairing", describe(ins) + ": bytes, shape or dtype differ from its start");
-            o = not_open;
+            o = not_open, --still_open;
         }
     }
-    for (std::uint32_t i = 0; i < prog.size(); ++i)
+    for (std::uint32_t i = 0; still_open > 0 && i < prog.size(); ++i)
         if (is_message_start(prog[i].kind) && open[key(prog[i])] == i)
             rep(rv.rank, i, "pairing", describe(prog[i]) + ": never waited for");
 }
@@ -258,6 +293,7 @@ struct buffer_walk {
     std::vector<state_t> state;
     std::vector<content> holds;
     std::vector<std::uint32_t> in_flight, birth, death;
+    std::vector<std::uint32_t> born, died;  ///< slots in the order of their birth / death in the walk
     std::vector<char> is_work;
 
     buffer_walk(const rank_view& r, reporter& re)
@@ -294,6 +330,7 @@ struct buffer_walk {
         holds[slot] = c;
         birth[slot] = i;
         death[slot] = i;
+        born.push_back(slot);
     }
     void expect_slot(std::uint32_t i, std::uint32_t slot, bool wanted, const char* what) {
         if (wanted && slot == no_slot) bad(i, std::string("writes no ") + what);
@@ -305,6 +342,8 @@ struct buffer_walk {
         state[slot] = dead;
         is_work[slot] = 1;
         birth[slot] = death[slot] = i;
+        born.push_back(slot);
+        died.push_back(slot);
     }
     void free(std::uint32_t i, std::uint32_t slot) {
         if (slot == no_slot) return bad(i, "frees no slot");
@@ -315,63 +354,60 @@ struct buffer_walk {
         if (in_flight[slot] > 0) return bad(i, sl() + " is freed while a send of it is in flight");
         state[slot] = dead;
         death[slot] = i;
+        died.push_back(slot);
     }
     /// No two buffers live at the same time overlap in the arena; nothing leaks. A sweep over
-    /// the instructions keeps the live buffers sorted by offset (and disjoint: a buffer found
-    /// overlapping is reported and left out), so each new buffer meets only its neighbours.
+    /// the births and deaths (in the walk's order: by instruction, the births of one
+    /// instruction by slot, each instruction's births before its deaths) keeps the live
+    /// buffers sorted by offset (and disjoint: a buffer found overlapping is reported and left
+    /// out), so each new buffer meets only its neighbours.
     void finish() {
-        const std::size_t n = rv.p.instructions.size();
-        std::vector<std::uint32_t> born_at(n + 2, 0), dies_at(n + 2, 0);  // bucket starts, then slots
+        const auto n = static_cast<std::uint32_t>(rv.p.instructions.size());
         for (std::uint32_t s = 0; s < state.size(); ++s) {
             if (state[s] == ready || state[s] == pending) {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " is never freed");
-                death[s] = static_cast<std::uint32_t>(n);
+                death[s] = n;
+                died.push_back(s);
             }
+        }
+        for (std::size_t k = 1; k < born.size(); ++k) {  // one instruction's few births by slot
+            const std::uint32_t x = born[k];
+            std::size_t j = k;
+            for (; j > 0 && birth[born[j - 1]] == birth[x] && born[j - 1] > x; --j) born[j] = born[j - 1];
+            born[j] = x;
         }
         const auto& buf = rv.p.buffers;
-        const auto sized = [&](std::uint32_t s) { return state[s] != unborn && buf[s].size_bytes > 0; };
-        std::vector<std::uint32_t> born, dies;
-        bucket(born_at, born, birth, sized);
-        bucket(dies_at, dies, death, sized);
-        const auto by_offset = [&](std::uint32_t a, std::uint32_t b) { return buf[a].offset_bytes < buf[b].offset_bytes; };
-        std::vector<std::uint32_t> active;  // by offset
+        struct span_t {
+            std::uint64_t begin, end;
+            std::uint32_t slot;
+        };
+        std::vector<span_t> active;  // by offset (few: a linear scan beats a binary search)
         std::vector<char> in_active(state.size(), 0);
-        for (std::size_t t = 0; t <= n; ++t) {
-            for (std::uint32_t k = born_at[t]; k < born_at[t + 1]; ++k) {
-                const std::uint32_t s = born[k];
-                const buffer& b = buf[s];
-                const auto at = std::lower_bound(active.begin(), active.end(), s, by_offset);
-                const auto overlaps = [&](std::uint32_t q) {
-                    return b.offset_bytes < buf[q].offset_bytes + buf[q].size_bytes && buf[q].offset_bytes < b.offset_bytes + b.size_bytes;
-                };
-                std::uint32_t hit = no_slot;
-                if (at != active.begin() && overlaps(*(at - 1))) hit = *(at - 1);
-                else if (at != active.end() && overlaps(*at)) hit = *at;
-                if (hit != no_slot) {
-                    rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
-                    continue;
+        std::size_t d = 0;
+        for (const std::uint32_t s : born) {
+            const buffer& b = buf[s];
+            if (b.size_bytes == 0) continue;
+            for (; d < died.size() && death[died[d]] < birth[s]; ++d)  // the buffers dead before s's birth
+                if (const std::uint32_t q = died[d]; in_active[q]) {
+                    std::size_t k = 0;
+                    while (active[k].slot != q) ++k;
+                    active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
+                    in_active[q] = 0;
                 }
-                active.insert(at, s);
-                in_active[s] = 1;
+            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s};
+            std::size_t at = 0;  // the first live buffer at or above s's offset
+            while (at < active.size() && active[at].begin < e.begin) ++at;
+            const auto overlaps = [&](const span_t& q) { return e.begin < q.end && q.begin < e.end; };
+            std::uint32_t hit = no_slot;
+            if (at > 0 && overlaps(active[at - 1])) hit = active[at - 1].slot;
+            else if (at < active.size() && overlaps(active[at])) hit = active[at].slot;
+            if (hit != no_slot) {
+                rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
+                continue;
             }
-            for (std::uint32_t k = dies_at[t]; k < dies_at[t + 1]; ++k)
-                if (const std::uint32_t q = dies[k]; in_active[q])
-                    active.erase(std::lower_bound(active.begin(), active.end(), q, by_offset));
+            active.insert(active.begin() + static_cast<std::ptrdiff_t>(at), e);
+            in_active[s] = 1;
         }
-    }
-
-    /// Counting sort of the slots that pass `keep` by `when` (instruction indices): slots of
-    /// instruction t are out[start[t] .. start[t + 1]).
-    template <class Keep>
-    void bucket(std::vector<std::uint32_t>& start, std::vector<std::uint32_t>& out, const std::vector<std::uint32_t>& when,
-                Keep&& keep) const {
-        for (std::uint32_t s = 0; s < state.size(); ++s)
-            if (keep(s)) ++start[when[s] + 1];
-        for (std::size_t t = 1; t < start.size(); ++t) start[t] += start[t - 1];
-        out.resize(start.back());
-        std::vector<std::uint32_t> fill(start.begin(), start.end() - 1);
-        for (std::uint32_t s = 0; s < state.size(); ++s)
-            if (keep(s)) out[fill[when[s]]++] = s;
     }
 };
 
@@ -521,7 +557,8 @@ inline void check_rank(const plan_header& h, const rank_program& p, reporter& re
                        std::vector<std::uint32_t>& scratch) {
     const rank_view rv(h, p);
     const std::size_t before = rep.seen;
-    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) check_structure(rv, i, rep);
+    for (std::uint32_t i = 0; i < p.instructions.size(); ++i)
+        if (!structure_ok(rv, p.instructions[i])) check_structure(rv, i, rep);
     check_arena(rv, rep);
     if (rep.seen != before) return;  // the walks below index with these fields
     check_clocks(rv, opt, rep);
@@ -534,16 +571,29 @@ inline void check_rank(const plan_header& h, const rank_program& p, reporter& re
 
 /// Index of each message start among the starts between its rank and its peer.
 struct pair_indices {
+    std::size_t ranks = 0;
     std::vector<std::vector<std::uint32_t>> k;  // [rank][instruction] (starts and waits)
-    std::vector<std::vector<std::vector<std::uint32_t>>> starts;  // [rank][peer] -> instruction indices
+    std::vector<std::uint32_t> begin;           // [rank * ranks + peer] .. [+ 1]: that pair's run of `flat`
+    std::vector<std::uint32_t> flat;            // the starts' instruction indices, by rank, peer and order
+    [[nodiscard]] std::span<const std::uint32_t> starts(std::size_t rank, std::size_t peer) const {
+        const std::size_t x = rank * ranks + peer;
+        return {flat.data() + begin[x], flat.data() + begin[x + 1]};
+    }
 };
 
 [[nodiscard]] inline pair_indices index_pairs(const execution_plan& plan) {
     const std::size_t R = plan.programs.size();
     const message_keys key{plan.header.microbatches.size(), plan.header.virtual_stages()};
     pair_indices px;
+    px.ranks = R;
     px.k.resize(R);
-    px.starts.assign(R, std::vector<std::vector<std::uint32_t>>(R));
+    px.begin.assign(R * R + 1, 0);
+    for (std::size_t r = 0; r < R; ++r)  // count, then fill
+        for (const instruction& x : plan.programs[r].instructions)
+            if (is_message_start(x.kind)) ++px.begin[r * R + static_cast<std::size_t>(x.peer) + 1];
+    for (std::size_t x = 1; x < px.begin.size(); ++x) px.begin[x] += px.begin[x - 1];
+    px.flat.resize(px.begin.back());
+    std::vector<std::uint32_t> fill(px.begin.begin(), px.begin.end() - 1);
     std::vector<std::uint32_t> open(key.size(), 0);  // the pair index of each open start
     for (std::size_t r = 0; r < R; ++r) {
         const auto& prog = plan.programs[r].instructions;
@@ -551,9 +601,9 @@ struct pair_indices {
         for (std::uint32_t i = 0; i < prog.size(); ++i) {
             const instruction& x = prog[i];
             if (is_message_start(x.kind)) {
-                auto& list = px.starts[r][static_cast<std::size_t>(x.peer)];
-                px.k[r][i] = open[key(x)] = static_cast<std::uint32_t>(list.size());
-                list.push_back(i);
+                const std::size_t pair = r * R + static_cast<std::size_t>(x.peer);
+                px.k[r][i] = open[key(x)] = fill[pair] - px.begin[pair];
+                px.flat[fill[pair]++] = i;
             } else if (is_message_wait(x.kind)) {
                 px.k[r][i] = open[key(x)];
             }
@@ -568,8 +618,8 @@ inline bool check_match(const execution_plan& plan, const pair_indices& px, repo
     const std::size_t R = plan.programs.size();
     for (std::uint32_t a = 0; a < R; ++a)
         for (std::uint32_t b = a + 1; b < R; ++b) {
-            const auto& la = px.starts[a][b];
-            const auto& lb = px.starts[b][a];
+            const auto la = px.starts(a, b);
+            const auto lb = px.starts(b, a);
             const std::size_t n = std::min(la.size(), lb.size());
             for (std::size_t k = 0; k < n; ++k) {
                 const instruction& x = plan.programs[a].instructions[la[k]];

@@ -54,6 +54,17 @@ struct network_model {
     }
 };
 
+/// The allowed range of every kind of scenario value. The one set of limits: the scenario JSON
+/// reader (scenario_json.hpp) and scenario::validate() both check it, so a scenario built in
+/// code is held to the same ranges as a file. Lower bounds are 0 (ratios: [0, 1]).
+struct scenario_limits {
+    static constexpr double max_time_ms = 1e9;           ///< an op's time, a latency (11.6 days)
+    static constexpr double max_memory_mb = 1e9;         ///< a memory figure or message size (1 PB)
+    static constexpr double max_bandwidth_gbps = 1e6;    ///< a link (1 Pbit/s); 0 = messages are free
+    static constexpr long long max_stages = 1000000;     ///< stages
+    static constexpr long long max_devices_per_node = 1 << 20;
+};
+
 /// Per (micro-batch, stage) costs of one training step. Stages here are the pipeline's
 /// (virtual) stages; a placement (placement.hpp) maps them to devices.
 /// Per-(mb, stage) arrays are flat and stage-major, index `stage * microbatches + mb` (use
@@ -97,10 +108,15 @@ struct scenario {
         return placement.empty() ? s : placement[s];
     }
 
-    /// Checks sizes and domains; throws pipeplan::invalid_argument naming the first bad value
-    /// as `field[mb][stage]`.
+    /// Checks sizes and ranges (scenario_limits, as the JSON reader does); throws
+    /// pipeplan::invalid_argument naming the first bad value as `field[mb][stage]` with its
+    /// allowed range, e.g. "scenario: microbatches[3].forward_ms[1] must be a number in
+    /// [0, 1e+09] ms, is 1e+12".
     void validate() const {
-        if (stages == 0) throw invalid_argument("scenario: stages must be >= 1");
+        using L = scenario_limits;
+        if (stages == 0 || stages > static_cast<std::size_t>(L::max_stages))
+            throw invalid_argument("scenario: stages must lie in [1, " + std::to_string(L::max_stages) + "], is " +
+                                   std::to_string(stages));
         if (microbatches == 0) throw invalid_argument("scenario: at least one micro-batch is needed");
         const std::size_t n = stages * microbatches;
         auto check_size = [](const std::vector<double>& v, std::size_t want, const char* name) {
@@ -114,32 +130,50 @@ struct scenario {
         check_size(peak_mb, n, "peak_mb");
         check_size(model_state_mb, stages, "model_state_mb");
         if (!activation_mb.empty()) check_size(activation_mb, microbatches, "activation_mb");
-        auto where = [&](const char* name, std::size_t i) {
-            return std::string("scenario: microbatches[") + std::to_string(i % microbatches) + "]." + name + "[" +
-                   std::to_string(i / microbatches) + "]";
+        validate_ranges();
+        validate_layout();
+    }
+
+    /// Checks every number against scenario_limits (part of validate(); sizes must be right).
+    void validate_ranges() const {
+        using L = scenario_limits;
+        auto check = [](double x, double hi, const char* unit, const auto& name) {
+            if (!(x >= 0.0 && x <= hi))  // NaN fails too
+                throw invalid_argument("scenario: " + name() + " must be a number in " + range_text(0.0, hi) + " " + unit +
+                                       ", is " + number_text(x));
         };
-        for (std::size_t i = 0; i < n; ++i) {
-            const double vals[4] = {forward_ms[i], backward_ms[i], stored_mb[i], peak_mb[i]};
-            const char* names[4] = {"forward_ms", "backward_ms", "stored_mb", "peak_mb"};
-            for (int k = 0; k < 4; ++k)
-                if (!std::isfinite(vals[k]) || vals[k] < 0)
-                    throw invalid_argument(where(names[k], i) + " must be a finite number >= 0, is " +
-                                           std::to_string(vals[k]));
+        auto where = [&](const char* name, std::size_t i) {
+            return [this, name, i] {
+                return "microbatches[" + std::to_string(i % microbatches) + "]." + name + "[" +
+                       std::to_string(i / microbatches) + "]";
+            };
+        };
+        for (std::size_t i = 0; i < forward_ms.size(); ++i) {
+            check(forward_ms[i], L::max_time_ms, "ms", where("forward_ms", i));
+            check(backward_ms[i], L::max_time_ms, "ms", where("backward_ms", i));
+            check(stored_mb[i], L::max_memory_mb, "MB", where("stored_mb", i));
+            check(peak_mb[i], L::max_memory_mb, "MB", where("peak_mb", i));
             if (peak_mb[i] < stored_mb[i])
-                throw invalid_argument(where("peak_mb", i) + " (" + std::to_string(peak_mb[i]) +
-                                       ") is below stored_mb (" + std::to_string(stored_mb[i]) +
+                throw invalid_argument("scenario: " + where("peak_mb", i)() + " (" + number_text(peak_mb[i]) +
+                                       ") is below stored_mb (" + number_text(stored_mb[i]) +
                                        "): the peak includes the stored activations");
         }
-        for (std::size_t s = 0; s < stages; ++s)
-            if (!std::isfinite(model_state_mb[s]) || model_state_mb[s] < 0)
-                throw invalid_argument("scenario: model_state_mb[" + std::to_string(s) + "] must be >= 0");
+        auto indexed = [](const char* name, std::size_t i) {
+            return [name, i] { return std::string(name) + "[" + std::to_string(i) + "]"; };
+        };
+        for (std::size_t s = 0; s < model_state_mb.size(); ++s)
+            check(model_state_mb[s], L::max_memory_mb, "MB", indexed("model_state_mb", s));
         for (std::size_t j = 0; j < activation_mb.size(); ++j)
-            if (!std::isfinite(activation_mb[j]) || activation_mb[j] < 0)
-                throw invalid_argument("scenario: network.activation_mb[" + std::to_string(j) + "] must be >= 0");
+            check(activation_mb[j], L::max_memory_mb, "MB", indexed("network.activation_mb", j));
+        auto named = [](const char* name) { return [name] { return std::string(name); }; };
         const auto& nw = network;
-        for (double x : {nw.latency_ms, nw.bandwidth_gbps, nw.intra_node_latency_ms, nw.intra_node_bandwidth_gbps})
-            if (!std::isfinite(x) || x < 0) throw invalid_argument("scenario: network figures must be finite and >= 0");
-        validate_layout();
+        check(nw.latency_ms, L::max_time_ms, "ms", named("network.latency_ms"));
+        check(nw.intra_node_latency_ms, L::max_time_ms, "ms", named("network.intra_node_latency_ms"));
+        check(nw.bandwidth_gbps, L::max_bandwidth_gbps, "Gbit/s", named("network.bandwidth_gbps"));
+        check(nw.intra_node_bandwidth_gbps, L::max_bandwidth_gbps, "Gbit/s", named("network.intra_node_bandwidth_gbps"));
+        if (nw.devices_per_node < 1 || nw.devices_per_node > L::max_devices_per_node)
+            throw invalid_argument("scenario: network.devices_per_node must lie in [1, " +
+                                   std::to_string(L::max_devices_per_node) + "], is " + std::to_string(nw.devices_per_node));
     }
 
     /// Checks devices, placement and checkpoint_ratio (part of validate()).

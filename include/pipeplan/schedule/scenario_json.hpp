@@ -12,9 +12,10 @@
 //    "checkpoint_ratio": [S ratios in [0, 1]]}                                       (optional)
 // Errors throw pipeplan::input_error(file, line, column, field path, reason), e.g.
 //   "s.json:7:18: column 'microbatches[3].forward_ms[2]': expected a number in [0, 1e+09] ms, found -1".
-// Every number has a range (detail::scenario_limits): times and latencies [0, 1e9] ms, memory
-// and message sizes [0, 1e9] MB, bandwidths [0, 1e6] Gbit/s, ratios [0, 1]. Locations come from
-// core/json_document.hpp (one linear pass, nesting at most 64 deep).
+// Every number has a range (scenario_limits in scenario.hpp; validate() checks the same): times
+// and latencies [0, 1e9] ms, memory and message sizes [0, 1e9] MB, bandwidths [0, 1e6] Gbit/s,
+// ratios [0, 1]. Locations come from core/json_document.hpp (one linear pass, nesting at most
+// 64 deep).
 // ADL customization: `nlohmann::json j = sc;` and `j.get<scenario>()` work (errors then name
 // the source "<json>").
 #pragma once
@@ -41,15 +42,6 @@
 namespace pipeplan::schedule {
 
 namespace detail {
-
-/// The allowed range of each kind of scenario value (the reader's errors quote them).
-struct scenario_limits {
-    static constexpr double max_time_ms = 1e9;           ///< an op's time, a latency (11.6 days)
-    static constexpr double max_memory_mb = 1e9;         ///< a memory figure or message size (1 PB)
-    static constexpr double max_bandwidth_gbps = 1e6;    ///< a link (1 Pbit/s); 0 = messages are free
-    static constexpr long long max_stages = 1000000;     ///< stages
-    static constexpr long long max_devices_per_node = 1 << 20;
-};
 
 /// Decodes the optional `devices`, `placement` and `checkpoint_ratio` fields into `sc` (whose
 /// stages are known); `fail(value, path, reason)` must throw, `array(v, path, n, lo, hi, unit)`
@@ -111,7 +103,7 @@ void read_network_json(const nlohmann::json& nw, scenario& sc, Fail& fail, Numbe
 }
 
 /// Decodes a scenario from parsed JSON; `fail(value, path, reason)` must throw. Every number
-/// must lie in its range (scenario_limits), quoted in the error.
+/// must lie in its range (scenario_limits, shared with scenario::validate()), quoted in the error.
 template <class Fail>
 scenario scenario_from_json_impl(const nlohmann::json& j, Fail&& fail) {
     using nlohmann::json;

@@ -238,7 +238,8 @@ struct simulation_workspace {
 /// Simulates `sched` on `sc` into `r` (see the file comment for the model), reusing the
 /// capacity of `r` and `ws`. Throws pipeplan::invalid_argument when the schedule is malformed
 /// (an op missing, duplicated, on the wrong device) or deadlocks (an op ordered before one it
-/// depends on).
+/// depends on). The scenario is not validated here (the inner loop of searches and planners,
+/// whose scenarios were validated once): simulate() and simulator::run() do that.
 inline void simulate_into(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
                           const simulation_options& opt, simulation_workspace& ws) {
     using node = detail::sim_node;
@@ -409,8 +410,11 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
 }
 
 /// Simulates `sched` on `sc` (see the file comment and simulate_into()).
+/// The scenario is validated first (scenario::validate(): sizes and scenario_limits), so one
+/// built in code with an out-of-range value is refused with the field and its range.
 [[nodiscard]] inline simulation_result simulate(const scenario& sc, const pipeline_schedule& sched,
                                                 const simulation_options& opt = {}) {
+    sc.validate();
     simulation_workspace ws;
     simulation_result r;
     simulate_into(r, sc, sched, opt, ws);
@@ -434,9 +438,11 @@ inline void check_memory_limit(const simulation_result& r, const pipeline_schedu
 /// A reusable simulator: keeps its scratch memory and its last result between runs.
 class simulator {
 public:
-    /// Simulates and returns the result (valid until the next run()).
+    /// Validates the scenario as simulate() does, simulates and returns the result (valid
+    /// until the next run()).
     const simulation_result& run(const scenario& sc, const pipeline_schedule& sched,
                                  const simulation_options& opt = {}) {
+        sc.validate();
         simulate_into(result_, sc, sched, opt, ws_);
         return result_;
     }

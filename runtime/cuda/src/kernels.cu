@@ -6,6 +6,7 @@
 
 #include "pipeplan/runtime/cuda/check.hpp"
 #include "pipeplan/runtime/cuda/kernels.hpp"
+#include "pipeplan/runtime/matrix_product.hpp"
 
 namespace pipeplan::runtime::cuda::kernels {
 namespace {
@@ -48,13 +49,17 @@ member_table table_of(const void* const* members, std::size_t n, plan::dtype typ
     return t;
 }
 
-__global__ void block_forward_kernel(const double* w, const double* x, double* y, std::size_t h, std::size_t cols) {
+/// Every matrix product of the test MLP: one thread per output element (matrix_product.hpp).
+template <class Map>
+__global__ void product_kernel(Map m, const double* a, const double* b, double* out) {
     const std::size_t e = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (e >= h * cols) return;
-    const std::size_t i = e % h, c = e / h;
-    double z = 0;
-    for (std::size_t k = 0; k < h; ++k) z += w[i + h * k] * x[k + h * c];
-    y[e] = tanh(z);
+    if (e < matrix::elements(m)) matrix::product_element(m, a, b, out, e);
+}
+
+template <class Map>
+void launch_product(const Map& m, const double* a, const double* b, double* out, cudaStream_t s) {
+    const std::size_t n = matrix::elements(m);
+    if (n > 0) product_kernel<<<blocks_for(n), threads, 0, s>>>(m, a, b, out);
 }
 
 __global__ void head_kernel(const double* y, double* dy, double* loss, const std::uint32_t* lengths, std::size_t samples,
@@ -80,24 +85,6 @@ __global__ void head_kernel(const double* y, double* dy, double* loss, const std
 __global__ void delta_kernel(const double* y, const double* dy, double* delta, std::size_t n) {
     const std::size_t e = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (e < n) delta[e] = dy[e] * (1.0 - y[e] * y[e]);
-}
-
-__global__ void weight_grad_kernel(const double* delta, const double* x, double* dw, std::size_t h, std::size_t cols) {
-    const std::size_t e = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (e >= h * h) return;
-    const std::size_t i = e % h, j = e / h;
-    double s = 0;
-    for (std::size_t c = 0; c < cols; ++c) s += delta[i + h * c] * x[j + h * c];
-    dw[e] += s;
-}
-
-__global__ void input_grad_kernel(const double* w, const double* delta, double* dx, std::size_t h, std::size_t cols) {
-    const std::size_t e = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (e >= h * cols) return;
-    const std::size_t j = e % h, c = e / h;
-    double s = 0;
-    for (std::size_t i = 0; i < h; ++i) s += w[i + h * j] * delta[i + h * c];
-    dx[e] = s;
 }
 
 __global__ void sgd_kernel(double* w, const double* g, double lr, std::size_t n) {
@@ -132,7 +119,7 @@ void sum_chunk(const void* const* members, std::size_t n_members, std::size_t ch
 
 void block_forward(const double* w, const double* x, double* y, std::size_t hidden, std::size_t columns, cudaStream_t s) {
     if (hidden * columns == 0) return;
-    block_forward_kernel<<<blocks_for(hidden * columns), threads, 0, s>>>(w, x, y, hidden, columns);
+    launch_product(matrix::forward_map{hidden, columns}, w, x, y, s);
     launched("block_forward");
 }
 
@@ -147,8 +134,8 @@ void block_backward(const double* w, const double* x, const double* y, const dou
     const std::size_t n = hidden * columns;
     if (n == 0) return;
     delta_kernel<<<blocks_for(n), threads, 0, s>>>(y, dy, delta, n);
-    weight_grad_kernel<<<blocks_for(hidden * hidden), threads, 0, s>>>(delta, x, dw, hidden, columns);
-    if (dx != nullptr) input_grad_kernel<<<blocks_for(n), threads, 0, s>>>(w, delta, dx, hidden, columns);
+    launch_product(matrix::weight_grad_map{hidden, columns}, delta, x, dw, s);
+    if (dx != nullptr) launch_product(matrix::input_grad_map{hidden, columns}, w, delta, dx, s);
     launched("block_backward");
 }
 
