@@ -21,6 +21,7 @@
 #include "run_cli.hpp"
 #include "support.hpp"
 
+using pipeplan::test::contains;
 using pipeplan::test::read_text_file;
 using pipeplan::test::run_cli;
 using pipeplan::test::temp_dir;
@@ -93,8 +94,6 @@ std::vector<std::string> cost(const temp_dir& d, std::vector<std::string> more =
     a.insert(a.end(), more.begin(), more.end());
     return a;
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 /// The CLI failed cleanly: exit 1 and an error message containing every `parts`.
 void check_error(const pipeplan::test::cli_result& r, std::initializer_list<std::string> parts) {

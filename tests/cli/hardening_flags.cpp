@@ -12,13 +12,12 @@
 
 #include "run_cli.hpp"
 
+using pipeplan::test::contains;
 using pipeplan::test::run_cli;
 using pipeplan::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 /// The CLI failed with `code` and a message containing every `parts`; nothing on standard output.
 void check_error(const std::vector<std::string>& args, std::initializer_list<std::string> parts, int code = 1) {

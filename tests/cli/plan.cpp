@@ -38,7 +38,7 @@ std::vector<std::string> plan_args(const std::string& batch, std::vector<std::st
     return a;
 }
 
-std::string temp_dir() {
+std::string make_plan_dir() {
     const std::string d = temp_path("_plan");
     std::filesystem::create_directories(d);
     return d;
@@ -64,7 +64,7 @@ TEST_CASE("cli plan: --json summary keys, on the analytic model") {
 TEST_CASE("cli plan: --out writes rank files byte-identically across runs; plan-check and plan-show read them") {
     const std::string batch = plan_batch();
     for (const std::string fmt : {"binary", "json"}) {
-        const std::string a = temp_dir(), b = temp_dir();
+        const std::string a = make_plan_dir(), b = make_plan_dir();
         REQUIRE(run_cli(plan_args(batch, {"--out", a, "--format", fmt})).exit_code == 0);
         REQUIRE(run_cli(plan_args(batch, {"--out", b, "--format", fmt})).exit_code == 0);
         const std::string ext = fmt == "json" ? ".json" : ".plan";
@@ -93,7 +93,7 @@ TEST_CASE("cli plan: --out writes rank files byte-identically across runs; plan-
 }
 
 TEST_CASE("cli plan-check: corrupted and truncated files give clear errors") {
-    const std::string d = temp_dir();
+    const std::string d = make_plan_dir();
     REQUIRE(run_cli(plan_args(plan_batch(), {"--out", d})).exit_code == 0);
     std::string bytes = read_text_file(d + "/rank_0.plan");
     const std::string trunc = d + "/trunc.plan", corrupt = d + "/corrupt.plan";
@@ -185,7 +185,7 @@ nlohmann::json without_timings(nlohmann::json j) {
 
 TEST_CASE("cli plan --layers: non-uniform stages plan and validate; 8,8,8,8 is --layers-per-stage 8 exactly") {
     const std::string batch = plan_batch();
-    const std::string d = temp_dir();
+    const std::string d = make_plan_dir();
     const auto r = run_cli(shape_free_args(batch, {"--layers", "11,9,7,5", "--out", d, "--json"}));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -198,7 +198,7 @@ TEST_CASE("cli plan --layers: non-uniform stages plan and validate; 8,8,8,8 is -
     CHECK(c.out.find("whole plan: 4 ranks") != std::string::npos);
 
     // the uniform layout written out: the same figures and the same plan bytes
-    const std::string a = temp_dir(), b = temp_dir();
+    const std::string a = make_plan_dir(), b = make_plan_dir();
     const auto x = run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--out", a, "--json"}));
     const auto y = run_cli(shape_free_args(batch, {"--stages", "4", "--layers-per-stage", "8", "--out", b, "--json"}));
     REQUIRE(x.exit_code == 0);
@@ -227,7 +227,7 @@ TEST_CASE("cli plan --energy-target-ms: set_frequency plans validate and carry t
     REQUIRE(base.exit_code == 0);
     const double makespan = nlohmann::json::parse(base.out)["makespan_ms"].get<double>();
     const double target = 1.15 * makespan;
-    const std::string d = temp_dir(), trace = temp_path(".json"), svg = temp_path(".svg");
+    const std::string d = make_plan_dir(), trace = temp_path(".json"), svg = temp_path(".svg");
     const auto r = run_cli(plan_args(batch, {"--schedule", "1f1b", "--energy-target-ms", std::to_string(target), "--out", d,
                                              "--format", "json", "--trace", trace, "--svg", svg, "--json"}));
     INFO(r.err);
@@ -287,7 +287,7 @@ TEST_CASE("cli plan --energy-target-ms: set_frequency plans validate and carry t
 TEST_CASE("cli plan: --threads 1 and --threads 4 write byte-identical plans (two processes, dp 1 and dp 2)") {
     const std::string batch = plan_batch();
     for (const std::string dp : {"1", "2"}) {
-        const std::string a = temp_dir(), b = temp_dir();
+        const std::string a = make_plan_dir(), b = make_plan_dir();
         const auto ra = run_cli(plan_args(batch, {"--dp", dp, "--threads", "1", "--out", a}));
         const auto rb = run_cli(plan_args(batch, {"--dp", dp, "--threads", "4", "--out", b}));
         INFO(ra.err << rb.err);
@@ -310,7 +310,7 @@ TEST_CASE("cli plan: --threads 1 and --threads 4 write byte-identical plans (two
 
 TEST_CASE("cli plan: dp 2 exports — a torch CSV per replica and a trace process per replica") {
     const std::string batch = plan_batch();
-    const std::string d = temp_dir();
+    const std::string d = make_plan_dir();
     const auto r = run_cli(plan_args(batch, {"--dp", "2", "--torch-csv", d + "/s.csv", "--torch-csv-comms", d + "/c.csv",
                                              "--trace", d + "/t.json"}));
     INFO(r.err);

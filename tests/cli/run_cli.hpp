@@ -21,6 +21,9 @@ cli_result run_cli(const std::vector<std::string>& args);
 /// As run_cli, with standard output sent to `stdout_path` (e.g. /dev/full); `out` stays empty.
 cli_result run_cli_with_stdout(const std::vector<std::string>& args, const std::string& stdout_path);
 
+/// Whether `s` contains `part` (error messages).
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 /// A fresh temporary file path (not created) with the given suffix.
 std::string temp_path(const std::string& suffix);
 

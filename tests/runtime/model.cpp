@@ -7,20 +7,12 @@
 #include <vector>
 
 #include "pipeplan/runtime/cpu/reference.hpp"
+#include "runtime/tiny_fixture.hpp"
 
 using namespace pipeplan::runtime::cpu;
+using pipeplan::test::gradient_check_model;
 
 namespace {
-
-model_config small_config() {
-    model_config c;
-    c.vocab = 11;
-    c.hidden = 5;
-    c.ffn = 7;
-    c.blocks = 3;
-    c.seed = 42;
-    return c;
-}
 
 /// Loss of a whole-model forward over one padded micro-batch.
 double loss_of(const model_config& c, const model_params& p, const microbatch_data& mb, double tokens) {
@@ -35,7 +27,7 @@ double loss_of(const model_config& c, const model_params& p, const microbatch_da
 }  // namespace
 
 TEST_CASE("tiny model: gradients match central finite differences on a padded, masked micro-batch") {
-    const auto c = small_config();
+    const auto c = gradient_check_model();
     const model_params p = init_params(c);
     const microbatch_data mb = make_microbatch(c, {3, 8, 5}, {4, 2, 6}, 7);  // padded to 7
     const double tokens = 12;
@@ -72,7 +64,7 @@ TEST_CASE("tiny model: gradients match central finite differences on a padded, m
 }
 
 TEST_CASE("tiny model: a padded micro-batch equals the reference's samples run alone") {
-    const auto c = small_config();
+    const auto c = gradient_check_model();
     const model_params p = init_params(c);
     const std::vector<std::uint64_t> ids{0, 1, 2, 3};
     const std::vector<std::size_t> lens{5, 1, 3, 9};
@@ -96,7 +88,7 @@ TEST_CASE("tiny model: a padded micro-batch equals the reference's samples run a
 }
 
 TEST_CASE("tiny model: stages chain to the whole model; split backward and recompute are exact") {
-    const auto c = small_config();
+    const auto c = gradient_check_model();
     const model_params p = init_params(c);
     const auto mb = make_microbatch(c, {7, 9}, {6, 3});
     const double tokens = 9;
@@ -138,7 +130,7 @@ TEST_CASE("tiny model: layer split, bad inputs, optimizers") {
     CHECK(l[2].head);
     CHECK_FALSE(l[1].embedding);
     CHECK_THROWS_AS((void)split_layers(2, 3), pipeplan::invalid_argument);
-    const auto c = small_config();
+    const auto c = gradient_check_model();
     CHECK_THROWS_AS((void)make_microbatch(c, {1}, {9}, 4), pipeplan::invalid_argument);
     CHECK_THROWS_AS((void)make_microbatch(c, {1, 2}, {9}), pipeplan::invalid_argument);
 

@@ -16,23 +16,16 @@
 #include "pipeplan/runtime/cpu/split.hpp"
 #include "pipeplan/runtime/cpu/trainer.hpp"
 #include "batching/real_batches.hpp"
+#include "runtime/tiny_fixture.hpp"
 
 using namespace pipeplan;
 using namespace pipeplan::runtime;
 using namespace pipeplan::runtime::cpu;
 using namespace std::chrono_literals;
+using test::all_ids;
+using test::pipeline_test_model;
 
 namespace {
-
-model_config test_model() {
-    model_config c;
-    c.vocab = 16;
-    c.hidden = 6;
-    c.ffn = 8;
-    c.blocks = 16;  // enough for S = 8 with 2 chunks
-    c.seed = 7;
-    return c;
-}
 
 struct test_batch {
     std::vector<std::size_t> lengths;
@@ -59,12 +52,6 @@ test_batch random_batch(std::size_t samples, std::size_t dp, std::uint64_t seed)
     return b;
 }
 
-std::vector<std::uint64_t> all_ids(std::size_t n) {
-    std::vector<std::uint64_t> ids(n);
-    std::iota(ids.begin(), ids.end(), 0u);
-    return ids;
-}
-
 const std::vector<schedule::schedule_name> every_schedule = {
     schedule::schedule_name::gpipe,      schedule::schedule_name::one_f_one_b, schedule::schedule_name::interleaved,
     schedule::schedule_name::adaptive,   schedule::schedule_name::zb_h1,       schedule::schedule_name::merak_early,
@@ -73,7 +60,7 @@ const std::vector<schedule::schedule_name> every_schedule = {
 }  // namespace
 
 TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gradients (dp 1 and 2, S up to 8)") {
-    const model_config c = test_model();
+    const model_config c = pipeline_test_model();
     const model_params init = init_params(c);
     int runs = 0;
     for (std::size_t dp : {1, 2})
@@ -99,7 +86,7 @@ TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gra
 }
 
 TEST_CASE("cpu backend: real batches split exactly (and with a fixed mbs) train like the reference" * PIPEPLAN_NEEDS_DATA()) {
-    const model_config c = test_model();
+    const model_config c = pipeline_test_model();
     const model_params init = init_params(c);
     for (std::uint64_t seed : {1, 2})
         for (std::size_t dp : {1, 2})
@@ -145,7 +132,7 @@ TEST_CASE("cpu backend: real batches split exactly (and with a fixed mbs) train 
 
 TEST_CASE("cpu backend: a plan with a micro-batch dropped or run twice does not match") {
     // The comparison is sharp: leaving one micro-batch out (a lost micro-batch) moves the loss.
-    const model_config c = test_model();
+    const model_config c = pipeline_test_model();
     const model_params init = init_params(c);
     test_batch b = random_batch(12, 1, 3);
     const step_result ref = reference_step(c, init, all_ids(b.lengths.size()), b.lengths);
@@ -159,7 +146,7 @@ TEST_CASE("cpu backend: a plan with a micro-batch dropped or run twice does not 
 }
 
 TEST_CASE("cpu backend: three iterations with SGD and with Adam keep matching the reference's parameters") {
-    const model_config c = test_model();
+    const model_config c = pipeline_test_model();
     for (int use_adam = 0; use_adam < 2; ++use_adam)
         for (auto name : {schedule::schedule_name::interleaved, schedule::schedule_name::zb_h1, schedule::schedule_name::merak_early}) {
             CAPTURE(use_adam);
@@ -188,7 +175,7 @@ TEST_CASE("cpu backend: three iterations with SGD and with Adam keep matching th
 }
 
 TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before anything runs") {
-    const model_config c = test_model();
+    const model_config c = pipeline_test_model();
     const test_batch b = random_batch(12, 1, 11);
     tiny_plan_options o;
     o.devices = 2;
@@ -216,7 +203,7 @@ struct rank_died : std::runtime_error {
 /// rank_died. With `dies`, rank 2 cannot abort the others (a crashed process); otherwise its
 /// executor aborts the step (a handler error). Returns each rank's error, prefixed by its type.
 std::vector<std::string> run_with_fault(bool dies, timeout_ms timeout) {
-    const model_config c = test_model();
+    const model_config c = pipeline_test_model();
     const test_batch b = random_batch(16, 1, 21);
     tiny_plan_options o;
     o.devices = 4;
@@ -286,7 +273,7 @@ TEST_CASE("cpu backend: a handler that throws ends its rank's step with that err
 }
 
 TEST_CASE("cpu backend: set_frequency reaches the trainer's handler in order; training is unchanged") {
-    const model_config c = test_model();
+    const model_config c = pipeline_test_model();
     const model_params init = init_params(c);
     const test_batch b = random_batch(18, 1, 77);
     tiny_plan_options o;
