@@ -153,6 +153,28 @@ TEST_CASE("validate_rank: a header claiming 2^30 stages is checked without tabul
     CHECK(rep.violations.front().rule == "structure");  // micro-batch 0 is not in the (empty) table
 }
 
+TEST_CASE("validate_rank / validate: a header claiming millions of chunks costs O(instructions) (fuzz finding)") {
+    // A fuzzed file: a valid 2-rank interleaved plan whose header claims 6,094,850 chunks. The
+    // pairing table and the compute units were sized by stages x micro-batches (400 MB, 59 s
+    // under the fuzzer); now one compute violation says the program is too short.
+    auto p = one_f_one_b_plan(2, 2);
+    p.header.placement = schedule::placement_kind::interleaved;
+    p.header.chunks = 6094850;
+    for (const auto& prog : p.programs) {
+        const auto r = validate_rank(rank_plan{p.header, prog});
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.violations.size() <= 2);
+        bool too_short = false;
+        for (const auto& v : r.violations) too_short |= v.rule == "compute" && v.message.find("6094850 chunks") != std::string::npos;
+        CHECK(too_short);
+    }
+    CHECK_FALSE(validate(p).ok());
+    p.header.placement = schedule::placement_kind::linear;  // linear with chunks > 1: a structure error, never a throw
+    const auto r = validate_rank(rank_plan{p.header, p.programs[0]});
+    REQUIRE(r.violations.size() == 1);
+    CHECK(r.violations[0].message == "a linear placement has one chunk per device");
+}
+
 TEST_CASE("validate: the deadlock rule agrees with the reference executor") {
     // With the pair rule, two ranks cannot deadlock each other (a rank blocked on the pair's
     // k-th message has posted every earlier start of the pair), so a linear pipeline cannot

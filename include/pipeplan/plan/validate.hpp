@@ -145,6 +145,10 @@ struct rank_view {
     }
     [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < h.virtual_stages() && device_of(stage) == device; }
     [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const { return replica * h.devices + device_of(stage); }
+    /// Index of the compute unit (held stage, micro-batch j) among the rank's chunks x M units.
+    [[nodiscard]] std::size_t unit_of(std::uint32_t stage, std::uint32_t j) const {
+        return pl.chunk_of(stage) * h.microbatches.size() + j;
+    }
 };
 
 /// structure: ranges, devices and peers of one instruction.
@@ -248,9 +252,19 @@ struct message_keys {
 inline constexpr std::uint32_t not_open = 0xFFFFFFFFu;
 
 /// pairing: every start has exactly one later wait of the same message. `open` is scratch.
+/// Keys messages by (kind, this rank's chunk, mb): 4 x chunks x M entries, whatever the number
+/// of stages (the stage this rank holds is the sender's for sends, the adjacent one for receives).
 inline void check_pairing(const rank_view& rv, reporter& rep, std::vector<std::uint32_t>& open) {
-    const message_keys key{rv.h.microbatches.size(), rv.h.virtual_stages()};
-    open.assign(key.size(), not_open);
+    const std::size_t M = rv.h.microbatches.size();
+    const auto key = [&](const instruction& x) {
+        const auto start = static_cast<std::size_t>(x.kind) - (is_message_wait(x.kind) ? 1 : 0);
+        const std::size_t k = (start - static_cast<std::size_t>(instr_kind::send_activation_start)) / 2;  // 0..3
+        const kind_category c = category(x.kind);
+        const bool send = c == kind_category::send_start || c == kind_category::send_wait;
+        const std::uint32_t mine = send ? x.stage : is_activation_message(x.kind) ? x.stage + 1 : x.stage - 1;
+        return (k * rv.h.chunks + rv.pl.chunk_of(mine)) * M + x.mb;
+    };
+    open.assign(4 * std::size_t(rv.h.chunks) * M, not_open);
     const auto& prog = rv.p.instructions;
     std::size_t still_open = 0;  // starts without a wait so far
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
@@ -429,7 +443,7 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
         const instruction& x = prog[i];
         if (!is_builtin(x.kind)) continue;
         const std::uint32_t j = x.mb, v = x.stage;
-        unit_state* u = (is_compute(x.kind) || x.kind == instr_kind::load_microbatch) ? &units[std::size_t(v) * rv.h.microbatches.size() + j] : nullptr;
+        unit_state* u = (is_compute(x.kind) || x.kind == instr_kind::load_microbatch) ? &units[rv.unit_of(v, j)] : nullptr;
         const content prev_act = v == 0 ? content{} : content{content::activation, j, v - 1};
         switch (x.kind) {
             case instr_kind::forward:
@@ -493,8 +507,9 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
         }
         if (x.kind == instr_kind::forward && (v == 0 || v + 1 == V) && !u->loaded) {
             // the load may sit on the unit of the other end stage (one load per rank and mb)
-            const unit_state& other = units[std::size_t(v == 0 ? V - 1 : 0) * rv.h.microbatches.size() + j];
-            if (!other.loaded || !rv.holds(v == 0 ? V - 1 : 0)) rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
+            const std::uint32_t end = v == 0 ? V - 1 : 0;
+            if (!rv.holds(end) || !units[rv.unit_of(end, j)].loaded)
+                rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
         }
     }
     w.finish();
@@ -503,11 +518,11 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
 /// compute: counts and order of each (mb, stage) the rank must run.
 inline void check_units(const rank_view& rv, const std::vector<unit_state>& units, reporter& rep) {
     const std::size_t M = rv.h.microbatches.size();
-    for (std::uint32_t v = 0; v < rv.h.virtual_stages(); ++v) {
-        if (!rv.holds(v)) continue;
+    for (std::uint32_t c = 0; c < rv.h.chunks; ++c) {  // the rank's stages (every placement: one per chunk)
+        const auto v = static_cast<std::uint32_t>(rv.pl.stage_of(rv.device, c));
         for (std::uint32_t j = 0; j < M; ++j) {
             if (rv.h.microbatches[j].replica != rv.replica) continue;
-            const unit_state& u = units[std::size_t(v) * M + j];
+            const unit_state& u = units[rv.unit_of(v, j)];
             const auto at = [](std::int32_t x) { return x < 0 ? violation::whole_program : static_cast<std::uint32_t>(x); };
             auto bad = [&](std::int32_t idx, const std::string& m) {
                 rep(rv.rank, at(idx), "compute", "mb " + std::to_string(j) + " stage " + std::to_string(v) + ": " + m);
@@ -552,6 +567,21 @@ inline void check_end(const rank_view& rv, reporter& rep) {
     if (step < 0) rep(rv.rank, violation::whole_program, "reduce", "no optimizer_step");
 }
 
+/// compute, before the per-unit walk: every (held stage, micro-batch of the replica) needs a
+/// forward and a backward, so a program shorter than 2 x chunks x M cannot pass; one violation
+/// says so (a header from a file may claim millions of chunks: the walk stays O(instructions)).
+[[nodiscard]] inline bool enough_compute(const rank_view& rv, reporter& rep) {
+    std::size_t m = 0;
+    for (const microbatch_entry& e : rv.h.microbatches) m += e.replica == rv.replica;
+    const std::size_t need = 2 * std::size_t(rv.h.chunks) * m;
+    if (need <= rv.p.instructions.size()) return true;
+    rep(rv.rank, violation::whole_program, "compute",
+        "the header's " + std::to_string(rv.h.chunks) + " chunks x " + std::to_string(m) +
+            " micro-batches need a forward and a backward each (" + std::to_string(need) + " instructions), the program has " +
+            std::to_string(rv.p.instructions.size()));
+    return false;
+}
+
 /// Every rule that concerns one rank alone. `scratch` is reused across ranks.
 inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep, const validate_options& opt,
                        std::vector<std::uint32_t>& scratch) {
@@ -562,8 +592,9 @@ inline void check_rank(const plan_header& h, const rank_program& p, reporter& re
     check_arena(rv, rep);
     if (rep.seen != before) return;  // the walks below index with these fields
     check_clocks(rv, opt, rep);
+    if (!enough_compute(rv, rep)) return;  // bounds chunks x M by the program's length
     check_pairing(rv, rep, scratch);
-    std::vector<unit_state> units(std::size_t(h.virtual_stages()) * h.microbatches.size());
+    std::vector<unit_state> units(std::size_t(h.chunks) * h.microbatches.size());
     walk_rank(rv, rep, units);
     check_units(rv, units, rep);
     check_end(rv, rep);
@@ -743,6 +774,10 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
     detail::reporter rep{out, opt.max_violations};
     if (rp.header.devices == 0 || rp.header.dp == 0 || rp.header.chunks == 0 || rp.program.rank >= rp.header.ranks()) {
         rep(rp.program.rank, violation::whole_program, "structure", "rank out of range of the header");
+        return out;
+    }
+    if (rp.header.placement == schedule::placement_kind::linear && rp.header.chunks != 1) {
+        rep(rp.program.rank, violation::whole_program, "structure", "a linear placement has one chunk per device");
         return out;
     }
     std::vector<std::uint32_t> scratch;
