@@ -238,15 +238,19 @@ inline void check_arena(const rank_view& rv, reporter& rep) {
     }
 }
 
+/// Which of the four messages (activation / gradient, send / receive) a start or wait is: 0..3.
+[[nodiscard]] inline std::size_t message_kind_index(const instruction& x) noexcept {
+    const auto start = static_cast<std::size_t>(x.kind) - (is_message_wait(x.kind) ? 1 : 0);
+    return (start - static_cast<std::size_t>(instr_kind::send_activation_start)) / 2;
+}
+
 /// Flat index of a message on one rank by its start kind, stage and micro-batch (the peer
 /// follows from them once the structure rule holds): the key of the open-message tables.
 struct message_keys {
     std::size_t microbatches, stages;
     [[nodiscard]] std::size_t size() const noexcept { return 4 * stages * microbatches; }
     [[nodiscard]] std::size_t operator()(const instruction& x) const noexcept {
-        const auto start = static_cast<std::size_t>(x.kind) - (is_message_wait(x.kind) ? 1 : 0);
-        const std::size_t k = (start - static_cast<std::size_t>(instr_kind::send_activation_start)) / 2;  // 0..3
-        return (k * stages + x.stage) * microbatches + x.mb;
+        return (message_kind_index(x) * stages + x.stage) * microbatches + x.mb;
     }
 };
 inline constexpr std::uint32_t not_open = 0xFFFFFFFFu;
@@ -257,8 +261,7 @@ inline constexpr std::uint32_t not_open = 0xFFFFFFFFu;
 inline void check_pairing(const rank_view& rv, reporter& rep, std::vector<std::uint32_t>& open) {
     const std::size_t M = rv.h.microbatches.size();
     const auto key = [&](const instruction& x) {
-        const auto start = static_cast<std::size_t>(x.kind) - (is_message_wait(x.kind) ? 1 : 0);
-        const std::size_t k = (start - static_cast<std::size_t>(instr_kind::send_activation_start)) / 2;  // 0..3
+        const std::size_t k = message_kind_index(x);
         const kind_category c = category(x.kind);
         const bool send = c == kind_category::send_start || c == kind_category::send_wait;
         const std::uint32_t mine = send ? x.stage : is_activation_message(x.kind) ? x.stage + 1 : x.stage - 1;
