@@ -191,6 +191,37 @@ TEST_CASE("order search: the light-ends starts (lightest first and last) are amo
     }
 }
 
+TEST_CASE("order search: a given start continues an earlier search; never worse than the start") {
+    const scenario sc = random_scenario(4, 12, 31);
+    order_search_options opt;
+    opt.max_evaluations = 16;
+    opt.seed = 3;
+    const auto first = search_order(sc, one_f_one_b{}, opt);
+    REQUIRE(first.feasible);
+    order_search_options more = opt;
+    more.start = first.order;
+    more.max_evaluations = 40;
+    const auto next = search_order(sc, one_f_one_b{}, more);
+    REQUIRE(next.feasible);
+    CHECK(next.evaluations == 40);  // the start once, then local moves (no structured starts)
+    CHECK(next.makespan_ms <= first.makespan_ms);
+    CHECK(simulate(reorder(sc, next.order), one_f_one_b{}).makespan_ms == doctest::Approx(next.makespan_ms));
+    // A start of one evaluation is the start itself.
+    more.max_evaluations = 1;
+    const auto same = search_order(sc, one_f_one_b{}, more);
+    CHECK(same.order == first.order);
+    CHECK(same.makespan_ms == first.makespan_ms);
+    // The start must be a permutation of the micro-batches.
+    for (auto bad : {std::vector<std::uint32_t>{0, 1, 2}, std::vector<std::uint32_t>(12, 0u)}) {
+        more.start = bad;
+        CHECK_THROWS_WITH_AS((void)search_order(sc, one_f_one_b{}, more), doctest::Contains("not a permutation"),
+                             pipeplan::invalid_argument);
+    }
+    more.start = first.order;
+    more.start[0] = 12;
+    CHECK_THROWS_AS((void)search_order(sc, one_f_one_b{}, more), pipeplan::invalid_argument);
+}
+
 TEST_CASE("scenario JSON: round trip, ADL, errors with file, line and field path") {
     const scenario sc = parse_scenario_json(good_json, "s.json");
     CHECK(sc.stages == 2);

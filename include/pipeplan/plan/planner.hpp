@@ -106,6 +106,13 @@ struct planner_options {
     /// the last candidate kind — on the order search's structured starts only) and the best by
     /// that makespan are kept (ties: the earlier split).
     std::size_t scheduled_extra_splits = 1;
+    /// Polish: when the chosen candidate's simulated makespan is more than this factor over its
+    /// lower bound (per replica), its order search continues from its best order for
+    /// polish_evaluations more simulations, and the result is kept when faster. Few large
+    /// micro-batches of unequal stage loads (T5 on long samples) need more than
+    /// order_search_evaluations to find an order without idle gaps; near-tight plans pay nothing.
+    double polish_above_ratio = 1.04;
+    std::size_t polish_evaluations = 96;  ///< 0 = no polish
     /// Worker threads (>= 1) for the candidate schedules and the per-rank buffer planning. The
     /// plan does not depend on it: candidates are compared in a fixed order (split, then kind)
     /// and ties go to the earlier one, so any thread count gives byte-identical plans.
@@ -119,6 +126,7 @@ struct candidate_report {
     double makespan_ms = 0.0;
     double peak_memory_mb = 0.0;  ///< max over ranks
     bool feasible = false;
+    bool polished = false;  ///< the chosen candidate after the polish (planner_options::polish_above_ratio)
 };
 
 struct planning_times {
@@ -184,6 +192,8 @@ public:
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
+        if (std::isnan(opt_.polish_above_ratio))
+            throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
         for (double w : opt_.fill_weights)
             if (!(w >= 0) || !std::isfinite(w))
                 throw invalid_argument("planner: fill weights must be finite and >= 0 (got " + std::to_string(w) + ")");
@@ -287,10 +297,12 @@ private:
 
         const auto t1 = detail::clock::now();
         std::size_t best_split = 0;
-        std::vector<detail::scheduled> best = choose(splits, always, res.candidates, best_split);
+        schedule::schedule_name best_kind{};
+        std::vector<detail::scheduled> best = choose(splits, always, res.candidates, best_split, best_kind);
         if (best.empty()) throw invalid_argument("plan: no candidate schedule fits in " +
                                                  std::to_string(opt_.config.device_memory_mb) + " MB per device" +
                                                  describe(res.candidates));
+        polish(best_kind, splits[best_split].first, best, res.candidates);
         res.times.schedule_ms = detail::ms_since(t1);
 
         const auto t2 = detail::clock::now();
@@ -454,7 +466,7 @@ private:
     /// fastest feasible one (ties: the earlier); empty when none is feasible.
     std::vector<detail::scheduled> choose(const std::vector<std::pair<std::string, batching::split_result>>& splits,
                                           std::size_t always, std::vector<candidate_report>& reports,
-                                          std::size_t& best_split) {
+                                          std::size_t& best_split, schedule::schedule_name& best_kind) {
         const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
         std::vector<std::vector<schedule::scenario>> scs(splits.size());
         for (std::size_t k = 0; k < splits.size(); ++k)
@@ -477,6 +489,7 @@ private:
                 best_ms = runs[t].report.makespan_ms;
                 best = std::move(runs[t].replicas);
                 best_split = picked[t / ks.size()];
+                best_kind = ks[t % ks.size()];
             }
         }
         return best;
@@ -514,6 +527,48 @@ private:
         idx.resize(always + opt_.scheduled_extra_splits);
         std::sort(idx.begin(), idx.end());
         return idx;
+    }
+
+    /// The polish (planner_options::polish_above_ratio): every replica of the chosen candidate
+    /// (`kind`) more than that factor over its lower bound has its order search continued from
+    /// its order; a faster feasible schedule replaces it, and the candidate is reported again,
+    /// polished, when any replica improved.
+    void polish(schedule::schedule_name kind, const std::string& split_name, std::vector<detail::scheduled>& reps,
+                std::vector<candidate_report>& reports) {
+        if (opt_.polish_evaluations == 0) return;
+        const double limit = opt_.config.device_memory_mb;
+        bool improved = false;
+        for (auto& rep : reps) {
+            if (rep.sc.microbatches < 2 || !(rep.sim.makespan_ms > opt_.polish_above_ratio * rep.sim.lower_bound_ms)) continue;
+            schedule::order_search_options so;
+            so.memory_limit_mb = limit;
+            so.seed = opt_.seed;
+            so.max_evaluations = opt_.polish_evaluations;
+            so.search_inflight_limit = kind == schedule::schedule_name::adaptive;
+            so.start.resize(rep.sc.microbatches);
+            for (std::size_t j = 0; j < so.start.size(); ++j) so.start[j] = static_cast<std::uint32_t>(j);
+            const auto r = schedule::search_order_with(rep.sc, [&](std::size_t n) { return generator(kind, n, true); }, so);
+            if (!r.feasible || r.order == so.start) continue;
+            detail::scheduled next;
+            next.sc = schedule::reorder(rep.sc, r.order);
+            next.sched = generator(kind, r.inflight_limit, false)(next.sc);
+            schedule::simulation_options simo;
+            simo.record_memory_curve = false;
+            schedule::simulate_into(next.sim, next.sc, next.sched, simo, ws_.front());
+            const double peak = *std::max_element(next.sim.peak_memory_mb.begin(), next.sim.peak_memory_mb.end());
+            if (!(next.sim.makespan_ms < rep.sim.makespan_ms) || peak > limit) continue;
+            next.order.resize(r.order.size());
+            for (std::size_t i = 0; i < r.order.size(); ++i) next.order[i] = rep.order[r.order[i]];
+            rep = std::move(next);
+            improved = true;
+        }
+        if (!improved) return;
+        candidate_report c{std::string(schedule::to_string(kind)), split_name, 0.0, 0.0, true, true};
+        for (const auto& rep : reps) {
+            c.makespan_ms = std::max(c.makespan_ms, rep.sim.makespan_ms);
+            for (double p : rep.sim.peak_memory_mb) c.peak_memory_mb = std::max(c.peak_memory_mb, p);
+        }
+        reports.push_back(std::move(c));
     }
 
     /// Lowers every replica and joins them into one plan with the header filled.

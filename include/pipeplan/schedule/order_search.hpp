@@ -2,7 +2,7 @@
 // schedule, the in-flight limit) that minimizes the makespan under a device memory limit.
 //
 // Method (seeded, deterministic):
-//  1. structured starts: the given order, longest-work-first, shortest-first, and
+//  1. structured starts (or only opt.start, to continue an earlier search): the given order, longest-work-first, shortest-first, and
 //     "big/small alternating" (largest, smallest, second largest, ...), which spreads large
 //     micro-batches so that their memory peaks and long stages do not coincide; with M >= 4
 //     also "light ends": the two lightest micro-batches first and last (both ways round) and
@@ -27,6 +27,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -49,6 +50,9 @@ struct order_search_options {
     std::uint64_t seed = 1;
     std::size_t max_evaluations = 96;  ///< total schedule simulations
     bool search_inflight_limit = false;  ///< vary the factory's in-flight argument
+    /// Non-empty: the search starts from this order (a permutation of 0..M-1) alone, without the
+    /// structured starts — to continue an earlier search from its best order.
+    std::vector<std::uint32_t> start;
 };
 
 struct order_search_result {
@@ -136,7 +140,15 @@ template <class Factory>
         const auto [ms, peak] = eval(order, lim);
         keep_if_better(order, lim, ms, peak);
     };
-    // 1. structured starts.
+    // 1. structured starts (or the caller's start alone).
+    if (!opt.start.empty()) {
+        std::vector<char> seen(M, 0);
+        bool perm = opt.start.size() == M;
+        for (std::size_t k = 0; perm && k < M; ++k) perm = opt.start[k] < M && !seen[opt.start[k]]++;
+        if (!perm)
+            throw invalid_argument("order search: the start order is not a permutation of the " + std::to_string(M) +
+                                   " micro-batches");
+    }
     std::vector<std::uint32_t> id(M);
     std::iota(id.begin(), id.end(), 0u);
     std::vector<double> work(M);
@@ -150,13 +162,14 @@ template <class Factory>
         zig.push_back(desc[lo++]);
         if (lo < hi) zig.push_back(desc[--hi]);
     }
-    best.order = id;
-    for (const auto* o : {&id, &desc, &asc, &zig}) consider(*o, 0);
+    best.order = opt.start.empty() ? id : opt.start;
+    if (!opt.start.empty()) consider(opt.start, 0);
+    else for (const auto* o : {&id, &desc, &asc, &zig}) consider(*o, 0);
     // Light ends: the two lightest micro-batches first and last (either way round), the others
     // by work in between (either direction). The fill before the last stage starts and the
     // drain after the first stage ends are then as short as the scenario allows (the terms the
     // lower bound takes from its lightest micro-batches); the middle keeps neighbours alike.
-    if (M >= 4) {
+    if (M >= 4 && opt.start.empty()) {
         const std::uint32_t light = desc[M - 1], second = desc[M - 2];
         for (const auto& [head, tail] : {std::pair{light, second}, std::pair{second, light}})
             for (const bool down : {true, false}) {
