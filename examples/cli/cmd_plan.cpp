@@ -58,9 +58,10 @@ struct plan_cli_options {
 void print_summary(const plan::plan_result& r) {
     fmt::print("  candidates (simulated makespan, max peak memory):\n");
     for (const auto& c : r.candidates)
-        fmt::print("    {:<12} {:<9} split {:>10.1f} ms {:>10.1f} MB{}\n", c.name, c.split, c.makespan_ms,
-                   c.peak_memory_mb, c.feasible ? (c.name == r.schedule.name && c.makespan_ms == r.makespan_ms ? "  <- chosen" : "")
-                                                : "  (over the memory limit)");
+        fmt::print("    {:<12} {:<9} split {:>10.1f} ms {:>10.1f} MB{}{}\n", c.name, c.split, c.makespan_ms,
+                   c.peak_memory_mb, c.polished ? "  polished" : "",
+                   c.feasible ? (c.name == r.schedule.name && c.makespan_ms == r.makespan_ms ? "  <- chosen" : "")
+                              : "  (over the memory limit)");
     fmt::print("  chosen: {} on {} micro-batches: makespan {:.1f} ms, lower bound {:.1f} ms (ratio {:.3f})\n",
                r.plan.header.schedule, r.plan.header.microbatches.size(), r.makespan_ms, r.lower_bound_ms,
                r.lower_bound_ms > 0 ? r.makespan_ms / r.lower_bound_ms : 1.0);
@@ -91,7 +92,7 @@ nlohmann::json summary_json(const plan::plan_result& r) {
     for (const auto& c : r.candidates)
         cs.push_back({{"schedule", c.name}, {"split", c.split}, {"feasible", c.feasible},
                       {"makespan_ms", c.feasible ? nlohmann::json(c.makespan_ms) : nlohmann::json(nullptr)},
-                      {"peak_memory_mb", c.peak_memory_mb}});
+                      {"peak_memory_mb", c.peak_memory_mb}, {"polished", c.polished}});
     j["candidates"] = cs;
     return j;
 }

@@ -59,6 +59,12 @@ TEST_CASE("cli plan: --json summary keys, on the analytic model") {
     CHECK(j["arena_mb"].size() == 4);
     CHECK(j["makespan_ms"].get<double>() >= j["lower_bound_ms"].get<double>());
     CHECK(j["microbatches"].get<int>() > 0);
+    std::size_t polished = 0;
+    for (const auto& c : j["candidates"]) {
+        for (const char* k : {"schedule", "split", "feasible", "makespan_ms", "peak_memory_mb", "polished"}) CHECK(c.contains(k));
+        polished += c["polished"].get<bool>();
+    }
+    CHECK(polished <= 1);  // the chosen candidate after the polish, when it found a faster order
 }
 
 TEST_CASE("cli plan: --out writes rank files byte-identically across runs; plan-check and plan-show read them") {
