@@ -19,7 +19,8 @@
 // (and its in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the
 // interleaved placement. A named schedule restricts the candidates to it. A candidate
 // whose simulated peak exceeds the device memory is infeasible; the fastest feasible one wins
-// (ties: the earlier candidate). Data parallelism: micro-batches are balanced over the dp
+// (ties: the earlier candidate); when it is more than polish_above_ratio over its lower bound,
+// its order search continues from its best order (the polish). Data parallelism: micro-batches are balanced over the dp
 // replicas (batching/dp_balance.hpp); each replica is scheduled alone with the winning schedule
 // kind judged by the slowest replica; rank = replica · S + device.
 #pragma once
