@@ -54,7 +54,7 @@ struct lifetime {
     for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {
         const instruction& ins = p.instructions[i];
         for (std::uint32_t s : {ins.in, ins.out, ins.stash, ins.work})
-            if (s != no_slot && s < life.size()) {
+            if (s < life.size()) {  // (no_slot is above every slot)
                 life[s].first = std::min(life[s].first, i);
                 life[s].last = std::max(life[s].last, i);
             }
