@@ -141,6 +141,20 @@ void BM_lower_validate(benchmark::State& state) {
     state.counters["arena_over_live"] = worst_arena;
 }
 
+/// BM_lower_validate lowering into one plan kept across iterations (plan::lower_into), as a
+/// trainer that lowers every iteration would: no new plan to allocate and first touch.
+void BM_lower_validate_reused(benchmark::State& state) {
+    const auto sc = synthetic_scenario(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+    const auto sched = pipeplan::schedule::one_f_one_b{}(sc);
+    pp::execution_plan p;
+    for (auto _ : state) {
+        pp::lower_into(p, sc, sched);
+        const auto rep = pp::validate(p);
+        if (!rep.ok()) state.SkipWithError("invalid plan");
+        benchmark::DoNotOptimize(rep.violations.data());
+    }
+}
+
 /// The rank with the largest arena / live-set ratio.
 std::size_t worst_rank(const pp::plan_result& r) {
     std::size_t w = 0;
@@ -266,6 +280,7 @@ BENCHMARK(BM_plan_t5_gpt_lengths_fresh)->Arg(65536)->Unit(benchmark::kMillisecon
 BENCHMARK(BM_plan_gpt_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_lower_validate_reused)->Args({8, 64})->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {

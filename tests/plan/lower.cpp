@@ -290,6 +290,19 @@ TEST_CASE("lower: every schedule gives a valid plan") {
     }
 }
 
+TEST_CASE("lower_into: one plan reused across scenarios of every size gives exactly lower()'s plans") {
+    execution_plan reused;  // shrinks and grows: ranks, micro-batches and schedules change each time
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        const auto sc = test::random_scenario(1 + (seed * 5) % 6, 2 + (seed * 7) % 11, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            CAPTURE(seed);
+            lower_into(reused, c.sc, c.sched);
+            CHECK(reused == lower(c.sc, c.sched));
+        }
+    }
+}
+
 TEST_CASE("lower: a scenario built in code with a value beyond scenario_limits is refused, naming field and range") {
     const auto sc = test::random_scenario(3, 4, 9);
     const auto c = test::all_schedules(sc).front();

@@ -54,7 +54,7 @@ struct lifetime {
     for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {
         const instruction& ins = p.instructions[i];
         for (std::uint32_t s : {ins.in, ins.out, ins.stash, ins.work})
-            if (s != no_slot && s < life.size()) {
+            if (s < life.size()) {  // (no_slot is above every slot)
                 life[s].first = std::min(life[s].first, i);
                 life[s].last = std::max(life[s].last, i);
             }
@@ -98,25 +98,23 @@ inline std::vector<lifetime> insert_frees(rank_program& p) {
                 freed_at[s] = life[s].last + 1 + k;
             }
     }
-    std::vector<instruction> out;
-    out.reserve(p.instructions.size() + slots.size());
-    for (std::size_t i = 0, copied = 0; i < p.instructions.size(); ++i) {
-        if (first_free[i + 1] == first_free[i] && i + 1 < p.instructions.size()) continue;
-        // the instructions since the last free, in one run, then the frees after instruction i
-        out.insert(out.end(), p.instructions.begin() + static_cast<std::ptrdiff_t>(copied),
-                   p.instructions.begin() + static_cast<std::ptrdiff_t>(i + 1));
-        copied = i + 1;
-        for (std::uint32_t k = first_free[i]; k < first_free[i + 1]; ++k) {
+    // in place, from the back: instruction i moves to i + first_free[i], its frees follow it
+    std::vector<instruction>& prog = p.instructions;
+    const std::size_t n = prog.size();
+    prog.resize(n + slots.size());
+    for (std::size_t i = n; i-- > 0;) {
+        for (std::uint32_t k = first_free[i + 1]; k-- > first_free[i];) {
             const std::uint32_t s = slots[k];
             instruction f;
             f.kind = instr_kind::free;
             f.in = s;
             f.mb = p.buffers[s].mb;
             f.stage = p.buffers[s].stage;
-            out.push_back(f);
+            prog[i + 1 + k] = f;
         }
+        if (first_free[i] == 0) break;  // the instructions before i stay where they are
+        prog[i + first_free[i]] = prog[i];
     }
-    p.instructions = std::move(out);
     for (std::uint32_t s = 0; s < life.size(); ++s) {
         if (!life[s].used()) continue;
         const bool f = freed(s);
@@ -240,25 +238,34 @@ inline void insert_by_address(std::vector<placed_span>& spans, const placed_span
     spans[k] = e;
 }
 
+/// Scratch of place_rest(), kept across calls (its vectors only grow).
+struct rest_scratch {
+    std::vector<placed_span> live, later;
+    std::vector<std::uint32_t> next_placed;
+};
+
 /// Places the items `offset` leaves `unplaced` around those it places, in time order: each
 /// into the smallest gap between the buffers whose lifetimes meet its own (those live at its
 /// birth, and the placed ones born during its life), or above them. Returns the arena size.
-/// `live` and `later` are scratch.
-inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset,
-                                std::vector<placed_span>& live, std::vector<placed_span>& later) {
+inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset, rest_scratch& x) {
+    std::vector<placed_span>& live = x.live;  // by address
+    std::vector<placed_span>& later = x.later;
     live.clear();
     std::uint64_t arena = 0;
     std::uint32_t next_death = UINT32_MAX;  // the earliest last use in `live`
-    std::vector<std::uint32_t> next_placed(items.size() + 1);  // [i]: the first placed item at or after i
+    x.next_placed.resize(items.size() + 1);  // [i]: the first placed item at or after i
+    std::uint32_t* const next_placed = x.next_placed.data();
     next_placed[items.size()] = static_cast<std::uint32_t>(items.size());
     for (std::size_t i = items.size(); i-- > 0;) next_placed[i] = offset[i] != unplaced ? static_cast<std::uint32_t>(i) : next_placed[i + 1];
     for (std::uint32_t i = 0; i < items.size(); ++i) {
         const placement_item& b = items[i];
         if (b.first > next_death) {  // drop the buffers dead before b's birth
             next_death = UINT32_MAX;
+            placed_span* const sp = live.data();
+            const std::size_t n = live.size();
             std::size_t kept = 0;
-            for (const placed_span& e : live)
-                if (e.last >= b.first) live[kept++] = e, next_death = std::min(next_death, e.last);
+            for (std::size_t k = 0; k < n; ++k)
+                if (sp[k].last >= b.first) sp[kept++] = sp[k], next_death = std::min(next_death, sp[k].last);
             live.resize(kept);
         }
         if (offset[i] == unplaced) {
@@ -267,19 +274,21 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
                 insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            const auto visit = [&](const placed_span& e) {  // (branch-free: the gaps come in no order)
+            const auto visit = [&](const placed_span& e) {  // (no branches: the gaps come in no order)
                 const std::uint64_t gap = e.begin > cursor ? e.begin - cursor : 0;
-                const bool better = gap > 0 && gap >= b.size_bytes && gap < best_gap;
+                const bool better = (gap != 0) & (gap >= b.size_bytes) & (gap < best_gap);
                 pos = better ? cursor : pos;
                 best_gap = better ? gap : best_gap;
                 cursor = std::max(cursor, e.end);
             };
-            std::size_t x = 0;
+            const placed_span* const sp = live.data();
+            const std::size_t n = live.size();
+            std::size_t k = 0;
             for (const placed_span& e : later) {  // usually none
-                for (; x < live.size() && live[x].begin < e.begin; ++x) visit(live[x]);
+                for (; k < n && sp[k].begin < e.begin; ++k) visit(sp[k]);
                 visit(e);
             }
-            for (; x < live.size(); ++x) visit(live[x]);
+            for (; k < n; ++k) visit(sp[k]);
             offset[i] = best_gap == UINT64_MAX ? cursor : pos;
         }
         insert_by_address(live, {offset[i], offset[i] + b.size_bytes, b.last, i});
@@ -561,7 +570,8 @@ inline constexpr std::uint64_t good_enough_percent = 8;
 inline std::uint64_t place_items(std::span<const placement_item> items, const live_extent& live, std::size_t max_beam_width,
                                  std::vector<std::uint64_t>& offset) {
     if (items.empty()) return offset.clear(), 0;
-    std::vector<placed_span> scratch, busy;
+    std::vector<placed_span> scratch;
+    rest_scratch rest;
     std::vector<std::uint64_t> trial;
     std::uint64_t best = UINT64_MAX;
     const auto keep = [&](std::uint64_t arena) {
@@ -586,7 +596,7 @@ inline std::uint64_t place_items(std::span<const placement_item> items, const li
         for (std::size_t j = 0; j < k; ++j) repeat = repeat || capped(j) == st;
         if (repeat) continue;
         search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial);
-        keep(place_rest(items, trial, scratch, busy));  // the small buffers, around the rest
+        keep(place_rest(items, trial, rest));  // the small buffers, around the rest
         if (best <= peak + peak / 100 * good_enough_percent) break;
     }
     return best;

@@ -212,17 +212,17 @@ struct placed {
     std::uint64_t key = 0;   // the message's index; a load's micro-batch
 };
 
-/// The buffers and slots of one rank while pass 2 builds them.
+/// The buffers and slots of one rank while pass 2 builds them (into the program's table).
 struct slot_table {
-    std::vector<buffer> buffers;
+    std::vector<buffer>* buffers = nullptr;
     std::uint32_t add(buffer_role role, std::uint32_t mb, std::uint32_t stage, std::uint64_t bytes) {
         buffer b;
         b.role = role;
         b.mb = mb;
         b.stage = stage;
         b.size_bytes = bytes;
-        buffers.push_back(b);
-        return static_cast<std::uint32_t>(buffers.size() - 1);
+        buffers->push_back(b);
+        return static_cast<std::uint32_t>(buffers->size() - 1);
     }
 };
 
@@ -234,7 +234,14 @@ struct slot_builder {
     std::vector<slot_table> tables;
     std::vector<message> messages;
 
-    slot_builder(const compute_programs& c, const schedule::scenario& s) : cp(c), sc(s), ops(c.ops), tables(c.ops.size()) {}
+    /// The buffer tables are written into `progs` (one per rank, cleared first).
+    slot_builder(const compute_programs& c, const schedule::scenario& s, std::vector<rank_program>& progs)
+        : cp(c), sc(s), ops(c.ops), tables(c.ops.size()) {
+        for (std::size_t r = 0; r < tables.size(); ++r) {
+            progs[r].buffers.clear();
+            tables[r].buffers = &progs[r].buffers;
+        }
+    }
 
     void run() {
         // Producers run before consumers in the global order: assign in that order.
@@ -247,7 +254,7 @@ struct slot_builder {
         for (std::size_t r = 0; r < ops.size(); ++r) {
             std::size_t n = 0;  // each compute op adds at most 4 buffers
             for (const instruction& x : ops[r]) n += x.kind == instr_kind::backward_weight ? 1 : 4;
-            tables[r].buffers.reserve(n);
+            tables[r].buffers->reserve(n);
         }
         for (op_ref o : order) assign(o);
     }
@@ -307,6 +314,9 @@ private:
 /// loads, the end-of-iteration instructions and a buffer table (sizes, no offsets, no frees).
 [[nodiscard]] std::vector<rank_program> insert_communication(const compute_programs& cp, const schedule::scenario& sc,
                                                              const lowering_options& opt = {});
+/// insert_communication() into `progs` (resized to the ranks), reusing their vectors' memory.
+void insert_communication_into(std::vector<rank_program>& progs, const compute_programs& cp, const schedule::scenario& sc,
+                               const lowering_options& opt = {});
 
 namespace detail {
 
@@ -422,20 +432,22 @@ namespace detail {
 
 }  // namespace detail
 
-inline std::vector<rank_program> insert_communication(const compute_programs& cp, const schedule::scenario& sc,
-                                                      const lowering_options& opt) {
-    detail::slot_builder sb(cp, sc);
+inline void insert_communication_into(std::vector<rank_program>& progs, const compute_programs& cp,
+                                      const schedule::scenario& sc, const lowering_options& opt) {
+    const std::size_t R = cp.ops.size();
+    progs.resize(R);
+    detail::slot_builder sb(cp, sc, progs);
     sb.run();
     detail::order_messages(cp, sb.messages);
     const auto placed = detail::place_instructions(cp, sb.messages);
-    const std::size_t R = cp.ops.size();
-    std::vector<rank_program> progs(R);
     for (std::size_t r = 0; r < R; ++r) {
         rank_program& p = progs[r];
         p.rank = static_cast<std::uint32_t>(r + opt.rank_offset);
-        p.buffers = std::move(sb.tables[r].buffers);
+        p.arena_bytes = p.live_peak_bytes = 0;
         const auto& ops = sb.ops[r];
-        p.instructions.reserve(ops.size() + placed[r].size() + 2);
+        p.instructions.clear();
+        // room for the frees plan_buffers() inserts (at most one per buffer), so that it works in place
+        p.instructions.reserve(ops.size() + placed[r].size() + 2 + p.buffers.size());
         std::size_t k = 0;
         for (std::uint32_t i = 0; i <= ops.size(); ++i) {
             for (; k < placed[r].size() && placed[r][k].before == i; ++k)
@@ -457,7 +469,33 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
         for (auto& ins : p.instructions) ins.mb += opt.mb_offset;
         for (auto& b : p.buffers) b.mb += opt.mb_offset;
     }
+}
+
+inline std::vector<rank_program> insert_communication(const compute_programs& cp, const schedule::scenario& sc,
+                                                      const lowering_options& opt) {
+    std::vector<rank_program> progs;
+    insert_communication_into(progs, cp, sc, opt);
     return progs;
+}
+
+/// lower() into an existing plan (its header reset, its programs replaced), reusing the
+/// memory of its programs' vectors: a trainer that lowers every iteration keeps one plan and
+/// saves the allocation and first-touch cost of a new one (BM_lower_validate_reused). The
+/// result equals lower()'s.
+inline void lower_into(execution_plan& p, const schedule::scenario& sc, const schedule::pipeline_schedule& s,
+                       const lowering_options& opt = {}) {
+    sc.validate();
+    const compute_programs cp = lower_compute(sc, s);
+    p.header = plan_header{};
+    p.header.devices = static_cast<std::uint32_t>(s.placement.devices());
+    p.header.chunks = static_cast<std::uint32_t>(s.placement.chunks());
+    p.header.placement = s.placement.kind();
+    p.header.schedule = s.name;
+    p.header.type = opt.type;
+    p.header.microbatches.resize(sc.microbatches);
+    for (std::size_t j = 0; j < sc.microbatches && j < opt.shapes.size(); ++j) p.header.microbatches[j].shape = opt.shapes[j];
+    insert_communication_into(p.programs, cp, sc, opt);
+    for (auto& prog : p.programs) plan_buffers(prog);
 }
 
 /// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
@@ -466,18 +504,8 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
 /// the rest. The scenario is validated first (scenario::validate(): sizes and scenario_limits).
 [[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
                                           const lowering_options& opt = {}) {
-    sc.validate();
-    const compute_programs cp = lower_compute(sc, s);
     execution_plan p;
-    p.header.devices = static_cast<std::uint32_t>(s.placement.devices());
-    p.header.chunks = static_cast<std::uint32_t>(s.placement.chunks());
-    p.header.placement = s.placement.kind();
-    p.header.schedule = s.name;
-    p.header.type = opt.type;
-    p.header.microbatches.resize(sc.microbatches);
-    for (std::size_t j = 0; j < sc.microbatches && j < opt.shapes.size(); ++j) p.header.microbatches[j].shape = opt.shapes[j];
-    p.programs = insert_communication(cp, sc, opt);
-    for (auto& prog : p.programs) plan_buffers(prog);
+    lower_into(p, sc, s, opt);
     return p;
 }
 

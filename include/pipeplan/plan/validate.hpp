@@ -318,18 +318,19 @@ struct buffer_walk {
           in_flight(r.p.buffers.size(), 0), birth(r.p.buffers.size(), 0), death(r.p.buffers.size(), 0),
           is_work(r.p.buffers.size(), 0) {}
 
-    void bad(std::uint32_t i, const std::string& m) { rep(rv.rank, i, "buffer", describe(rv.p.instructions[i]) + ": " + m); }
+    [[gnu::cold, gnu::noinline]] void bad(std::uint32_t i, const std::string& m) {
+        rep(rv.rank, i, "buffer", describe(rv.p.instructions[i]) + ": " + m);
+    }
 
-    /// A read of `slot` expecting `want` (tag none: anything written).
+    /// A read of `slot` expecting `want` (tag none: anything written). (The checks inline,
+    /// the messages out of line: a sound plan costs no call.)
     void read(std::uint32_t i, std::uint32_t slot, content want, const char* what) {
-        if (slot == no_slot) {
-            if (want.tag != content::none) bad(i, std::string("reads no ") + what + " (needs the " + describe(want) + ")");
-            return;
-        }
-        if (want.tag == content::none) {
-            bad(i, std::string("reads a ") + what + " buffer it should not have");
-            return;
-        }
+        if (slot != no_slot && want.tag != content::none && state[slot] == ready && holds[slot] == want) return;
+        if (slot != no_slot || want.tag != content::none) read_failed(i, slot, want, what);
+    }
+    [[gnu::cold, gnu::noinline]] void read_failed(std::uint32_t i, std::uint32_t slot, content want, const char* what) {
+        if (slot == no_slot) return bad(i, std::string("reads no ") + what + " (needs the " + describe(want) + ")");
+        if (want.tag == content::none) return bad(i, std::string("reads a ") + what + " buffer it should not have");
         const auto sl = [slot] { return "slot " + std::to_string(slot); };
         switch (state[slot]) {
             case unborn: return bad(i, sl() + " is read before it is written");
@@ -337,21 +338,27 @@ struct buffer_walk {
             case dead: return bad(i, sl() + " is read after its free");
             case ready: break;
         }
-        if (!(holds[slot] == want)) bad(i, sl() + " holds the " + describe(holds[slot]) + ", needs the " + describe(want));
+        bad(i, sl() + " holds the " + describe(holds[slot]) + ", needs the " + describe(want));
     }
     /// A write of `slot` with `c` (state becomes `to`).
     void write(std::uint32_t i, std::uint32_t slot, content c, state_t to) {
         if (slot == no_slot) return;
-        if (state[slot] != unborn) return bad(i, "slot " + std::to_string(slot) + " is written twice");
+        if (state[slot] != unborn) return written_twice(i, slot);
         state[slot] = to;
         holds[slot] = c;
         birth[slot] = i;
         death[slot] = i;
         born.push_back(slot);
     }
+    [[gnu::cold, gnu::noinline]] void written_twice(std::uint32_t i, std::uint32_t slot) {
+        bad(i, "slot " + std::to_string(slot) + " is written twice");
+    }
     void expect_slot(std::uint32_t i, std::uint32_t slot, bool wanted, const char* what) {
-        if (wanted && slot == no_slot) bad(i, std::string("writes no ") + what);
-        if (!wanted && slot != no_slot) bad(i, std::string("writes a ") + what + " it should not");
+        if (wanted != (slot != no_slot)) slot_unexpected(i, wanted, what);
+    }
+    [[gnu::cold, gnu::noinline]] void slot_unexpected(std::uint32_t i, bool wanted, const char* what) {
+        if (wanted) bad(i, std::string("writes no ") + what);
+        else bad(i, std::string("writes a ") + what + " it should not");
     }
     void scratch(std::uint32_t i, std::uint32_t slot) {
         if (slot == no_slot) return;
@@ -363,15 +370,21 @@ struct buffer_walk {
         died.push_back(slot);
     }
     void free(std::uint32_t i, std::uint32_t slot) {
+        if (slot != no_slot && state[slot] == ready && in_flight[slot] == 0) {
+            state[slot] = dead;
+            death[slot] = i;
+            died.push_back(slot);
+            return;
+        }
+        free_failed(i, slot);
+    }
+    [[gnu::cold, gnu::noinline]] void free_failed(std::uint32_t i, std::uint32_t slot) {
         if (slot == no_slot) return bad(i, "frees no slot");
         const auto sl = [slot] { return "slot " + std::to_string(slot); };
         if (state[slot] == unborn) return bad(i, sl() + " is freed before it is written");
         if (state[slot] == dead) return bad(i, sl() + (is_work[slot] ? " is a workspace (never freed)" : " is freed twice"));
         if (state[slot] == pending) return bad(i, sl() + " is freed before its receive completed");
-        if (in_flight[slot] > 0) return bad(i, sl() + " is freed while a send of it is in flight");
-        state[slot] = dead;
-        death[slot] = i;
-        died.push_back(slot);
+        bad(i, sl() + " is freed while a send of it is in flight");
     }
     /// No two buffers live at the same time overlap in the arena; nothing leaks. A sweep over
     /// the births and deaths (in the walk's order: by instruction, the births of one
