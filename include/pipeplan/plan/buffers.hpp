@@ -557,8 +557,10 @@ struct beam_stage {
 /// GPT-6.7B and T5-11B plans (bench_plan --arena_report): no single search is best on all of
 /// them — a wider beam is not uniformly better, and T5's workspaces (about 1/18 of the live
 /// set) want decisions of their own — while the sequence leaves every one of them within 8%.
-/// Most programs stop after the first (S 8, M 64: 6 of 8 ranks) or the second.
-inline constexpr beam_stage beam_stages[] = {{4, 8, 16}, {12, 8, 32}, {96, 8, 32}, {48, 16, 64}};
+/// Most programs stop after the first (the cheapest: decisions for the buffers of 1/4 of the
+/// live set only) or the second (S 8, M 64: 4, 3 and 1 of its 8 ranks stop after the first,
+/// second and third).
+inline constexpr beam_stage beam_stages[] = {{4, 4, 16}, {4, 8, 16}, {12, 8, 32}, {96, 8, 32}, {48, 16, 64}};
 inline constexpr std::uint64_t good_enough_percent = 8;
 
 /// The placements of the file comment for `items` (sorted as placement_items() sorts them),
@@ -595,8 +597,9 @@ inline std::uint64_t place_items(std::span<const placement_item> items, const li
         bool repeat = false;
         for (std::size_t j = 0; j < k; ++j) repeat = repeat || capped(j) == st;
         if (repeat) continue;
-        search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial);
-        keep(place_rest(items, trial, rest));  // the small buffers, around the rest
+        // the small buffers, around the rest (unless the searched ones alone already reach the
+        // best arena: placing more cannot lower it)
+        if (search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial) < best) keep(place_rest(items, trial, rest));
         if (best <= peak + peak / 100 * good_enough_percent) break;
     }
     return best;
