@@ -291,9 +291,12 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
             for (; k < n; ++k) visit(sp[k]);
             offset[i] = best_gap == UINT64_MAX ? cursor : pos;
         }
+        arena = std::max(arena, offset[i] + b.size_bytes);
+        // only a buffer that a later-born one meets joins `live` (not a workspace, say, dead
+        // before the next birth: the items come by first use)
+        if (i + 1 == items.size() || items[i + 1].first > b.last) continue;
         insert_by_address(live, {offset[i], offset[i] + b.size_bytes, b.last, i});
         next_death = std::min(next_death, b.last);
-        arena = std::max(arena, offset[i] + b.size_bytes);
     }
     return arena;
 }
