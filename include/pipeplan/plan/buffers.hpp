@@ -230,12 +230,15 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
     return arena;
 }
 
-/// Inserts `e` into `spans`, kept sorted by address (a short list: from the end).
+/// Inserts `e` into `spans`, kept sorted by address (a short list). The position is counted
+/// without branches (where a search would mispredict), then the tail moves up by one.
 inline void insert_by_address(std::vector<placed_span>& spans, const placed_span& e) {
+    const std::size_t n = spans.size();
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < n; ++k) at += spans[k].begin <= e.begin;
     spans.push_back(e);
-    std::size_t k = spans.size() - 1;
-    for (; k > 0 && spans[k - 1].begin > e.begin; --k) spans[k] = spans[k - 1];
-    spans[k] = e;
+    placed_span carry = e;  // (a chain of swaps: a short move, not a memmove call)
+    for (std::size_t k = at; k <= n; ++k) std::swap(carry, spans[k]);
 }
 
 /// Scratch of place_rest(), kept across calls (its vectors only grow).
@@ -264,8 +267,13 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
             placed_span* const sp = live.data();
             const std::size_t n = live.size();
             std::size_t kept = 0;
-            for (std::size_t k = 0; k < n; ++k)
-                if (sp[k].last >= b.first) sp[kept++] = sp[k], next_death = std::min(next_death, sp[k].last);
+            for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
+                const placed_span e = sp[k];
+                const bool alive = e.last >= b.first;
+                sp[kept] = e;
+                kept += alive;
+                next_death = std::min(next_death, alive ? e.last : UINT32_MAX);
+            }
             live.resize(kept);
         }
         if (offset[i] == unplaced) {
@@ -274,11 +282,11 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
                 insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            const auto visit = [&](const placed_span& e) {  // (no branches: the gaps come in no order)
-                const std::uint64_t gap = e.begin > cursor ? e.begin - cursor : 0;
-                const bool better = (gap != 0) & (gap >= b.size_bytes) & (gap < best_gap);
-                pos = better ? cursor : pos;
-                best_gap = better ? gap : best_gap;
+            const auto visit = [&](const placed_span& e) {  // (masks, not branches: the gaps come in no order)
+                const std::uint64_t gap = (e.begin - cursor) & (0 - std::uint64_t(e.begin > cursor));
+                const std::uint64_t better = 0 - std::uint64_t((gap != 0) & (gap >= b.size_bytes) & (gap < best_gap));
+                pos ^= (pos ^ cursor) & better;
+                best_gap ^= (best_gap ^ gap) & better;
                 cursor = std::max(cursor, e.end);
             };
             const placed_span* const sp = live.data();
