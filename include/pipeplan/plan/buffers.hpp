@@ -230,12 +230,15 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
     return arena;
 }
 
-/// Inserts `e` into `spans`, kept sorted by address (a short list: from the end).
+/// Inserts `e` into `spans`, kept sorted by address (a short list). The position is counted
+/// without branches (where a search would mispredict), then the tail moves up by one.
 inline void insert_by_address(std::vector<placed_span>& spans, const placed_span& e) {
+    const std::size_t n = spans.size();
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < n; ++k) at += spans[k].begin <= e.begin;
     spans.push_back(e);
-    std::size_t k = spans.size() - 1;
-    for (; k > 0 && spans[k - 1].begin > e.begin; --k) spans[k] = spans[k - 1];
-    spans[k] = e;
+    placed_span carry = e;  // (a chain of swaps: a short move, not a memmove call)
+    for (std::size_t k = at; k <= n; ++k) std::swap(carry, spans[k]);
 }
 
 /// Scratch of place_rest(), kept across calls (its vectors only grow).
@@ -264,8 +267,13 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
             placed_span* const sp = live.data();
             const std::size_t n = live.size();
             std::size_t kept = 0;
-            for (std::size_t k = 0; k < n; ++k)
-                if (sp[k].last >= b.first) sp[kept++] = sp[k], next_death = std::min(next_death, sp[k].last);
+            for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
+                const placed_span e = sp[k];
+                const bool alive = e.last >= b.first;
+                sp[kept] = e;
+                kept += alive;
+                next_death = std::min(next_death, alive ? e.last : UINT32_MAX);
+            }
             live.resize(kept);
         }
         if (offset[i] == unplaced) {
@@ -274,11 +282,11 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
                 insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            const auto visit = [&](const placed_span& e) {  // (no branches: the gaps come in no order)
-                const std::uint64_t gap = e.begin > cursor ? e.begin - cursor : 0;
-                const bool better = (gap != 0) & (gap >= b.size_bytes) & (gap < best_gap);
-                pos = better ? cursor : pos;
-                best_gap = better ? gap : best_gap;
+            const auto visit = [&](const placed_span& e) {  // (masks, not branches: the gaps come in no order)
+                const std::uint64_t gap = (e.begin - cursor) & (0 - std::uint64_t(e.begin > cursor));
+                const std::uint64_t better = 0 - std::uint64_t((gap != 0) & (gap >= b.size_bytes) & (gap < best_gap));
+                pos ^= (pos ^ cursor) & better;
+                best_gap ^= (best_gap ^ gap) & better;
                 cursor = std::max(cursor, e.end);
             };
             const placed_span* const sp = live.data();
@@ -291,9 +299,12 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
             for (; k < n; ++k) visit(sp[k]);
             offset[i] = best_gap == UINT64_MAX ? cursor : pos;
         }
+        arena = std::max(arena, offset[i] + b.size_bytes);
+        // only a buffer that a later-born one meets joins `live` (not a workspace, say, dead
+        // before the next birth: the items come by first use)
+        if (i + 1 == items.size() || items[i + 1].first > b.last) continue;
         insert_by_address(live, {offset[i], offset[i] + b.size_bytes, b.last, i});
         next_death = std::min(next_death, b.last);
-        arena = std::max(arena, offset[i] + b.size_bytes);
     }
     return arena;
 }
@@ -557,8 +568,10 @@ struct beam_stage {
 /// GPT-6.7B and T5-11B plans (bench_plan --arena_report): no single search is best on all of
 /// them — a wider beam is not uniformly better, and T5's workspaces (about 1/18 of the live
 /// set) want decisions of their own — while the sequence leaves every one of them within 8%.
-/// Most programs stop after the first (S 8, M 64: 6 of 8 ranks) or the second.
-inline constexpr beam_stage beam_stages[] = {{4, 8, 16}, {12, 8, 32}, {96, 8, 32}, {48, 16, 64}};
+/// Most programs stop after the first (the cheapest: decisions for the buffers of 1/4 of the
+/// live set only) or the second (S 8, M 64: 4, 3 and 1 of its 8 ranks stop after the first,
+/// second and third).
+inline constexpr beam_stage beam_stages[] = {{4, 4, 16}, {4, 8, 16}, {12, 8, 32}, {96, 8, 32}, {48, 16, 64}};
 inline constexpr std::uint64_t good_enough_percent = 8;
 
 /// The placements of the file comment for `items` (sorted as placement_items() sorts them),
@@ -595,8 +608,9 @@ inline std::uint64_t place_items(std::span<const placement_item> items, const li
         bool repeat = false;
         for (std::size_t j = 0; j < k; ++j) repeat = repeat || capped(j) == st;
         if (repeat) continue;
-        search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial);
-        keep(place_rest(items, trial, rest));  // the small buffers, around the rest
+        // the small buffers, around the rest (unless the searched ones alone already reach the
+        // best arena: placing more cannot lower it)
+        if (search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial) < best) keep(place_rest(items, trial, rest));
         if (best <= peak + peak / 100 * good_enough_percent) break;
     }
     return best;

@@ -221,8 +221,17 @@ inline constexpr std::array<kind_info, 17> builtin_kinds = {{
 [[nodiscard]] constexpr bool is_unknown(instr_kind k) noexcept {
     return !is_builtin(k) && static_cast<std::uint8_t>(k) < first_user_kind;
 }
+namespace detail {
+/// builtin_kinds' categories by code (user and unknown codes: user): one load per lookup.
+inline constexpr std::array<kind_category, 256> category_by_code = [] {
+    std::array<kind_category, 256> t{};
+    t.fill(kind_category::user);
+    for (const kind_info& k : builtin_kinds) t[static_cast<std::size_t>(k.kind)] = k.category;
+    return t;
+}();
+}  // namespace detail
 [[nodiscard]] constexpr kind_category category(instr_kind k) noexcept {
-    return is_builtin(k) ? builtin_kinds[static_cast<std::size_t>(k)].category : kind_category::user;
+    return detail::category_by_code[static_cast<std::uint8_t>(k)];
 }
 /// Name of a kind; user kinds are "user<code>".
 [[nodiscard]] inline std::string kind_name(instr_kind k) {
@@ -246,12 +255,18 @@ inline constexpr std::array<kind_info, 17> builtin_kinds = {{
 
 [[nodiscard]] constexpr bool is_compute(instr_kind k) noexcept { return category(k) == kind_category::compute; }
 [[nodiscard]] constexpr bool is_message_start(instr_kind k) noexcept {
-    return category(k) == kind_category::send_start || category(k) == kind_category::recv_start;
+    const kind_category c = category(k);
+    return c == kind_category::send_start || c == kind_category::recv_start;
 }
 [[nodiscard]] constexpr bool is_message_wait(instr_kind k) noexcept {
-    return category(k) == kind_category::send_wait || category(k) == kind_category::recv_wait;
+    const kind_category c = category(k);
+    return c == kind_category::send_wait || c == kind_category::recv_wait;
 }
-[[nodiscard]] constexpr bool is_message(instr_kind k) noexcept { return is_message_start(k) || is_message_wait(k); }
+[[nodiscard]] constexpr bool is_message(instr_kind k) noexcept {
+    const kind_category c = category(k);
+    return c == kind_category::send_start || c == kind_category::send_wait || c == kind_category::recv_start ||
+           c == kind_category::recv_wait;
+}
 /// True for activation messages (false for gradient messages and non-messages).
 [[nodiscard]] constexpr bool is_activation_message(instr_kind k) noexcept {
     return k == instr_kind::send_activation_start || k == instr_kind::send_activation_wait ||

@@ -131,23 +131,31 @@ struct rank_view {
     const rank_program& p;
     std::uint32_t rank, device, replica;
     schedule::stage_placement pl;
-    /// pl.device_of tabulated for the first stages (a header from a file may claim billions of
-    /// stages: the table stops at `tabulated_stages`, the rest is computed)
+    /// pl.device_of and pl.chunk_of tabulated for the first stages, which spares the walks a
+    /// division per instruction (a header from a file may claim billions of stages: the
+    /// tables stop at `tabulated_stages`, the rest is computed)
     static constexpr std::uint32_t tabulated_stages = 4096;
-    std::vector<std::uint32_t> stage_device;
+    std::vector<std::uint32_t> stage_device, stage_chunk;
     rank_view(const plan_header& hh, const rank_program& pp)
         : h(hh), p(pp), rank(pp.rank), device(hh.device_of_rank(pp.rank)), replica(hh.replica_of_rank(pp.rank)),
-          pl(hh.stage_placement()), stage_device(std::min(hh.virtual_stages(), tabulated_stages)) {
-        for (std::uint32_t v = 0; v < stage_device.size(); ++v) stage_device[v] = static_cast<std::uint32_t>(pl.device_of(v));
+          pl(hh.stage_placement()), stage_device(std::min(hh.virtual_stages(), tabulated_stages)),
+          stage_chunk(stage_device.size()) {
+        for (std::uint32_t v = 0; v < stage_device.size(); ++v) {
+            stage_device[v] = static_cast<std::uint32_t>(pl.device_of(v));
+            stage_chunk[v] = static_cast<std::uint32_t>(pl.chunk_of(v));
+        }
     }
     [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const {
         return stage < stage_device.size() ? stage_device[stage] : static_cast<std::uint32_t>(pl.device_of(stage));
+    }
+    [[nodiscard]] std::uint32_t chunk_of(std::uint32_t stage) const {
+        return stage < stage_chunk.size() ? stage_chunk[stage] : static_cast<std::uint32_t>(pl.chunk_of(stage));
     }
     [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < h.virtual_stages() && device_of(stage) == device; }
     [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const { return replica * h.devices + device_of(stage); }
     /// Index of the compute unit (held stage, micro-batch j) among the rank's chunks x M units.
     [[nodiscard]] std::size_t unit_of(std::uint32_t stage, std::uint32_t j) const {
-        return pl.chunk_of(stage) * h.microbatches.size() + j;
+        return chunk_of(stage) * h.microbatches.size() + j;
     }
 };
 
@@ -265,7 +273,7 @@ inline void check_pairing(const rank_view& rv, reporter& rep, std::vector<std::u
         const kind_category c = category(x.kind);
         const bool send = c == kind_category::send_start || c == kind_category::send_wait;
         const std::uint32_t mine = send ? x.stage : is_activation_message(x.kind) ? x.stage + 1 : x.stage - 1;
-        return (k * rv.h.chunks + rv.pl.chunk_of(mine)) * M + x.mb;
+        return (k * rv.h.chunks + rv.chunk_of(mine)) * M + x.mb;
     };
     open.assign(4 * std::size_t(rv.h.chunks) * M, not_open);
     const auto& prog = rv.p.instructions;
