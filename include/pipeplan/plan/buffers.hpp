@@ -397,7 +397,7 @@ private:
                 sp[kept] = e;
                 kept += alive;
                 next_death_ = std::min(next_death_, alive ? e.last : UINT32_MAX);
-                st.hash -= mix(e.begin, e.item) & (0 - std::uint64_t(!alive));
+                if (!alive) st.hash -= mix(e.begin, e.item);
             }
             st.live = kept;
         }

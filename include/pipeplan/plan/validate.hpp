@@ -318,7 +318,7 @@ struct buffer_walk {
     std::vector<state_t> state;
     std::vector<content> holds;
     std::vector<std::uint32_t> in_flight, birth, death;
-    std::vector<std::uint32_t> born;  ///< slots in the order of their birth in the walk
+    std::vector<std::uint32_t> born, died;  ///< slots in the order of their birth / death in the walk
     std::vector<char> is_work;
 
     buffer_walk(const rank_view& r, reporter& re)
@@ -375,11 +375,13 @@ struct buffer_walk {
         is_work[slot] = 1;
         birth[slot] = death[slot] = i;
         born.push_back(slot);
+        died.push_back(slot);
     }
     void free(std::uint32_t i, std::uint32_t slot) {
         if (slot != no_slot && state[slot] == ready && in_flight[slot] == 0) {
             state[slot] = dead;
             death[slot] = i;
+            died.push_back(slot);
             return;
         }
         free_failed(i, slot);
@@ -403,6 +405,7 @@ struct buffer_walk {
             if (state[s] == ready || state[s] == pending) {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " is never freed");
                 death[s] = n;
+                died.push_back(s);
             }
         }
         for (std::size_t k = 1; k < born.size(); ++k) {  // one instruction's few births by slot
@@ -414,27 +417,24 @@ struct buffer_walk {
         const auto& buf = rv.p.buffers;
         struct span_t {
             std::uint64_t begin, end;
-            std::uint32_t slot, death;
+            std::uint32_t slot;
         };
-        std::vector<span_t> active;  // by offset (few: linear passes without branches)
-        std::uint32_t next_death = UINT32_MAX;  // the earliest death in `active`
+        std::vector<span_t> active;  // by offset (few: a linear scan beats a binary search)
+        std::vector<char> in_active(state.size(), 0);
+        std::size_t d = 0;
         for (const std::uint32_t s : born) {
             const buffer& b = buf[s];
             if (b.size_bytes == 0) continue;
-            if (next_death < birth[s]) {  // drop the buffers dead before s's birth
-                std::size_t kept = 0;
-                next_death = UINT32_MAX;
-                for (const span_t& q : active) {
-                    const bool alive = q.death >= birth[s];
-                    active[kept] = q;
-                    kept += alive;
-                    next_death = std::min(next_death, alive ? q.death : UINT32_MAX);
+            for (; d < died.size() && death[died[d]] < birth[s]; ++d)  // the buffers dead before s's birth
+                if (const std::uint32_t q = died[d]; in_active[q]) {
+                    std::size_t k = 0;
+                    while (active[k].slot != q) ++k;
+                    active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
+                    in_active[q] = 0;
                 }
-                active.resize(kept);
-            }
-            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s, death[s]};
+            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s};
             std::size_t at = 0;  // the first live buffer at or above s's offset
-            for (const span_t& q : active) at += q.begin < e.begin;
+            while (at < active.size() && active[at].begin < e.begin) ++at;
             const auto overlaps = [&](const span_t& q) { return e.begin < q.end && q.begin < e.end; };
             std::uint32_t hit = no_slot;
             if (at > 0 && overlaps(active[at - 1])) hit = active[at - 1].slot;
@@ -443,10 +443,8 @@ struct buffer_walk {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
                 continue;
             }
-            active.push_back(e);
-            span_t carry = e;  // (a chain of swaps: a short move, not a memmove call)
-            for (std::size_t k = at; k < active.size(); ++k) std::swap(carry, active[k]);
-            next_death = std::min(next_death, e.death);
+            active.insert(active.begin() + static_cast<std::ptrdiff_t>(at), e);
+            in_active[s] = 1;
         }
     }
 };
