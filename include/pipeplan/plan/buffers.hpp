@@ -230,15 +230,21 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
     return arena;
 }
 
-/// Inserts `e` into `spans`, kept sorted by address (a short list). The position is counted
-/// without branches (where a search would mispredict), then the tail moves up by one.
-inline void insert_by_address(std::vector<placed_span>& spans, const placed_span& e) {
-    const std::size_t n = spans.size();
+/// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
+/// list): the position is counted without branches (where a search would mispredict), then
+/// the tail moves up by a chain of swaps (a short move, not a memmove call). Returns n + 1.
+inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
     std::size_t at = 0;
-    for (std::size_t k = 0; k < n; ++k) at += spans[k].begin <= e.begin;
+    for (std::size_t k = 0; k < n; ++k) at += sp[k].begin <= e.begin;
+    placed_span carry = e;
+    for (std::size_t k = at; k <= n; ++k) std::swap(carry, sp[k]);
+    return n + 1;
+}
+
+/// insert_sorted() into a vector.
+inline void insert_by_address(std::vector<placed_span>& spans, const placed_span& e) {
     spans.push_back(e);
-    placed_span carry = e;  // (a chain of swaps: a short move, not a memmove call)
-    for (std::size_t k = at; k <= n; ++k) std::swap(carry, spans[k]);
+    insert_sorted(spans.data(), spans.size() - 1, e);
 }
 
 /// Scratch of place_rest(), kept across calls (its vectors only grow).
@@ -385,22 +391,28 @@ private:
         for (state& st : states_) {
             placed_span* sp = &spans_[std::size_t(&st - states_.data()) * cap_];
             std::uint32_t kept = 0;
-            for (std::uint32_t k = 0; k < st.live; ++k)
-                if (sp[k].last >= now) sp[kept++] = sp[k], next_death_ = std::min(next_death_, sp[k].last);
-                else st.hash -= mix(sp[k].begin, sp[k].item);
+            for (std::uint32_t k = 0; k < st.live; ++k) {  // (compaction without branches)
+                const placed_span e = sp[k];
+                const bool alive = e.last >= now;
+                sp[kept] = e;
+                kept += alive;
+                next_death_ = std::min(next_death_, alive ? e.last : UINT32_MAX);
+                if (!alive) st.hash -= mix(e.begin, e.item);
+            }
             st.live = kept;
         }
     }
 
-    /// Calls visit(begin, end) for each gap of state s below max(ceiling, its arena so far).
+    /// Calls visit(begin, end) for each gap of state s below max(ceiling, its arena so far)
+    /// (and for empty ones between touching buffers).
     template <class Visit>
     void each_gap(std::uint32_t s, Visit&& visit) const {
         const state& st = states_[s];
         const placed_span* sp = &spans_[std::size_t(s) * cap_];
         const std::uint64_t roof = std::max(ceiling_, st.arena);
         std::uint64_t low = 0;
-        for (std::uint32_t k = 0; k < st.live; ++k) {
-            if (sp[k].begin > low) visit(low, sp[k].begin);
+        for (std::uint32_t k = 0; k < st.live; ++k) {  // (empty gaps too: no branch; visits ignore them)
+            visit(low, std::max(low, sp[k].begin));
             low = std::max(low, sp[k].end);
         }
         if (roof > low) visit(low, roof);
@@ -413,12 +425,9 @@ private:
         return t;
     }
 
-    /// Inserts item i at `pos` into state s's spans (kept sorted by address).
+    /// Inserts a span into a state's spans (kept sorted by address).
     static void insert_span(placed_span* sp, std::uint32_t& live, const placed_span& e) {
-        std::uint32_t k = live;
-        while (k > 0 && sp[k - 1].begin > e.begin) sp[k] = sp[k - 1], --k;
-        sp[k] = e;
-        ++live;
+        live = static_cast<std::uint32_t>(insert_sorted(sp, live, e));
     }
 
     /// A small item, placed in state s without branching: the bottom of the smallest gap that
@@ -427,9 +436,9 @@ private:
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t best_gap = UINT64_MAX, pos = 0;
         each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
-            const bool better = b - a >= need && b - a < best_gap;
-            pos = better ? a : pos;
-            best_gap = better ? b - a : best_gap;
+            const std::uint64_t better = 0 - std::uint64_t((b - a >= need) & (b - a < best_gap));
+            pos ^= (pos ^ a) & better;
+            best_gap ^= (best_gap ^ (b - a)) & better;
         });
         if (best_gap == UINT64_MAX) pos = top(s);
         state& st = states_[s];
