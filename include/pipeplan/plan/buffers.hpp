@@ -587,8 +587,9 @@ inline constexpr std::uint64_t good_enough_percent = 8;
 /// whose largest live sets are `live` (live_extents()). With `max_beam_width` 0, greedy best
 /// fit by size and by breadth; else the beam_stages under the aligned live set (their widths
 /// capped at `max_beam_width`; a stage the cap makes a repeat is skipped), each followed by
-/// place_rest() for the smaller buffers, until the arena is within good_enough_percent of the
-/// live set. Returns the smallest arena; fills `offset` (by item). Deterministic.
+/// place_rest() for the smaller buffers where that can help (see the loop), until the arena
+/// is within good_enough_percent of the live set. Returns the smallest arena; fills `offset`
+/// (by item). Deterministic.
 inline std::uint64_t place_items(std::span<const placement_item> items, const live_extent& live, std::size_t max_beam_width,
                                  std::vector<std::uint64_t>& offset) {
     if (items.empty()) return offset.clear(), 0;
