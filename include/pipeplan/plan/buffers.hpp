@@ -587,8 +587,9 @@ inline constexpr std::uint64_t good_enough_percent = 8;
 /// whose largest live sets are `live` (live_extents()). With `max_beam_width` 0, greedy best
 /// fit by size and by breadth; else the beam_stages under the aligned live set (their widths
 /// capped at `max_beam_width`; a stage the cap makes a repeat is skipped), each followed by
-/// place_rest() for the smaller buffers, until the arena is within good_enough_percent of the
-/// live set. Returns the smallest arena; fills `offset` (by item). Deterministic.
+/// place_rest() for the smaller buffers where that can help (see the loop), until the arena
+/// is within good_enough_percent of the live set. Returns the smallest arena; fills `offset`
+/// (by item). Deterministic.
 inline std::uint64_t place_items(std::span<const placement_item> items, const live_extent& live, std::size_t max_beam_width,
                                  std::vector<std::uint64_t>& offset) {
     if (items.empty()) return offset.clear(), 0;
@@ -607,20 +608,35 @@ inline std::uint64_t place_items(std::span<const placement_item> items, const li
         }
         return best;
     }
-    const std::uint64_t peak = live.aligned_bytes;
+    const std::uint64_t peak = live.aligned_bytes, good_enough = peak + peak / 100 * good_enough_percent;
     beam_placer search(items, peak, max_beam_width, live.items);
     const auto capped = [&](std::size_t k) {
         return beam_stage{std::min(beam_stages[k].width, max_beam_width), beam_stages[k].decision_divisor, beam_stages[k].min_divisor};
     };
+    std::vector<std::uint64_t> previous, fallback;  // the last search's placement; the best one set aside
+    std::uint64_t fallback_searched = UINT64_MAX;
     for (std::size_t k = 0; k < std::size(beam_stages); ++k) {
         const beam_stage st = capped(k);
         bool repeat = false;
         for (std::size_t j = 0; j < k; ++j) repeat = repeat || capped(j) == st;
         if (repeat) continue;
-        // the small buffers, around the rest (unless the searched ones alone already reach the
-        // best arena: placing more cannot lower it)
-        if (search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial) < best) keep(place_rest(items, trial, rest));
-        if (best <= peak + peak / 100 * good_enough_percent) break;
+        const std::uint64_t searched = search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial);
+        // The small buffers, around the rest — unless that cannot help: the searched buffers
+        // alone reach the best arena, or the search placed them as the last one did, or they
+        // already miss good_enough (then set aside: placed at the end if nothing does better).
+        const bool futile = searched >= best || trial == previous;
+        previous = trial;
+        if (futile) continue;
+        if (searched > good_enough) {
+            if (searched < fallback_searched) fallback_searched = searched, fallback = trial;
+            continue;
+        }
+        keep(place_rest(items, trial, rest));
+        if (best <= good_enough) break;
+    }
+    if (fallback_searched < best) {
+        trial.swap(fallback);
+        keep(place_rest(items, trial, rest));
     }
     return best;
 }
