@@ -216,6 +216,16 @@ inline double min_bottleneck(const range_costs& rc) {
 
 }  // namespace detail
 
+/// The capped solves of one range table that do not depend on the objective (the uncapped one
+/// and the one at the smallest feasible cap): solve_partition() fills it on its first call and
+/// reuses it when the same table is solved again with another fill coefficient (reweighted
+/// splits), which saves two capped DPs and a bottleneck pass per extra solve.
+struct partition_cache {
+    bool has_top = false, has_lo = false;
+    detail::capped_solution top, lo;
+    double c_lo = 0;
+};
+
 /// The exact optimum of a · max t + Σ t / dp over contiguous partitions (see the file comment).
 /// `fill_coeff` = a = (S − 1) / C ≥ 0, `dp` ≥ 1. `relative_tolerance` ≥ 0 (0 = exact) lets the
 /// search stop once no gap can improve the best objective by more than that fraction.
@@ -225,10 +235,11 @@ inline double min_bottleneck(const range_costs& rc) {
 /// Throws invalid_argument for bad arguments or an empty row (an item no range can hold).
 /// `alternatives` > 0 also returns up to that many runner-ups (partition_solution::alternatives):
 /// partitions the search solved anyway, so they cost nothing extra; the optimum is unchanged.
+/// `cache` (optional, for one `rc` only) shares the objective-free solves between calls.
 [[nodiscard]] inline partition_solution solve_partition(range_costs& rc, double fill_coeff, double dp,
                                                         double relative_tolerance = 0,
                                                         double upper_bound = std::numeric_limits<double>::infinity(),
-                                                        std::size_t alternatives = 0) {
+                                                        std::size_t alternatives = 0, partition_cache* cache = nullptr) {
     if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
         throw invalid_argument("solve_partition: fill coefficient must be finite and >= 0");
     if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_partition: dp must be >= 1");
@@ -257,16 +268,20 @@ inline double min_bottleneck(const range_costs& rc) {
         }
     };
     constexpr double inf = std::numeric_limits<double>::infinity();
-    detail::capped_solution top = detail::solve_capped(rc, inf, f, parent);
-    int solves = 1;
-    const double top_sum = top.sum, top_r = top.tmax;
-    take(std::move(top));
+    partition_cache own;
+    partition_cache& pc = cache ? *cache : own;
+    int solves = 0;
+    if (!pc.has_top) pc.top = detail::solve_capped(rc, inf, f, parent), pc.has_top = true, ++solves;
+    const double top_sum = pc.top.sum, top_r = pc.top.tmax;
+    take(detail::capped_solution(pc.top));
     if (fill_coeff > 0) {
-        const double c_lo = detail::min_bottleneck(rc);
-        detail::capped_solution lo = detail::solve_capped(rc, c_lo, f, parent);
-        ++solves;
-        const double lo_sum = lo.sum;
-        take(std::move(lo));
+        if (!pc.has_lo) {
+            pc.c_lo = detail::min_bottleneck(rc);
+            pc.lo = detail::solve_capped(rc, pc.c_lo, f, parent), pc.has_lo = true, ++solves;
+        }
+        const double c_lo = pc.c_lo;
+        const double lo_sum = pc.lo.sum;
+        take(detail::capped_solution(pc.lo));
         // Gap: caps in (a_cap, b_r) with F(a_cap) = a_sum, F ≥ b_sum on it.
         struct gap {
             double bound, a_cap, a_sum, b_r, b_sum;

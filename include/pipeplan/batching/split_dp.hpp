@@ -197,8 +197,10 @@ template <cost_model Model>
     range_costs rc = detail::build_range_costs(ctx, order, tables, head_padded, entries);
     const auto& cfg = ctx.config();
     const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
+    partition_cache cache;  // the objective-free solves, shared with the reweighted splits
     partition_solution sol = solve_partition(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
-                                             alternatives ? static_cast<std::size_t>(ctx.options().alternative_splits) : 0);
+                                             alternatives ? static_cast<std::size_t>(ctx.options().alternative_splits) : 0,
+                                             &cache);
     if (stats) {
         stats->capped_solves = sol.solves;
         stats->range_entries = entries;
@@ -214,7 +216,7 @@ template <cost_model Model>
         const double tol = std::max(ctx.options().relative_tolerance, reweighted_tolerance);
         reweighted->clear();
         for (double w : ctx.options().fill_weights) {
-            const partition_solution ws = solve_partition(rc, w * a, cfg.dp, tol);
+            const partition_solution ws = solve_partition(rc, w * a, cfg.dp, tol, std::numeric_limits<double>::infinity(), 0, &cache);
             reweighted->push_back(detail::assemble_bounds(ctx, order, rung, ws.bounds, tables, head_padded));
         }
     }
