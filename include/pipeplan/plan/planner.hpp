@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -406,34 +407,46 @@ private:
         return schedule::make_generator(kind, no);
     }
 
-    /// Schedules one replica's scenario with `kind`: the micro-batch order (and adaptive's
-    /// in-flight limit) by order search for every kind, then the schedule in that order.
-    detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc,
-                               schedule::simulation_workspace& ws) const {
-        using schedule::schedule_name;
-        const double limit = opt_.config.device_memory_mb;
+    /// The order search for `kind` on `sc` with `evaluations` simulations, from the structured
+    /// starts or, when given, from `start` alone: the best order found (the identity, and
+    /// in-flight limit 0, when nothing feasible was found) and adaptive's in-flight limit.
+    std::pair<std::vector<std::uint32_t>, std::size_t> searched_order(schedule::schedule_name kind, const schedule::scenario& sc,
+                                                                       std::size_t evaluations,
+                                                                       std::vector<std::uint32_t> start = {}) const {
+        std::vector<std::uint32_t> order(sc.microbatches);
+        std::iota(order.begin(), order.end(), 0u);
+        if (sc.microbatches < 2 || evaluations == 0) return {order, 0};
+        schedule::order_search_options so;
+        so.memory_limit_mb = opt_.config.device_memory_mb;
+        so.seed = opt_.seed;
+        so.max_evaluations = evaluations;
+        so.search_inflight_limit = kind == schedule::schedule_name::adaptive;
+        so.start = std::move(start);
+        const auto r = schedule::search_order_with(sc, [&](std::size_t n) { return generator(kind, n, true); }, so);
+        if (!r.feasible) return {order, 0};
+        return {r.order, r.inflight_limit};
+    }
+
+    /// `kind` on `sc` in micro-batch order `order` (relative to sc), simulated.
+    detail::scheduled schedule_in_order(schedule::schedule_name kind, const schedule::scenario& sc,
+                                        std::vector<std::uint32_t> order, std::size_t inflight,
+                                        schedule::simulation_workspace& ws) const {
         detail::scheduled out;
-        out.order.resize(sc.microbatches);
-        for (std::size_t j = 0; j < sc.microbatches; ++j) out.order[j] = static_cast<std::uint32_t>(j);
-        std::size_t inflight = 0;
-        if (sc.microbatches > 1 && opt_.order_search_evaluations > 0) {
-            schedule::order_search_options so;
-            so.memory_limit_mb = limit;
-            so.seed = opt_.seed;
-            so.max_evaluations = opt_.order_search_evaluations;
-            so.search_inflight_limit = kind == schedule_name::adaptive;
-            const auto r = schedule::search_order_with(sc, [&](std::size_t n) { return generator(kind, n, true); }, so);
-            if (r.feasible) {
-                out.order = r.order;
-                inflight = r.inflight_limit;
-            }
-        }
-        out.sc = schedule::reorder(sc, out.order);
+        out.sc = schedule::reorder(sc, order);
+        out.order = std::move(order);
         out.sched = generator(kind, inflight, false)(out.sc);
         schedule::simulation_options simo;
         simo.record_memory_curve = false;
         schedule::simulate_into(out.sim, out.sc, out.sched, simo, ws);
         return out;
+    }
+
+    /// Schedules one replica's scenario with `kind`: the micro-batch order (and adaptive's
+    /// in-flight limit) by order search for every kind, then the schedule in that order.
+    detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc,
+                               schedule::simulation_workspace& ws) const {
+        auto [order, inflight] = searched_order(kind, sc, opt_.order_search_evaluations);
+        return schedule_in_order(kind, sc, std::move(order), inflight, ws);
     }
 
     /// One candidate: a schedule kind on every replica of one split.
@@ -537,29 +550,17 @@ private:
     void polish(schedule::schedule_name kind, const std::string& split_name, std::vector<detail::scheduled>& reps,
                 std::vector<candidate_report>& reports) {
         if (opt_.polish_evaluations == 0) return;
-        const double limit = opt_.config.device_memory_mb;
         bool improved = false;
         for (auto& rep : reps) {
             if (rep.sc.microbatches < 2 || !(rep.sim.makespan_ms > opt_.polish_above_ratio * rep.sim.lower_bound_ms)) continue;
-            schedule::order_search_options so;
-            so.memory_limit_mb = limit;
-            so.seed = opt_.seed;
-            so.max_evaluations = opt_.polish_evaluations;
-            so.search_inflight_limit = kind == schedule::schedule_name::adaptive;
-            so.start.resize(rep.sc.microbatches);
-            for (std::size_t j = 0; j < so.start.size(); ++j) so.start[j] = static_cast<std::uint32_t>(j);
-            const auto r = schedule::search_order_with(rep.sc, [&](std::size_t n) { return generator(kind, n, true); }, so);
-            if (!r.feasible || r.order == so.start) continue;
-            detail::scheduled next;
-            next.sc = schedule::reorder(rep.sc, r.order);
-            next.sched = generator(kind, r.inflight_limit, false)(next.sc);
-            schedule::simulation_options simo;
-            simo.record_memory_curve = false;
-            schedule::simulate_into(next.sim, next.sc, next.sched, simo, ws_.front());
+            std::vector<std::uint32_t> identity(rep.sc.microbatches);  // rep.sc is already in rep's order
+            std::iota(identity.begin(), identity.end(), 0u);
+            auto [order, inflight] = searched_order(kind, rep.sc, opt_.polish_evaluations, identity);
+            if (order == identity) continue;
+            detail::scheduled next = schedule_in_order(kind, rep.sc, std::move(order), inflight, ws_.front());
             const double peak = *std::max_element(next.sim.peak_memory_mb.begin(), next.sim.peak_memory_mb.end());
-            if (!(next.sim.makespan_ms < rep.sim.makespan_ms) || peak > limit) continue;
-            next.order.resize(r.order.size());
-            for (std::size_t i = 0; i < r.order.size(); ++i) next.order[i] = rep.order[r.order[i]];
+            if (!(next.sim.makespan_ms < rep.sim.makespan_ms) || peak > opt_.config.device_memory_mb) continue;
+            for (std::uint32_t& j : next.order) j = rep.order[j];  // relative to the replica's own scenario
             rep = std::move(next);
             improved = true;
         }
