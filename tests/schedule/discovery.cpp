@@ -84,6 +84,17 @@ outcome run(F&& f) {
     }
 }
 
+// The wait-free replay of the discovered orders (the simulator) reaches the discovery's makespan
+// bit for bit and stays within its memory limit on every device: what pipeline_schedule::replay
+// promises for the discovery-based generators (the order search skips their simulation).
+void check_replay(const ps::scenario& sc, const ps::stage_placement& pl, const ps::discovery_policy& pol,
+                  const ps::discovery_result& d) {
+    const ps::pipeline_schedule s{"discovered", pl, d.orders, pol.w_share};
+    const ps::simulation_result sim = ps::simulate(sc, s);
+    CHECK(sim.makespan_ms == d.makespan_ms);  // bit-for-bit
+    for (double p : sim.peak_memory_mb) CHECK(p <= pol.memory_limit_mb + 1e-6);
+}
+
 void check_same(const ps::scenario& sc, const ps::stage_placement& pl, const ps::discovery_policy& pol) {
     const outcome fast = run([&] { return ps::discover_order(sc, pl, pol); });
     const outcome ref = run([&] { return pipeplan::test::reference_discover_order(sc, pl, pol); });
@@ -91,6 +102,7 @@ void check_same(const ps::scenario& sc, const ps::stage_placement& pl, const ps:
     CHECK(fast.error == ref.error);
     if (!fast.result) return;
     CHECK(fast.result->makespan_ms == ref.result->makespan_ms);  // bit-for-bit
+    check_replay(sc, pl, pol, *fast.result);
     REQUIRE(fast.result->orders.size() == ref.result->orders.size());
     for (std::size_t d = 0; d < ref.result->orders.size(); ++d) {
         CAPTURE(d);

@@ -146,10 +146,19 @@ TEST_CASE("order search: deterministic, within the limit, better than random per
     CHECK(a.makespan_ms == b.makespan_ms);
     CHECK(a.inflight_limit == b.inflight_limit);
     CHECK(a.peak_memory_mb <= limit + 1e-6);
-    // The reported makespan is what the chosen order and limit give.
+    // The reported makespan and peak are what the chosen order and limit give (the search took
+    // the makespan from adaptive's replay_facts and simulated the winner for its peak).
     auto gen = factory(a.inflight_limit);
     const scenario r = reorder(sc, a.order);
-    CHECK(simulate(r, gen).makespan_ms == doctest::Approx(a.makespan_ms));
+    const simulation_result chosen = simulate(r, gen);
+    CHECK(chosen.makespan_ms == a.makespan_ms);
+    CHECK(*std::max_element(chosen.peak_memory_mb.begin(), chosen.peak_memory_mb.end()) == a.peak_memory_mb);
+    order_search_options no_peak = opt;  // the same search without simulating its winner
+    no_peak.simulate_winner = false;
+    const auto c = search_order_with(sc, factory, no_peak);
+    CHECK(c.order == a.order);
+    CHECK(c.makespan_ms == a.makespan_ms);
+    CHECK(std::isnan(c.peak_memory_mb));
     // Not worse than the given order.
     CHECK(a.makespan_ms <= simulate(sc, factory(0)).makespan_ms + 1e-9);
     // Better than the best of as many random permutations (same evaluation budget).
@@ -463,16 +472,35 @@ TEST_CASE("order search: invalid or deadlocking schedules are errors; one worksp
     so.max_evaluations = 8;
     const auto none = search_order(sc, tight, so);
     CHECK_FALSE(none.feasible);
-    // One evaluator, many orders: the same figures as fresh simulations.
+    // One evaluator, many orders: the same figures as fresh simulations. makespan() takes the
+    // discovery-based generators' replay_facts (no simulation, NaN peak) and simulates the others.
     order_evaluator ev(sc);
+    adaptive held;
+    held.memory_limit_mb = 1e9;
+    zb_h1 zb;
+    zb.memory_limit_mb = 1e9;
+    constexpr double no_limit = std::numeric_limits<double>::infinity();
     for (std::uint64_t seed = 1; seed <= 5; ++seed) {
         std::vector<std::uint32_t> order{0, 1, 2, 3, 4, 5};
         pipeplan::splitmix64 rng(seed);
         for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-        const auto [ms, peak] = ev(one_f_one_b{}, order, std::numeric_limits<double>::infinity());
+        const auto [ms, peak] = ev(one_f_one_b{}, order, no_limit);
         const simulation_result fresh = simulate(reorder(sc, order), one_f_one_b{});
         CHECK(ms == fresh.makespan_ms);
         CHECK(peak == *std::max_element(fresh.peak_memory_mb.begin(), fresh.peak_memory_mb.end()));
+        CHECK(ev.makespan(one_f_one_b{}, order, no_limit) == std::pair{ms, peak});
+        for (const auto& gen : {any_generator(held), any_generator(zb)}) {
+            const pipeline_schedule s = gen(reorder(sc, order));
+            REQUIRE(s.replay.has_value());
+            const simulation_result replay = simulate(reorder(sc, order), s);
+            CHECK(s.replay->makespan_ms == replay.makespan_ms);
+            const auto [quick_ms, quick_peak] = ev.makespan(gen, order, 1e9);
+            CHECK(quick_ms == replay.makespan_ms);
+            CHECK(std::isnan(quick_peak));
+            CHECK(ev(gen, order, 1e9).first == replay.makespan_ms);
+            // A search limit below the generator's: the replay_facts do not settle it; simulated.
+            CHECK(ev.makespan(gen, order, 1e8) == ev(gen, order, 1e8));
+        }
     }
 }
 

@@ -422,6 +422,7 @@ private:
         so.max_evaluations = evaluations;
         so.search_inflight_limit = kind == schedule::schedule_name::adaptive;
         so.start = std::move(start);
+        so.simulate_winner = false;  // schedule_in_order() simulates it
         const auto r = schedule::search_order_with(sc, [&](std::size_t n) { return generator(kind, n, true); }, so);
         if (!r.feasible) return {order, 0};
         return {r.order, r.inflight_limit};
@@ -532,6 +533,7 @@ private:
                 schedule::order_search_options so;
                 so.memory_limit_mb = opt_.config.device_memory_mb;
                 so.max_evaluations = schedule::order_search_starts;
+                so.simulate_winner = false;
                 const auto r = schedule::search_order_with(sc, [&](std::size_t) { return generator(kind, 0, true); }, so);
                 quick_ms[k] = std::max(quick_ms[k], r.makespan_ms);  // infinite when infeasible
             }

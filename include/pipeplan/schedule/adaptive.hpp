@@ -62,6 +62,7 @@ struct adaptive {
                 if (r.makespan_ms < best.makespan_ms - 1e-9) best = std::move(r);
             }
         s.orders = std::move(best.orders);
+        s.replay = replay_facts{best.makespan_ms, memory_limit_mb};
         return s;
     }
 };

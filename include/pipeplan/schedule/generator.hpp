@@ -9,6 +9,8 @@
 
 #include <concepts>
 #include <cstddef>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "pipeplan/core/error.hpp"
@@ -18,12 +20,24 @@
 
 namespace pipeplan::schedule {
 
+/// What a generator that simulated its own orders (the discovery-based adaptive and zb-h1:
+/// order_discovery.hpp) already knows of their wait-free replay on the scenario it was given,
+/// with the scenario's own durations: simulate() returns exactly `makespan_ms` (bit for bit),
+/// and no device's peak exceeds `memory_limit_mb` (+ 1e-6 for rounding).
+struct replay_facts {
+    double makespan_ms = 0.0;
+    double memory_limit_mb = std::numeric_limits<double>::infinity();
+};
+
 /// The result of a generator: what each device runs, in order.
 struct pipeline_schedule {
     std::string name;              ///< e.g. "1f1b"
     stage_placement placement;     ///< virtual stage -> device
     device_orders orders;          ///< orders[d] = op list of device d
     double w_share = 0.0;          ///< share of the backward that W ops take (0: no split)
+    /// Set by generators that know them (replay_facts); describes `orders` as generated, so
+    /// code that edits the orders must reset it. The order search uses it to skip simulations.
+    std::optional<replay_facts> replay = std::nullopt;
 };
 
 /// A schedule generator: scenario -> per-device op lists.

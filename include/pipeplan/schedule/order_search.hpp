@@ -14,7 +14,10 @@
 //     when it does not increase the makespan (strictly better resets the patience), until the
 //     evaluation budget is spent; then the in-flight limit is re-chosen on the final order.
 // An evaluation generates the schedule for the reordered scenario and simulates it (one
-// reused scenario and simulator workspace, order_evaluator); an order whose peak memory
+// reused scenario and simulator workspace, order_evaluator) — unless the generator already
+// simulated its orders (replay_facts: adaptive, zb-h1), whose makespan is then the replay's
+// bit for bit and whose memory stays within its limit; only the winner is simulated for its
+// reported peak. An order whose peak memory
 // exceeds the limit (or whose generator cannot meet it: limit_exceeded) is infeasible; a
 // schedule that is invalid or deadlocks is reported as that error (invalid_argument).
 // Unlike trying random permutations (or random permutations of size clusters), the search
@@ -22,6 +25,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -53,13 +57,17 @@ struct order_search_options {
     /// Non-empty: the search starts from this order (a permutation of 0..M-1) alone, without the
     /// structured starts — to continue an earlier search from its best order.
     std::vector<std::uint32_t> start;
+    /// When the winner's makespan came from the generator's replay_facts (not simulated),
+    /// simulate it once for order_search_result::peak_memory_mb; false leaves that NaN (callers
+    /// that simulate the chosen order themselves save the simulation).
+    bool simulate_winner = true;
 };
 
 struct order_search_result {
     std::vector<std::uint32_t> order;  ///< order[i] = original index of the i-th micro-batch
     std::size_t inflight_limit = 0;    ///< chosen in-flight limit (0 = none / not searched)
     double makespan_ms = std::numeric_limits<double>::infinity();
-    double peak_memory_mb = 0.0;       ///< max over devices
+    double peak_memory_mb = 0.0;       ///< max over devices (NaN: see order_search_options::simulate_winner)
     bool feasible = false;             ///< some order met the memory limit
     std::size_t evaluations = 0;
 };
@@ -83,20 +91,38 @@ public:
     template <schedule_generator G>
     [[nodiscard]] std::pair<double, double> operator()(const G& gen, const std::vector<std::uint32_t>& order,
                                                        double memory_limit_mb) {
+        return evaluate(gen, order, memory_limit_mb, false);
+    }
+
+    /// operator()'s makespan without simulating when the generator's replay_facts settle it
+    /// (their memory limit within `memory_limit_mb`); the peak (second) is then NaN. The order
+    /// search's evaluations.
+    template <schedule_generator G>
+    [[nodiscard]] std::pair<double, double> makespan(const G& gen, const std::vector<std::uint32_t>& order,
+                                                     double memory_limit_mb) {
+        return evaluate(gen, order, memory_limit_mb, true);
+    }
+
+private:
+    template <schedule_generator G>
+    std::pair<double, double> evaluate(const G& gen, const std::vector<std::uint32_t>& order, double memory_limit_mb,
+                                       bool use_replay) {
+        constexpr double inf = std::numeric_limits<double>::infinity();
         reorder_into(scratch_, *base_, order);
         pipeline_schedule s;
         try {
             s = pipeline_schedule(gen(scratch_));
         } catch (const limit_exceeded&) {
-            return {std::numeric_limits<double>::infinity(), 0.0};
+            return {inf, 0.0};
         }
+        if (use_replay && s.replay && s.replay->memory_limit_mb <= memory_limit_mb)
+            return {s.replay->makespan_ms, std::numeric_limits<double>::quiet_NaN()};
         simulate_into(result_, scratch_, s, opt_, ws_);
         const double peak = *std::max_element(result_.peak_memory_mb.begin(), result_.peak_memory_mb.end());
-        if (peak > memory_limit_mb + 1e-6) return {std::numeric_limits<double>::infinity(), peak};
+        if (peak > memory_limit_mb + 1e-6) return {inf, peak};
         return {result_.makespan_ms, peak};
     }
 
-private:
     const scenario* base_;
     scenario scratch_;
     simulation_options opt_;
@@ -126,7 +152,7 @@ template <class Factory>
     order_evaluator evaluator(sc);
     auto eval = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
         ++best.evaluations;
-        return evaluator(factory(lim), order, opt.memory_limit_mb);
+        return evaluator.makespan(factory(lim), order, opt.memory_limit_mb);
     };
     auto keep_if_better = [&](const std::vector<std::uint32_t>& order, std::size_t lim, double ms, double peak) {
         if (ms >= best.makespan_ms) return;
@@ -218,6 +244,8 @@ template <class Factory>
         consider(best.order, 0);
         choose_limit();
     }
+    if (opt.simulate_winner && best.feasible && std::isnan(best.peak_memory_mb))  // settled by replay_facts
+        best.peak_memory_mb = evaluator(factory(best.inflight_limit), best.order, opt.memory_limit_mb).second;
     return best;
 }
 

@@ -37,7 +37,9 @@ struct zb_h1 {
         pol.w_share = w_share;
         pol.inflight_limit.resize(sc.stages);
         for (std::size_t d = 0; d < sc.stages; ++d) pol.inflight_limit[d] = sc.stages - d;
-        s.orders = discover_order(sc, s.placement, pol).orders;
+        discovery_result r = discover_order(sc, s.placement, pol);
+        s.orders = std::move(r.orders);
+        s.replay = replay_facts{r.makespan_ms, memory_limit_mb};
         return s;
     }
 };
