@@ -218,3 +218,60 @@ TEST_CASE("order discovery: reserved_memory decides like re-adding the members i
     CHECK(mem.exact_sums() > 0);
     CHECK(mem.exact_sums() <= releases);
 }
+
+TEST_CASE("order discovery: identical to the reference with many devices (the event tree beyond scan_devices)") {
+    using pref = ps::discovery_policy::preference;
+    rng_t r{ps::splitmix64(4242)};
+    for (int iter = 0; iter < 40; ++iter) {
+        CAPTURE(iter);
+        const std::size_t D = ps::detail::event_tree::scan_devices + 1 + r.below(24), chunks = 1 + r.below(2);
+        const ps::stage_placement pl(chunks == 1 ? ps::placement_kind::linear : ps::placement_kind::interleaved, D,
+                                     chunks);
+        const ps::scenario sc = random_discovery_scenario(r, D * chunks, 1 + r.below(12), r.below(2) == 0, r.below(3) == 0);
+        ps::discovery_policy pol;
+        pol.prefer = static_cast<pref>(r.below(3));
+        if (r.below(3) == 0) pol.w_share = 0.5;
+        if (r.below(2)) pol.inflight_limit = {1 + r.below(3)};
+        if (r.below(2)) pol.memory_limit_mb = single_microbatch_mb(sc, pl) * r.uni(1.0, 2.0);
+        check_same(sc, pl, pol);
+    }
+}
+
+TEST_CASE("order discovery: one engine reused across scenarios and policies, after errors too") {
+    // What adaptive does: prepare() once per scenario, run() per policy; a run that threw
+    // (limit_exceeded) leaves the engine in any state, and the next run must not see it.
+    using pref = ps::discovery_policy::preference;
+    rng_t r{ps::splitmix64(515)};
+    ps::detail::order_discovery engine;
+    std::size_t throwing = 0;
+    for (int iter = 0; iter < 60; ++iter) {
+        CAPTURE(iter);
+        const std::size_t D = 1 + r.below(5), M = 1 + r.below(25);
+        const ps::stage_placement pl = ps::stage_placement::linear(D);
+        const ps::scenario sc = random_discovery_scenario(r, D, M, r.below(2) == 0, r.below(2) == 0);
+        const double w_share = r.below(3) == 0 ? 0.5 : 0.0;
+        engine.prepare(sc, pl, w_share);
+        const double one = single_microbatch_mb(sc, pl);
+        for (int k = 0; k < 4; ++k) {
+            CAPTURE(k);
+            ps::discovery_policy pol;
+            pol.w_share = w_share;
+            pol.prefer = static_cast<pref>(k % 3);
+            pol.memory_limit_mb = k == 3 ? one * 0.9 : one * r.uni(1.0, 3.0);  // k == 3 throws
+            const outcome ref = run([&] { return pipeplan::test::reference_discover_order(sc, pl, pol); });
+            const outcome got = run([&] { return ps::discovery_result(engine.run(pol)); });
+            REQUIRE(got.result.has_value() == ref.result.has_value());
+            CHECK(got.error == ref.error);
+            if (!got.result) {
+                ++throwing;
+                continue;
+            }
+            CHECK(got.result->makespan_ms == ref.result->makespan_ms);  // bit-for-bit
+            CHECK(got.result->orders == ref.result->orders);
+        }
+    }
+    CHECK(throwing > 10);
+    ps::discovery_policy other;
+    other.w_share = 0.25;  // not the prepared split
+    CHECK_THROWS_AS((void)engine.run(other), pipeplan::invalid_argument);
+}

@@ -52,14 +52,21 @@ struct adaptive {
         best.makespan_ms = std::numeric_limits<double>::infinity();
         const std::size_t D = s.placement.devices();
         const bool split_search = search_preferences && D > 1;
+        // One engine for every candidate: the scenario's tables are computed once, and the
+        // best orders are swapped out of it (no copies, no allocations once warm).
+        detail::order_discovery& engine = detail::discovery_engine();
+        engine.prepare(sc, s.placement, pol.w_share);
         // (first device's preference, the others' preference): 3 uniform + 6 split candidates.
         for (pref p0 : all)
             for (pref p1 : all) {
                 if (p0 != p1 && !split_search) continue;
                 pol.prefer_on.assign(D, p1);
                 pol.prefer_on[0] = p0;
-                auto r = discover_order(sc, s.placement, pol);
-                if (r.makespan_ms < best.makespan_ms - 1e-9) best = std::move(r);
+                discovery_result& r = engine.run(pol);
+                if (r.makespan_ms < best.makespan_ms - 1e-9) {
+                    best.makespan_ms = r.makespan_ms;
+                    std::swap(best.orders, r.orders);
+                }
             }
         s.orders = std::move(best.orders);
         s.replay = replay_facts{best.makespan_ms, memory_limit_mb};
