@@ -309,6 +309,30 @@ private:
     std::vector<std::uint32_t> node_;  // tree: [1, leaves) winners, [leaves, 2 leaves) the devices
 };
 
+/// Whether a device whose preference is `p` runs a ready backward before a possible forward,
+/// its last op having been a forward or not (the rule of the file comment).
+[[nodiscard]] constexpr bool backward_first(discovery_policy::preference p, bool last_forward) noexcept {
+    using pref = discovery_policy::preference;
+    return p == pref::backward_first || (p == pref::alternate && last_forward);
+}
+
+/// True when a run with the per-device preferences `other` makes every decision that a run with
+/// `ran` made (same scenario and other knobs), `ran_choices` being that run's choice_masks():
+/// both then give the same orders and makespan. By induction over the run's steps: the
+/// preference decides only where a device chose between a ready backward and a possible
+/// forward, and `other` decides each such state (mask bit) as `ran` did.
+[[nodiscard]] inline bool same_decisions(const std::vector<discovery_policy::preference>& ran,
+                                         const std::vector<std::uint8_t>& ran_choices,
+                                         const std::vector<discovery_policy::preference>& other) {
+    if (ran.size() != other.size() || ran.size() != ran_choices.size()) return false;
+    for (std::size_t d = 0; d < ran.size(); ++d)
+        for (const bool last_forward : {false, true})
+            if ((ran_choices[d] & (last_forward ? 2 : 1)) &&
+                backward_first(ran[d], last_forward) != backward_first(other[d], last_forward))
+                return false;
+    return true;
+}
+
 /// The engine of discover_order(), reusable: prepare() computes what depends only on the
 /// scenario and placement (memory reservations per device and micro-batch), run() runs one
 /// policy on them; scratch memory is kept between runs, so a warm engine allocates only when a
@@ -361,6 +385,11 @@ public:
         }
         return out_;
     }
+
+    /// After run(): per device, the states in which its preference chose between a ready
+    /// backward and a possible forward — bit 1: its last op was not a forward, bit 2: it was
+    /// (what `alternate` looks at). See same_decisions().
+    [[nodiscard]] const std::vector<std::uint8_t>& choice_masks() const noexcept { return choices_; }
 
 private:
     using pref_t = discovery_policy::preference;
@@ -425,6 +454,7 @@ private:
         }
         events_.reset(D_);
         running_.resize(D_);
+        choices_.assign(D_, 0);
         out_.makespan_ms = 0.0;
         out_.orders.resize(D_);
         for (std::size_t d = 0; d < D_; ++d) {
@@ -499,8 +529,13 @@ private:
         ds.fwd.arrive(t);
         ds.bwd.arrive(t);
         if (split_) ds.wgt.arrive(t);
-        const bool b_first = ds.prefer == pref_t::backward_first || (ds.prefer == pref_t::alternate && ds.last_forward);
-        if (b_first && ds.bwd.has_ready()) return start(d, op_kind::B, ds.bwd.take(), t);
+        const bool b_ready = ds.bwd.has_ready();
+        const bool b_first = backward_first(ds.prefer, ds.last_forward);
+        const std::uint8_t choice = ds.last_forward ? 2 : 1;  // choice_mask bit of this state
+        if (b_first && b_ready) {
+            if (!(choices_[d] & choice) && forward_possible(d)) choices_[d] |= choice;
+            return start(d, op_kind::B, ds.bwd.take(), t);
+        }
         // Forwards: of admitted micro-batches (those below next_admit), else the next one in
         // order if it fits; stage 0's input is always there.
         bool fwd_ok = false;
@@ -510,6 +545,7 @@ private:
         }
         const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
                           (!fwd_ok || ds.fwd.first_mb() > ds.next_admit);
+        if (b_ready && (feed || fwd_ok)) choices_[d] |= choice;
         if (feed) {
             admit(d, ds.next_admit);
             return start(d, op_kind::F, candidate_queue::key(ds.next_admit - 1, 0), t);
@@ -518,8 +554,17 @@ private:
             if (ds.fwd.first_mb() == ds.next_admit) admit(d, ds.next_admit);
             return start(d, op_kind::F, ds.fwd.take(), t);
         }
-        if (!b_first && ds.bwd.has_ready()) return start(d, op_kind::B, ds.bwd.take(), t);
+        if (!b_first && b_ready) return start(d, op_kind::B, ds.bwd.take(), t);
         if (split_ && ds.wgt.has_ready()) return start(d, op_kind::W, ds.wgt.take(), t);
+    }
+    // Whether d could start a forward now (the forward branch of try_run, without starting it).
+    bool forward_possible(std::size_t d) {
+        auto& ds = dev_[d];
+        if (ds.fwd.has_ready()) {
+            const std::uint32_t j = ds.fwd.first_mb();
+            if (j < ds.next_admit || (j == ds.next_admit && fits(d, j))) return true;
+        }
+        return d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit);
     }
     void wake(std::size_t d, double t) {
         if (t < events_.wake_at(d)) {
@@ -576,6 +621,7 @@ private:
     std::vector<dev_state> dev_;
     event_tree events_;
     std::vector<op> running_;
+    std::vector<std::uint8_t> choices_;  // choice_mask per device
     discovery_result out_;
 };
 
