@@ -25,13 +25,15 @@
 // Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind
 // in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
 // device's one completion or wake-up, the earliest found by scanning the devices (up to
-// event_tree::scan_devices, nothing to maintain) or from a tournament tree (beyond: O(log D)
-// per change); the largest transient in flight comes from a lazy max-heap, and the reserved
-// memory from reserved_memory below, which gives the exact floating-point sum the rule defines
-// without re-adding the in-flight set on every release. The engine (detail::order_discovery)
-// is reusable: prepare() computes the scenario's tables once, run() runs one policy, and its
-// scratch memory stays between runs (discover_order() uses one per thread; adaptive runs its
-// 3 or 9 preference candidates on one prepare()), so a warm engine does not allocate.
+// event_queue::scan_devices: nothing to maintain) or from one global heap with lazy
+// invalidation (beyond); the largest transient in flight comes from a lazy max-heap, and the
+// reserved memory from reserved_memory below, which gives the exact floating-point sum the rule
+// defines without re-adding the in-flight set on every release. The engine
+// (detail::order_discovery) is reusable: prepare() computes the scenario's tables once, run()
+// runs one policy, and its scratch memory stays between runs (discover_order() uses one per
+// thread; adaptive runs its preference candidates on one prepare()), so a warm engine does not
+// allocate. A run also records where each device's preference made a choice (choice_masks), so
+// adaptive can skip a candidate that would repeat a run (same_decisions).
 // tests/schedule/order_discovery_reference.hpp keeps the former quadratic implementation; a
 // property test checks both give the same orders.
 #pragma once
@@ -245,68 +247,89 @@ private:
 
 /// The next event of the discovery: per device its running op's completion and its wake-up
 /// (each at most one; `never` when none), ranked by (time, completion before wake-up, device) —
-/// the rule of the file comment. Up to scan_devices devices, top() scans the devices' earliest
-/// events (a few compares, nothing to maintain); beyond, a tournament tree over the devices
-/// keeps the earliest at its root, and update(d) after a change of d's times costs O(log D).
-class event_tree {
+/// the rule of the file comment. Up to scan_devices devices, update(d) after a change of d's
+/// times ranks d's earliest event and next() scans the devices (a few compares, no branch);
+/// beyond, every finite time set is pushed on a heap, and next() pops it, skipping the entries
+/// that a later set made stale (O(log) per event).
+class event_queue {
 public:
     static constexpr double never = std::numeric_limits<double>::infinity();
     static constexpr std::size_t scan_devices = 16;
 
+    struct event {
+        std::size_t device;
+        double t_ms;  // never: no event left
+        bool wake;    // else the completion
+    };
+
     /// `devices` devices with no event.
     void reset(std::size_t devices) {
         devices_ = devices;
-        leaves_ = 1;
-        while (leaves_ < devices) leaves_ *= 2;
         scan_ = devices <= scan_devices;
-        done_.assign(leaves_, never);
-        wake_.assign(leaves_, never);
-        key_.assign(leaves_, key{never, 0});
-        if (scan_) return;
-        node_.resize(2 * leaves_);
-        for (std::size_t d = 0; d < leaves_; ++d) node_[leaves_ + d] = static_cast<std::uint32_t>(d);
-        for (std::size_t i = leaves_ - 1; i >= 1; --i) node_[i] = node_[2 * i];
+        done_.assign(devices, never);
+        wake_.assign(devices, never);
+        key_.assign(scan_ ? devices : 0, key{never, 0, 0});
+        heap_.clear();
     }
     [[nodiscard]] double done_at(std::size_t d) const noexcept { return done_[d]; }
     [[nodiscard]] double wake_at(std::size_t d) const noexcept { return wake_[d]; }
-    void set_done(std::size_t d, double t) noexcept { done_[d] = t; }
-    void set_wake(std::size_t d, double t) noexcept { wake_[d] = t; }
-    /// Re-ranks device d after set_done / set_wake.
+    void set_done(std::size_t d, double t) {
+        done_[d] = t;
+        if (!scan_ && t < never) push({t, 0, static_cast<std::uint32_t>(d)});
+    }
+    void set_wake(std::size_t d, double t) {
+        wake_[d] = t;
+        if (!scan_ && t < never) push({t, 1, static_cast<std::uint32_t>(d)});
+    }
+    /// Re-ranks device d after set_done / set_wake (scan only; the heap has the entries).
     void update(std::size_t d) noexcept {
+        if (!scan_) return;
         const bool w = !(done_[d] <= wake_[d]);
-        key_[d] = key{w ? wake_[d] : done_[d], static_cast<std::uint32_t>(w)};
-        if (scan_) return;
-        for (std::size_t i = (leaves_ + d) / 2; i >= 1; i /= 2) {
-            const std::uint32_t l = node_[2 * i], r = node_[2 * i + 1];
-            // The left subtree holds the smaller device indices: it wins ties.
-            node_[i] = before(key_[r], key_[l]) ? r : l;
+        key_[d] = key{w ? wake_[d] : done_[d], static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(d)};
+    }
+    /// The earliest event (removed from the heap; the caller then clears or resets its time).
+    [[nodiscard]] event next() {
+        if (scan_) {
+            std::size_t d = 0;
+            for (std::size_t e = 1; e < devices_; ++e) d = before(key_[e], key_[d]) ? e : d;  // ties: the first
+            if (devices_ == 0) return {0, never, false};
+            return {d, key_[d].t_ms, key_[d].wake != 0};
         }
+        while (!heap_.empty()) {
+            const key k = heap_.front();
+            std::pop_heap(heap_.begin(), heap_.end(), later{});
+            heap_.pop_back();
+            if ((k.wake ? wake_[k.device] : done_[k.device]) == k.t_ms) return {k.device, k.t_ms, k.wake != 0};
+        }
+        return {0, never, false};
     }
-    /// Device of the earliest event (its time is never when there is none).
-    [[nodiscard]] std::size_t top() const noexcept {
-        if (!scan_) return node_[1];
-        std::size_t best = 0;
-        for (std::size_t d = 1; d < devices_; ++d) best = before(key_[d], key_[best]) ? d : best;  // ties: the first
-        return best;
-    }
-    /// Time of device d's earliest event, and whether it is the wake-up.
-    [[nodiscard]] double time(std::size_t d) const noexcept { return key_[d].t_ms; }
-    [[nodiscard]] bool is_wake(std::size_t d) const noexcept { return key_[d].wake != 0; }
 
 private:
     struct key {
         double t_ms;
         std::uint32_t wake;  // 0 = completion, 1 = wake-up
+        std::uint32_t device;
     };
     // Bitwise on bools: no branch to mispredict (which device wins is data, not a pattern).
     static bool before(const key& a, const key& b) noexcept {
         return (a.t_ms < b.t_ms) | ((a.t_ms == b.t_ms) & (a.wake < b.wake));
     }
-    std::size_t devices_ = 0, leaves_ = 1;
+    struct later {  // the heap's order: the full rule, the device included
+        bool operator()(const key& a, const key& b) const noexcept {
+            if (a.t_ms != b.t_ms) return a.t_ms > b.t_ms;
+            if (a.wake != b.wake) return a.wake > b.wake;
+            return a.device > b.device;
+        }
+    };
+    void push(key k) {
+        heap_.push_back(k);
+        std::push_heap(heap_.begin(), heap_.end(), later{});
+    }
+    std::size_t devices_ = 0;
     bool scan_ = true;
     std::vector<double> done_, wake_;
-    std::vector<key> key_;
-    std::vector<std::uint32_t> node_;  // tree: [1, leaves) winners, [leaves, 2 leaves) the devices
+    std::vector<key> key_;   // scan: each device's earliest event
+    std::vector<key> heap_;  // beyond: min-heap of the times set, stale ones included
 };
 
 /// Whether a device whose preference is `p` runs a ready backward before a possible forward,
@@ -374,10 +397,11 @@ public:
             events_.update(d);
         }
         for (;;) {
-            const std::size_t d = events_.top();
-            const double t = events_.time(d);
+            const event_queue::event e = events_.next();
+            const std::size_t d = e.device;
+            const double t = e.t_ms;
             if (!(t < never)) break;
-            if (events_.is_wake(d)) events_.set_wake(d, never);
+            if (e.wake) events_.set_wake(d, never);
             else complete(d, t);
             try_run(d, t);
             next_wake(d);
@@ -619,7 +643,7 @@ private:
     std::vector<double> model_, res_, gap_;
     std::vector<std::uint32_t> left_;  // ops left per (device, mb) before release
     std::vector<dev_state> dev_;
-    event_tree events_;
+    event_queue events_;
     std::vector<op> running_;
     std::vector<std::uint8_t> choices_;  // choice_mask per device
     discovery_result out_;
