@@ -504,6 +504,34 @@ TEST_CASE("order search: invalid or deadlocking schedules are errors; one worksp
     }
 }
 
+TEST_CASE("order search: the evaluation memo finds exactly the (order, limit) pairs added") {
+    pipeplan::schedule::detail::evaluation_memo memo;
+    const std::vector<std::uint32_t> a{0, 1, 2, 3}, b{1, 0, 2, 3}, c{0, 1, 3, 2};
+    CHECK(memo.find(a, 0) == nullptr);
+    memo.add(a, 0, {10.0, 5.0});
+    memo.add(a, 2, {9.0, 6.0});
+    memo.add(b, 0, {std::numeric_limits<double>::infinity(), 7.0});
+    REQUIRE(memo.find(a, 0) != nullptr);
+    CHECK(*memo.find(a, 0) == std::pair{10.0, 5.0});
+    CHECK(*memo.find(a, 2) == std::pair{9.0, 6.0});
+    CHECK(memo.find(b, 0)->first == std::numeric_limits<double>::infinity());
+    CHECK(memo.find(a, 1) == nullptr);
+    CHECK(memo.find(b, 2) == nullptr);
+    CHECK(memo.find(c, 0) == nullptr);
+    // Many orders: every one found with its own value.
+    std::vector<std::vector<std::uint32_t>> orders;
+    std::vector<std::uint32_t> o{0, 1, 2, 3, 4, 5};
+    do orders.push_back(o);
+    while (std::next_permutation(o.begin(), o.end()));
+    for (std::size_t k = 0; k < orders.size(); ++k) memo.add(orders[k], k % 3, {static_cast<double>(k), 0.0});
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+        const auto* v = memo.find(orders[k], k % 3);
+        REQUIRE(v != nullptr);
+        CHECK(v->first == static_cast<double>(k));
+        CHECK(memo.find(orders[k], k % 3 + 1) == nullptr);
+    }
+}
+
 TEST_CASE("orders text: chunks, comments, errors name line, device, position and op") {
     scenario sc = split_into_chunks(random_scenario(2, 2, 3), 2);
     const stage_placement pl = placement_of(sc);

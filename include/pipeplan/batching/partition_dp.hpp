@@ -11,10 +11,13 @@
 //     min g = min over c of a · c + F(c) / dp,
 // attained at c = the largest t of some optimal partition. Solving at c returns a partition
 // whose realised maximum r ≤ c has F(r) = F(c), so the whole interval [r, c] is settled by one
-// solve. The search keeps the unsettled gaps (c_a, r_b) between solved caps, with
-// F(c_a) ≥ F ≥ F(c_b) on them, and bisects them best-first; a gap is dropped when
-//   * F(c_a) = F(c_b) (no step inside: nothing in it beats the solve at c_a), or
-//   * a · c_a + F(c_b) / dp ≥ the best objective found (a lower bound on the gap),
+// solve. Solving at c also gives n(c), the smallest range cost above c among the ranges that
+// start where some partition under c reaches; F is constant on [c, n(c)) (a partition under a
+// cap below n(c) cannot take its first range above c), so that interval is settled too. The
+// search keeps the unsettled gaps [n(c_a), r_b) between solved caps, with F(c_a) ≥ F ≥ F(c_b)
+// on them, and bisects them best-first; a gap is dropped when
+//   * it is empty, or F(c_a) = F(c_b) (no step inside: nothing in it beats the solve at c_a), or
+//   * a · n(c_a) + F(c_b) / dp ≥ the best objective found (a lower bound on the gap),
 // and its caps c with a · c + F(c_b) / dp ≥ the best are cut off (solving at the cut first).
 // The smallest feasible cap c_lo (the min-max partition value) comes from a bottleneck DP.
 // Rows whose costs are non-decreasing in m stop scanning at the first t > c; other rows (real
@@ -78,20 +81,29 @@ public:
         }
         // Suffix minima of the rows that are not monotone: a cap's feasible ranges all lie
         // before the first suffix minimum above it (suffix minima are non-decreasing).
+        // Their prefix maxima bound where a cost above c can sit before that cut.
         suffix_min_.clear();
+        prefix_max_.clear();
         for (row& r : rows_) {
             r.suffix_offset = suffix_min_.size();
             if (r.monotone) continue;
             suffix_min_.resize(suffix_min_.size() + static_cast<std::size_t>(r.len));
+            prefix_max_.resize(suffix_min_.size());
             double* sm = suffix_min_.data() + r.suffix_offset;
-            double low = std::numeric_limits<double>::infinity();
+            double* pm = prefix_max_.data() + r.suffix_offset;
+            double low = std::numeric_limits<double>::infinity(), high = -low;
             for (int m = r.len; m-- > 0;) sm[m] = low = std::min(low, r.data[m]);
+            for (int m = 0; m < r.len; ++m) pm[m] = high = std::max(high, r.data[m]);
         }
         finalized_ = true;
     }
     /// Row i's suffix minima, min t(i, m..len(i)) (after finalize(); rows that are not monotone).
     [[nodiscard]] std::span<const double> suffix_min(std::size_t i) const {
         return {suffix_min_.data() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
+    }
+    /// Row i's prefix maxima, max t(i, 1..m) (after finalize(); rows that are not monotone).
+    [[nodiscard]] std::span<const double> prefix_max(std::size_t i) const {
+        return {prefix_max_.data() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
     }
     [[nodiscard]] bool finalized() const noexcept { return finalized_; }
     [[nodiscard]] std::size_t size() const noexcept { return rows_.size(); }
@@ -108,10 +120,11 @@ private:
         const double* data = nullptr;
         int len = 0;
         bool monotone = true;
-        std::size_t suffix_offset = 0;  ///< into suffix_min_ (rows that are not monotone)
+        std::size_t suffix_offset = 0;  ///< into suffix_min_ and prefix_max_ (rows that are not monotone)
     };
     std::vector<double> storage_;
     std::vector<double> suffix_min_;
+    std::vector<double> prefix_max_;  ///< rows that are not monotone, at their suffix_offset
     std::vector<row> rows_;
     bool finalized_ = false;
 };
@@ -133,6 +146,10 @@ namespace detail {
 struct capped_solution {
     double sum = std::numeric_limits<double>::infinity();
     double tmax = 0;
+    /// The smallest range cost above the cap among the ranges that start where some partition
+    /// under the cap reaches: every partition under a cap in [cap, next_cap) uses only ranges
+    /// of cost <= cap, so F is constant there (infinity: no larger cost is reachable).
+    double next_cap = std::numeric_limits<double>::infinity();
     std::vector<int> bounds;
     [[nodiscard]] bool feasible() const noexcept { return std::isfinite(sum); }
 };
@@ -147,6 +164,7 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
     constexpr double inf = std::numeric_limits<double>::infinity();
     f.assign(n + 1, inf);
     f[0] = 0;
+    double next_cap = inf;
     for (std::size_t i = 0; i < n; ++i) {
         const double fi = f[i];
         if (fi == inf) continue;
@@ -156,13 +174,21 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
         if (rc.monotone(i)) {
             const std::size_t cut = static_cast<std::size_t>(std::upper_bound(row.begin(), row.end(), cap) - row.begin());
             for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], fi + t[m]);
+            if (cut < row.size()) next_cap = std::min(next_cap, t[cut]);
         } else {
             const auto sm = rc.suffix_min(i);
             const std::size_t cut = static_cast<std::size_t>(std::upper_bound(sm.begin(), sm.end(), cap) - sm.begin());
             for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
+            // Past the cut every cost exceeds the cap (the smallest: sm[cut]); before it, only
+            // where the prefix maximum exceeds the cap (a suffix of [0, cut): a dip of the row).
+            if (cut < row.size()) next_cap = std::min(next_cap, sm[cut]);
+            const double* pm = rc.prefix_max(i).data();
+            for (std::size_t m = cut; m > 0 && pm[m - 1] > cap; --m)
+                if (t[m - 1] > cap) next_cap = std::min(next_cap, t[m - 1]);
         }
     }
     capped_solution s;
+    s.next_cap = next_cap;
     if (f[n] == inf) return s;
     s.sum = f[n];
     // Longest range ending at each j bounds the backward search.
@@ -279,20 +305,21 @@ struct partition_cache {
             pc.c_lo = detail::min_bottleneck(rc);
             pc.lo = detail::solve_capped(rc, pc.c_lo, f, parent), pc.has_lo = true, ++solves;
         }
-        const double c_lo = pc.c_lo;
         const double lo_sum = pc.lo.sum;
+        const double lo_next = pc.lo.next_cap;
         take(detail::capped_solution(pc.lo));
-        // Gap: caps in (a_cap, b_r) with F(a_cap) = a_sum, F ≥ b_sum on it.
+        // Gap: the caps in [a_next, b_r) — F(a_cap) = a_sum, constant up to a_next (the next
+        // reachable range cost: capped_solution::next_cap), and F >= b_sum below b_r.
         struct gap {
-            double bound, a_cap, a_sum, b_r, b_sum;
+            double bound, a_cap, a_sum, a_next, b_r, b_sum;
             bool operator<(const gap& o) const noexcept { return bound > o.bound; }  // min-heap
         };
         std::priority_queue<gap> open;
-        const auto push = [&](double a_cap, double a_sum, double b_r, double b_sum) {
-            if (!(a_cap < b_r) || !(a_sum > b_sum)) return;
-            open.push(gap{fill_coeff * a_cap + b_sum / dp, a_cap, a_sum, b_r, b_sum});
+        const auto push = [&](double a_cap, double a_sum, double a_next, double b_r, double b_sum) {
+            if (!(a_next < b_r) || !(a_sum > b_sum)) return;
+            open.push(gap{fill_coeff * a_next + b_sum / dp, a_cap, a_sum, a_next, b_r, b_sum});
         };
-        push(c_lo, lo_sum, top_r, top_sum);
+        push(pc.c_lo, lo_sum, lo_next, top_r, top_sum);
         while (!open.empty()) {
             const gap g = open.top();
             open.pop();
@@ -304,27 +331,26 @@ struct partition_cache {
             const double useful = (target - margin - g.b_sum / dp) / fill_coeff;
             const double top_cap = std::nextafter(g.b_r, -inf);
             if (useful < top_cap) {
-                if (!(useful > g.a_cap)) continue;
+                if (!(useful >= g.a_next)) continue;
                 detail::capped_solution s = detail::solve_capped(rc, useful, f, parent);
                 ++solves;
                 const double s_sum = s.sum, s_r = s.tmax;
                 take(std::move(s));
-                push(g.a_cap, g.a_sum, s_r, s_sum);
+                push(g.a_cap, g.a_sum, g.a_next, s_r, s_sum);
                 continue;
             }
-            const double hi = top_cap;
-            if (!(hi > g.a_cap)) continue;
-            double mid = g.a_cap + (hi - g.a_cap) / 2;
-            if (!(mid > g.a_cap) || !(mid <= hi)) mid = hi;
+            double mid = g.a_next + (top_cap - g.a_next) / 2;
+            if (!(mid >= g.a_next) || !(mid <= top_cap)) mid = top_cap;
             detail::capped_solution s = detail::solve_capped(rc, mid, f, parent);
             ++solves;
-            const double s_sum = s.sum, s_r = s.tmax;
+            const double s_sum = s.sum, s_r = s.tmax, s_next = s.next_cap;
             take(std::move(s));
-            push(g.a_cap, g.a_sum, s_r, s_sum);
-            push(mid, s_sum, g.b_r, g.b_sum);
+            push(g.a_cap, g.a_sum, g.a_next, s_r, s_sum);
+            push(mid, s_sum, s_next, g.b_r, g.b_sum);
         }
     }
     best.solves = solves;
+
     if (alternatives > 0) {
         std::stable_sort(seen.begin(), seen.end(), [](const partition_solution& x, const partition_solution& y) {
             return x.objective_ms < y.objective_ms;

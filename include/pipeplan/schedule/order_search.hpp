@@ -17,9 +17,10 @@
 // reused scenario and simulator workspace, order_evaluator) — unless the generator already
 // simulated its orders (replay_facts: adaptive, zb-h1), whose makespan is then the replay's
 // bit for bit and whose memory stays within its limit; only the winner is simulated for its
-// reported peak. An order whose peak memory
-// exceeds the limit (or whose generator cannot meet it: limit_exceeded) is infeasible; a
-// schedule that is invalid or deadlocks is reported as that error (invalid_argument).
+// reported peak. An (order, limit) evaluated before is looked up (detail::evaluation_memo).
+// An order whose peak memory exceeds the limit (or whose generator cannot meet it:
+// limit_exceeded) is infeasible; a schedule that is invalid or deadlocks is reported as that
+// error (invalid_argument).
 // Unlike trying random permutations (or random permutations of size clusters), the search
 // starts from orders that are already good and only spends evaluations near them.
 #pragma once
@@ -52,7 +53,7 @@ inline constexpr std::size_t order_search_starts = 8;
 struct order_search_options {
     double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
     std::uint64_t seed = 1;
-    std::size_t max_evaluations = 96;  ///< total schedule simulations
+    std::size_t max_evaluations = 96;  ///< orders evaluated (a repeated one is looked up, not simulated again)
     bool search_inflight_limit = false;  ///< vary the factory's in-flight argument
     /// Non-empty: the search starts from this order (a permutation of 0..M-1) alone, without the
     /// structured starts — to continue an earlier search from its best order.
@@ -139,6 +140,47 @@ template <schedule_generator G>
     return ev(gen, order, memory_limit_mb);
 }
 
+namespace detail {
+
+/// The (order, in-flight limit) pairs one order search evaluated, with their results: when the
+/// search comes back to one (the final in-flight sweep over an unchanged best order, a local
+/// move that recreates an order seen before), it is looked up instead of generated and
+/// simulated again. Evaluations are deterministic, so the search's course is unchanged.
+class evaluation_memo {
+public:
+    using result = std::pair<double, double>;
+    [[nodiscard]] const result* find(const std::vector<std::uint32_t>& order, std::size_t limit) const {
+        const std::uint64_t h = hash(order, limit);
+        for (const entry& e : entries_)
+            if (e.hash == h && e.limit == limit && e.size == order.size() &&
+                std::equal(order.begin(), order.end(), orders_.begin() + static_cast<std::ptrdiff_t>(e.offset)))
+                return &e.value;
+        return nullptr;
+    }
+    void add(const std::vector<std::uint32_t>& order, std::size_t limit, result value) {
+        entries_.push_back({hash(order, limit), limit, orders_.size(), order.size(), value});
+        orders_.insert(orders_.end(), order.begin(), order.end());
+    }
+
+private:
+    struct entry {
+        std::uint64_t hash;
+        std::size_t limit;
+        std::size_t offset;  // into orders_
+        std::size_t size;
+        result value;
+    };
+    static std::uint64_t hash(const std::vector<std::uint32_t>& order, std::size_t limit) noexcept {
+        std::uint64_t h = 0x9e3779b97f4a7c15ull ^ limit;
+        for (std::uint32_t x : order) h = (h ^ x) * 0x100000001b3ull;
+        return h;
+    }
+    std::vector<entry> entries_;
+    std::vector<std::uint32_t> orders_;
+};
+
+}  // namespace detail
+
 /// Searches the order (see the file comment). `factory(inflight_limit)` returns the generator
 /// to use (inflight_limit 0 = none); it is only varied when opt.search_inflight_limit.
 template <class Factory>
@@ -150,9 +192,13 @@ template <class Factory>
     splitmix64 rng(opt.seed);
     std::size_t limit = 0;
     order_evaluator evaluator(sc);
+    detail::evaluation_memo memo;
     auto eval = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
         ++best.evaluations;
-        return evaluator.makespan(factory(lim), order, opt.memory_limit_mb);
+        if (const auto* known = memo.find(order, lim)) return *known;
+        const auto r = evaluator.makespan(factory(lim), order, opt.memory_limit_mb);
+        memo.add(order, lim, r);
+        return r;
     };
     auto keep_if_better = [&](const std::vector<std::uint32_t>& order, std::size_t lim, double ms, double peak) {
         if (ms >= best.makespan_ms) return;
