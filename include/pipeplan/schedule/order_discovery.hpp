@@ -271,7 +271,6 @@ public:
         key_.assign(scan_ ? devices : 0, key{never, 0, 0});
         heap_.clear();
     }
-    [[nodiscard]] double done_at(std::size_t d) const noexcept { return done_[d]; }
     [[nodiscard]] double wake_at(std::size_t d) const noexcept { return wake_[d]; }
     void set_done(std::size_t d, double t) {
         done_[d] = t;
