@@ -11,6 +11,11 @@
 //   BM_Adaptive{,NoLimit}/1024/2048   (was 126 s)
 //   BM_Adaptive{,NoLimit}/4/{25k..200k}  time grows ~linearly with M
 // Run: build/benchmarks/bench_schedule --benchmark_filter='BM_Adaptive.*/(4/|64|1024)'
+// The planner's case (issue 9: the schedule phase of a 65k-token plan runs hundreds of small
+// discoveries): S = 4, 25 unequal micro-batches, messages over 100 Gbit/s, a memory limit that
+// binds (BM_DiscoverySmall/0: adaptive, its 9 preference candidates; /1: adaptive as the order
+// search evaluates it, 3 uniform candidates; /2: zb-h1, one discovery):
+// Run: build/benchmarks/bench_schedule --benchmark_filter=BM_DiscoverySmall
 // Run: build/benchmarks/bench_schedule --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
@@ -83,6 +88,36 @@ void BM_AdaptiveNoLimit(benchmark::State& st) {
     }
 }
 BENCHMARK(BM_AdaptiveNoLimit)->Apply(adaptive_at_scale);
+
+// variable() with the communication of a real plan: each micro-batch's activation is sent
+// over 100 Gbit/s links.
+ps::scenario small_with_network(std::size_t S, std::size_t M, std::uint64_t seed) {
+    ps::scenario sc = variable(S, M, seed);
+    sc.activation_mb.resize(M);
+    for (std::size_t j = 0; j < M; ++j) sc.activation_mb[j] = 25.0 * sc.fwd(j, 0);
+    sc.network.bandwidth_gbps = 100.0;
+    return sc;
+}
+
+void BM_DiscoverySmall(benchmark::State& st) {
+    constexpr std::size_t S = 4, M = 25;
+    const ps::scenario sc = small_with_network(S, M, 5);
+    const double limit_mb = 4000 + 4 * 1600;  // binds: adaptive 456 ms, 277 ms without a limit
+    ps::adaptive a;
+    a.memory_limit_mb = limit_mb;
+    a.search_preferences = st.range(0) == 0;
+    ps::zb_h1 z;
+    z.memory_limit_mb = limit_mb;
+    std::size_t ops = 0;
+    for (auto _ : st) {
+        const ps::pipeline_schedule s = st.range(0) == 2 ? z(sc) : a(sc);
+        ops = 0;
+        for (const auto& o : s.orders) ops += o.size();
+        benchmark::DoNotOptimize(s.orders.data());
+    }
+    st.counters["ops"] = static_cast<double>(ops);
+}
+BENCHMARK(BM_DiscoverySmall)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
 void BM_OrderSearch(benchmark::State& st) {
     const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));

@@ -218,3 +218,143 @@ TEST_CASE("order discovery: reserved_memory decides like re-adding the members i
     CHECK(mem.exact_sums() > 0);
     CHECK(mem.exact_sums() <= releases);
 }
+
+TEST_CASE("order discovery: identical to the reference with many devices (the event heap beyond scan_devices)") {
+    using pref = ps::discovery_policy::preference;
+    rng_t r{ps::splitmix64(4242)};
+    for (int iter = 0; iter < 40; ++iter) {
+        CAPTURE(iter);
+        const std::size_t D = ps::detail::event_queue::scan_devices + 1 + r.below(24), chunks = 1 + r.below(2);
+        const ps::stage_placement pl(chunks == 1 ? ps::placement_kind::linear : ps::placement_kind::interleaved, D,
+                                     chunks);
+        const ps::scenario sc = random_discovery_scenario(r, D * chunks, 1 + r.below(12), r.below(2) == 0, r.below(3) == 0);
+        ps::discovery_policy pol;
+        pol.prefer = static_cast<pref>(r.below(3));
+        if (r.below(3) == 0) pol.w_share = 0.5;
+        if (r.below(2)) pol.inflight_limit = {1 + r.below(3)};
+        if (r.below(2)) pol.memory_limit_mb = single_microbatch_mb(sc, pl) * r.uni(1.0, 2.0);
+        check_same(sc, pl, pol);
+    }
+}
+
+TEST_CASE("order discovery: one engine reused across scenarios and policies, after errors too") {
+    // What adaptive does: prepare() once per scenario, run() per policy; a run that threw
+    // (limit_exceeded) leaves the engine in any state, and the next run must not see it.
+    using pref = ps::discovery_policy::preference;
+    rng_t r{ps::splitmix64(515)};
+    ps::detail::order_discovery engine;
+    std::size_t throwing = 0;
+    for (int iter = 0; iter < 60; ++iter) {
+        CAPTURE(iter);
+        const std::size_t D = 1 + r.below(5), M = 1 + r.below(25);
+        const ps::stage_placement pl = ps::stage_placement::linear(D);
+        const ps::scenario sc = random_discovery_scenario(r, D, M, r.below(2) == 0, r.below(2) == 0);
+        const double w_share = r.below(3) == 0 ? 0.5 : 0.0;
+        engine.prepare(sc, pl, w_share);
+        const double one = single_microbatch_mb(sc, pl);
+        for (int k = 0; k < 4; ++k) {
+            CAPTURE(k);
+            ps::discovery_policy pol;
+            pol.w_share = w_share;
+            pol.prefer = static_cast<pref>(k % 3);
+            pol.memory_limit_mb = k == 3 ? one * 0.9 : one * r.uni(1.0, 3.0);  // k == 3 throws
+            const outcome ref = run([&] { return pipeplan::test::reference_discover_order(sc, pl, pol); });
+            const outcome got = run([&] { return ps::discovery_result(engine.run(pol)); });
+            REQUIRE(got.result.has_value() == ref.result.has_value());
+            CHECK(got.error == ref.error);
+            if (!got.result) {
+                ++throwing;
+                continue;
+            }
+            CHECK(got.result->makespan_ms == ref.result->makespan_ms);  // bit-for-bit
+            CHECK(got.result->orders == ref.result->orders);
+        }
+    }
+    CHECK(throwing > 10);
+    ps::discovery_policy other;
+    other.w_share = 0.25;  // not the prepared split
+    CHECK_THROWS_AS((void)engine.run(other), pipeplan::invalid_argument);
+}
+
+TEST_CASE("order discovery: same_decisions() is sound (a run it calls a repeat gives the same orders)") {
+    // For random scenarios and every pair of adaptive's 9 (first device, others) preference
+    // candidates: when the choice masks of the first run say the second makes every decision
+    // the same way, the second run's orders and makespan are the first's, bit for bit.
+    using pref = ps::discovery_policy::preference;
+    constexpr pref all[3] = {pref::backward_first, pref::forward_first, pref::alternate};
+    rng_t r{ps::splitmix64(777)};
+    std::size_t repeats = 0, distinct = 0;
+    for (int iter = 0; iter < 80; ++iter) {
+        CAPTURE(iter);
+        const std::size_t D = 1 + r.below(5), chunks = 1 + r.below(2);
+        const ps::stage_placement pl(chunks == 1 ? ps::placement_kind::linear : ps::placement_kind::interleaved, D,
+                                     chunks);
+        const ps::scenario sc =
+            random_discovery_scenario(r, D * chunks, 1 + r.below(20), r.below(2) == 0, r.below(3) == 0);
+        ps::discovery_policy pol;
+        if (r.below(3) == 0) pol.w_share = 0.5;
+        if (r.below(2)) pol.inflight_limit = {1 + r.below(4)};
+        if (r.below(3)) pol.memory_limit_mb = single_microbatch_mb(sc, pl) * r.uni(1.0, 2.5);
+        std::vector<std::vector<pref>> prefs;
+        std::vector<ps::discovery_result> results;
+        std::vector<std::vector<std::uint8_t>> masks;
+        ps::detail::order_discovery engine;
+        engine.prepare(sc, pl, pol.w_share);
+        for (pref p0 : all)
+            for (pref p1 : all) {
+                pol.prefer_on.assign(D, p1);
+                pol.prefer_on[0] = p0;
+                prefs.push_back(pol.prefer_on);
+                results.push_back(engine.run(pol));
+                masks.push_back(engine.choice_masks());
+            }
+        for (std::size_t a = 0; a < prefs.size(); ++a)
+            for (std::size_t b = 0; b < prefs.size(); ++b) {
+                if (a == b) continue;
+                const bool same = results[a].makespan_ms == results[b].makespan_ms && results[a].orders == results[b].orders;
+                if (ps::detail::same_decisions(prefs[a], masks[a], prefs[b])) {
+                    CHECK(same);
+                    ++repeats;
+                } else {
+                    distinct += same ? 0 : 1;
+                }
+            }
+    }
+    CHECK(repeats > 100);   // the shortcut applies ...
+    CHECK(distinct > 100);  // ... and the candidates also differ
+}
+
+TEST_CASE("adaptive: skipping repeated preference candidates keeps the schedule of running all nine") {
+    // adaptive's result against its definition: every (first device, others) candidate run with
+    // discover_order, the smallest makespan kept (first on ties within 1e-9).
+    using pref = ps::discovery_policy::preference;
+    constexpr pref all[3] = {pref::backward_first, pref::forward_first, pref::alternate};
+    rng_t r{ps::splitmix64(31337)};
+    for (int iter = 0; iter < 60; ++iter) {
+        CAPTURE(iter);
+        const std::size_t D = 2 + r.below(4), M = 1 + r.below(24);
+        const ps::scenario sc = random_discovery_scenario(r, D, M, r.below(2) == 0, r.below(3) == 0);
+        const ps::stage_placement pl = ps::stage_placement::linear(D);
+        ps::adaptive a;
+        if (r.below(3)) a.memory_limit_mb = single_microbatch_mb(sc, pl) * r.uni(1.0, 2.5);
+        if (r.below(3) == 0) a.inflight_limit = 1 + r.below(4);
+        a.search_preferences = r.below(3) != 0;
+        const ps::pipeline_schedule got = a(sc);
+        ps::discovery_policy pol;
+        pol.memory_limit_mb = a.memory_limit_mb;
+        if (a.inflight_limit > 0) pol.inflight_limit = {a.inflight_limit};
+        ps::discovery_result best;
+        best.makespan_ms = std::numeric_limits<double>::infinity();
+        for (pref p0 : all)
+            for (pref p1 : all) {
+                if (p0 != p1 && !a.search_preferences) continue;
+                pol.prefer_on.assign(D, p1);
+                pol.prefer_on[0] = p0;
+                ps::discovery_result res = ps::discover_order(sc, pl, pol);
+                if (res.makespan_ms < best.makespan_ms - 1e-9) best = std::move(res);
+            }
+        REQUIRE(got.replay.has_value());
+        CHECK(got.replay->makespan_ms == best.makespan_ms);
+        CHECK(got.orders == best.orders);
+    }
+}

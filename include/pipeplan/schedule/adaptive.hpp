@@ -14,10 +14,14 @@
 // (under a memory limit). So the discovery runs a small, deterministic search over the pair
 // (preference of the first device, preference of the others): 3 uniform + 6 split candidates,
 // each one greedy simulation (O(ops · candidates)). The order with the smallest makespan
-// (first found on ties) is replayed wait-free.
+// (first found on ties) is replayed wait-free. A candidate that would repeat a run already made
+// (its devices differ only where their preference never had to choose: detail::same_decisions)
+// is not run again; the result is the same.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -52,14 +56,29 @@ struct adaptive {
         best.makespan_ms = std::numeric_limits<double>::infinity();
         const std::size_t D = s.placement.devices();
         const bool split_search = search_preferences && D > 1;
+        // One engine for every candidate: the scenario's tables are computed once, and the
+        // best orders are swapped out of it (no copies, no allocations once warm).
+        detail::order_discovery& engine = detail::discovery_engine();
+        engine.prepare(sc, s.placement, pol.w_share);
+        // A candidate that would make every decision of one already run (same_decisions: its
+        // devices differ only where their preference never had to choose) repeats that run
+        // exactly, so it cannot be strictly better: it is skipped.
+        std::vector<std::pair<std::vector<pref>, std::vector<std::uint8_t>>> ran;
         // (first device's preference, the others' preference): 3 uniform + 6 split candidates.
         for (pref p0 : all)
             for (pref p1 : all) {
                 if (p0 != p1 && !split_search) continue;
                 pol.prefer_on.assign(D, p1);
                 pol.prefer_on[0] = p0;
-                auto r = discover_order(sc, s.placement, pol);
-                if (r.makespan_ms < best.makespan_ms - 1e-9) best = std::move(r);
+                if (std::any_of(ran.begin(), ran.end(),
+                                [&](const auto& r) { return detail::same_decisions(r.first, r.second, pol.prefer_on); }))
+                    continue;
+                discovery_result& r = engine.run(pol);
+                ran.emplace_back(pol.prefer_on, engine.choice_masks());
+                if (r.makespan_ms < best.makespan_ms - 1e-9) {
+                    best.makespan_ms = r.makespan_ms;
+                    std::swap(best.orders, r.orders);
+                }
             }
         s.orders = std::move(best.orders);
         s.replay = replay_facts{best.makespan_ms, memory_limit_mb};

@@ -23,12 +23,19 @@
 // schedule; the simulator then replays it wait-free.
 //
 // Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind
-// in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)), the next event comes
-// from one global heap with lazy invalidation (key: time, completion before wake-up, device),
-// the largest transient in flight from a lazy max-heap, and the reserved memory from
-// reserved_memory below, which gives the exact floating-point sum the rule defines without
-// re-adding the in-flight set on every release. tests/schedule/order_discovery_reference.hpp
-// keeps the former quadratic implementation; a property test checks both give the same orders.
+// in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
+// device's one completion or wake-up, the earliest found by scanning the devices (up to
+// event_queue::scan_devices: nothing to maintain) or from one global heap with lazy
+// invalidation (beyond); the largest transient in flight comes from a lazy max-heap, and the
+// reserved memory from reserved_memory below, which gives the exact floating-point sum the rule
+// defines without re-adding the in-flight set on every release. The engine
+// (detail::order_discovery) is reusable: prepare() computes the scenario's tables once, run()
+// runs one policy, and its scratch memory stays between runs (discover_order() uses one per
+// thread; adaptive runs its preference candidates on one prepare()), so a warm engine does not
+// allocate. A run also records where each device's preference made a choice (choice_masks), so
+// adaptive can skip a candidate that would repeat a run (same_decisions).
+// tests/schedule/order_discovery_reference.hpp keeps the former quadratic implementation; a
+// property test checks both give the same orders.
 #pragma once
 
 #include <algorithm>
@@ -37,7 +44,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <queue>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -188,29 +195,39 @@ public:
             return;
         }
         pending_.push_back({ready_ms, key(mb, stage)});
-        std::push_heap(pending_.begin(), pending_.end(), later);
+        std::push_heap(pending_.begin(), pending_.end(), later{});
     }
     /// Moves the candidates that arrived by `t_ms` to the ready heap.
     void arrive(double t_ms) {
         while (!pending_.empty() && !(pending_.front().ready_ms > t_ms)) {
-            std::pop_heap(pending_.begin(), pending_.end(), later);
+            std::pop_heap(pending_.begin(), pending_.end(), later{});
             ready_.push_back(pending_.back().key);
             pending_.pop_back();
             std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
         }
     }
-    /// Room for `n` arrived candidates (fewer reallocations while they fill).
-    void reserve(std::size_t n) { ready_.reserve(n); }
+    /// Forgets every candidate; room for `n` arrived ones (fewer reallocations while they fill).
+    void reset(std::size_t n) {
+        pending_.clear();
+        ready_.clear();
+        ready_.reserve(n);
+    }
     [[nodiscard]] bool has_ready() const noexcept { return !ready_.empty(); }
     /// Micro-batch of the first ready candidate (has_ready() must hold).
     [[nodiscard]] std::uint32_t first_mb() const noexcept { return static_cast<std::uint32_t>(ready_.front() >> 32); }
-    /// Removes the first ready candidate and returns it as an op of `kind`.
-    op take(op_kind kind) {
+    /// Removes the first ready candidate and returns its key (mb_of / stage_of). A key, not an
+    /// op: an op assembled in a non-inlined return goes through the stack.
+    std::uint64_t take() {
         std::pop_heap(ready_.begin(), ready_.end(), std::greater<>{});
         const std::uint64_t k = ready_.back();
         ready_.pop_back();
-        return {kind, static_cast<std::uint32_t>(k >> 32), static_cast<std::uint32_t>(k & 0xffffffffu)};
+        return k;
     }
+    static constexpr std::uint64_t key(std::uint32_t mb, std::uint32_t stage) noexcept {
+        return (static_cast<std::uint64_t>(mb) << 32) | stage;
+    }
+    static constexpr std::uint32_t mb_of(std::uint64_t k) noexcept { return static_cast<std::uint32_t>(k >> 32); }
+    static constexpr std::uint32_t stage_of(std::uint64_t k) noexcept { return static_cast<std::uint32_t>(k); }
     /// Earliest arrival not yet moved to the ready heap (infinity when none).
     [[nodiscard]] double next_arrival_ms() const noexcept {
         return pending_.empty() ? std::numeric_limits<double>::infinity() : pending_.front().ready_ms;
@@ -221,61 +238,181 @@ private:
         double ready_ms;
         std::uint64_t key;
     };
-    static constexpr std::uint64_t key(std::uint32_t mb, std::uint32_t stage) noexcept {
-        return (static_cast<std::uint64_t>(mb) << 32) | stage;
-    }
-    static bool later(const pending& a, const pending& b) noexcept { return a.ready_ms > b.ready_ms; }
+    struct later {
+        bool operator()(const pending& a, const pending& b) const noexcept { return a.ready_ms > b.ready_ms; }
+    };
     std::vector<pending> pending_;
     std::vector<std::uint64_t> ready_;
 };
 
-/// The next event of the discovery: a device's running op completes, or an idle device wakes
-/// up. Ordered by time, completions before wake-ups, then by device (the rule of the file
-/// comment); stale entries are skipped when popped.
-struct discovery_event {
-    double t_ms;
-    std::uint32_t wake;  // 0 = completion, 1 = wake-up
-    std::uint32_t device;
-    friend bool operator>(const discovery_event& a, const discovery_event& b) noexcept {
-        if (a.t_ms != b.t_ms) return a.t_ms > b.t_ms;
-        if (a.wake != b.wake) return a.wake > b.wake;
-        return a.device > b.device;
+/// The next event of the discovery: per device its running op's completion and its wake-up
+/// (each at most one; `never` when none), ranked by (time, completion before wake-up, device) —
+/// the rule of the file comment. Up to scan_devices devices, update(d) after a change of d's
+/// times ranks d's earliest event and next() scans the devices (a few compares, no branch);
+/// beyond, every finite time set is pushed on a heap, and next() pops it, skipping the entries
+/// that a later set made stale (O(log) per event).
+class event_queue {
+public:
+    static constexpr double never = std::numeric_limits<double>::infinity();
+    static constexpr std::size_t scan_devices = 16;
+
+    struct event {
+        std::size_t device;
+        double t_ms;  // never: no event left
+        bool wake;    // else the completion
+    };
+
+    /// `devices` devices with no event.
+    void reset(std::size_t devices) {
+        devices_ = devices;
+        scan_ = devices <= scan_devices;
+        done_.assign(devices, never);
+        wake_.assign(devices, never);
+        key_.assign(scan_ ? devices : 0, key{never, 0, 0});
+        heap_.clear();
     }
+    [[nodiscard]] double wake_at(std::size_t d) const noexcept { return wake_[d]; }
+    void set_done(std::size_t d, double t) {
+        done_[d] = t;
+        if (!scan_ && t < never) push({t, 0, static_cast<std::uint32_t>(d)});
+    }
+    void set_wake(std::size_t d, double t) {
+        wake_[d] = t;
+        if (!scan_ && t < never) push({t, 1, static_cast<std::uint32_t>(d)});
+    }
+    /// Re-ranks device d after set_done / set_wake (scan only; the heap has the entries).
+    void update(std::size_t d) noexcept {
+        if (!scan_) return;
+        const bool w = !(done_[d] <= wake_[d]);
+        key_[d] = key{w ? wake_[d] : done_[d], static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(d)};
+    }
+    /// The earliest event (removed from the heap; the caller then clears or resets its time).
+    [[nodiscard]] event next() {
+        if (scan_) {
+            std::size_t d = 0;
+            for (std::size_t e = 1; e < devices_; ++e) d = before(key_[e], key_[d]) ? e : d;  // ties: the first
+            if (devices_ == 0) return {0, never, false};
+            return {d, key_[d].t_ms, key_[d].wake != 0};
+        }
+        while (!heap_.empty()) {
+            const key k = heap_.front();
+            std::pop_heap(heap_.begin(), heap_.end(), later{});
+            heap_.pop_back();
+            if ((k.wake ? wake_[k.device] : done_[k.device]) == k.t_ms) return {k.device, k.t_ms, k.wake != 0};
+        }
+        return {0, never, false};
+    }
+
+private:
+    struct key {
+        double t_ms;
+        std::uint32_t wake;  // 0 = completion, 1 = wake-up
+        std::uint32_t device;
+    };
+    // Bitwise on bools: no branch to mispredict (which device wins is data, not a pattern).
+    static bool before(const key& a, const key& b) noexcept {
+        return (a.t_ms < b.t_ms) | ((a.t_ms == b.t_ms) & (a.wake < b.wake));
+    }
+    struct later {  // the heap's order: the full rule, the device included
+        bool operator()(const key& a, const key& b) const noexcept {
+            if (a.t_ms != b.t_ms) return a.t_ms > b.t_ms;
+            if (a.wake != b.wake) return a.wake > b.wake;
+            return a.device > b.device;
+        }
+    };
+    void push(key k) {
+        heap_.push_back(k);
+        std::push_heap(heap_.begin(), heap_.end(), later{});
+    }
+    std::size_t devices_ = 0;
+    bool scan_ = true;
+    std::vector<double> done_, wake_;
+    std::vector<key> key_;   // scan: each device's earliest event
+    std::vector<key> heap_;  // beyond: min-heap of the times set, stale ones included
 };
 
-/// One run of the greedy policy of the file comment (discover_order() below).
+/// Whether a device whose preference is `p` runs a ready backward before a possible forward,
+/// its last op having been a forward or not (the rule of the file comment).
+[[nodiscard]] constexpr bool backward_first(discovery_policy::preference p, bool last_forward) noexcept {
+    using pref = discovery_policy::preference;
+    return p == pref::backward_first || (p == pref::alternate && last_forward);
+}
+
+/// True when a run with the per-device preferences `other` makes every decision that a run with
+/// `ran` made (same scenario and other knobs), `ran_choices` being that run's choice_masks():
+/// both then give the same orders and makespan. By induction over the run's steps: the
+/// preference decides only where a device chose between a ready backward and a possible
+/// forward, and `other` decides each such state (mask bit) as `ran` did.
+[[nodiscard]] inline bool same_decisions(const std::vector<discovery_policy::preference>& ran,
+                                         const std::vector<std::uint8_t>& ran_choices,
+                                         const std::vector<discovery_policy::preference>& other) {
+    if (ran.size() != other.size() || ran.size() != ran_choices.size()) return false;
+    for (std::size_t d = 0; d < ran.size(); ++d)
+        for (const bool last_forward : {false, true})
+            if ((ran_choices[d] & (last_forward ? 2 : 1)) &&
+                backward_first(ran[d], last_forward) != backward_first(other[d], last_forward))
+                return false;
+    return true;
+}
+
+/// The engine of discover_order(), reusable: prepare() computes what depends only on the
+/// scenario and placement (memory reservations per device and micro-batch), run() runs one
+/// policy on them; scratch memory is kept between runs, so a warm engine allocates only when a
+/// run needs more room than any before.
 class order_discovery {
 public:
-    order_discovery(const scenario& sc, const stage_placement& pl, const discovery_policy& pol)
-        : sc_(sc), pol_(pol), V_(sc.stages), M_(sc.microbatches), D_(pl.devices()), split_(pol.w_share > 0.0),
-          limit_mb_(pol.memory_limit_mb + 1e-9), timing_(sc, pol.w_share) {
-        if (pl.virtual_stages() != V_)
+    /// Tables of `sc` placed by `pl` with backward split `w_share` for the following run() calls;
+    /// `sc` and `pl` must outlive them and stay unchanged.
+    void prepare(const scenario& sc, const stage_placement& pl, double w_share) {
+        if (pl.virtual_stages() != sc.stages)
             throw invalid_argument("discover_order: the placement has " + std::to_string(pl.virtual_stages()) +
-                                   " virtual stages, the scenario " + std::to_string(V_));
-        if (!pol.prefer_on.empty() && pol.prefer_on.size() != D_)
-            throw invalid_argument("discover_order: prefer_on needs one entry per device");
+                                   " virtual stages, the scenario " + std::to_string(sc.stages));
+        sc_ = &sc;
+        V_ = sc.stages;
+        M_ = sc.microbatches;
+        D_ = pl.devices();
+        w_share_ = w_share;
+        split_ = w_share > 0.0;
+        timing_.emplace(sc, w_share);
         dev_of_.resize(V_);
         for (std::size_t v = 0; v < V_; ++v) dev_of_[v] = pl.device_of(v);
-        dev0_ = dev_of_[0];
+        dev0_ = V_ > 0 ? dev_of_[0] : 0;
         init_memory();
-        init_devices();
-        links_.reset(D_, sc.network);
     }
 
-    discovery_result run() {
-        for (std::size_t d = 0; d < D_; ++d) try_run(d, 0.0);
-        while (!events_.empty()) {
-            const discovery_event e = events_.top();
-            events_.pop();
-            const std::size_t d = e.device;
-            if ((e.wake ? wake_at_[d] : done_at_[d]) != e.t_ms) continue;  // stale
-            if (e.wake) wake_at_[d] = never;
-            else complete(d, e.t_ms);
-            try_run(d, e.t_ms);
-            next_wake(d);
+    /// One run of `pol` (its w_share must be prepare()'s) on the prepared scenario. The result
+    /// lives in the engine until the next run (its orders may be swapped out).
+    discovery_result& run(const discovery_policy& pol) {
+        if (sc_ == nullptr || !(pol.w_share == w_share_ || (std::isnan(pol.w_share) && std::isnan(w_share_))))
+            throw invalid_argument("discover_order: run() needs prepare() with the policy's w_share");
+        if (!pol.prefer_on.empty() && pol.prefer_on.size() != D_)
+            throw invalid_argument("discover_order: prefer_on needs one entry per device");
+        pol_ = &pol;
+        limit_mb_ = pol.memory_limit_mb + 1e-9;
+        init_devices();
+        links_.reset(D_, sc_->network);
+        for (std::size_t d = 0; d < D_; ++d) {
+            try_run(d, 0.0);
+            events_.update(d);
         }
-        return std::move(out_);
+        for (;;) {
+            const event_queue::event e = events_.next();
+            const std::size_t d = e.device;
+            const double t = e.t_ms;
+            if (!(t < never)) break;
+            if (e.wake) events_.set_wake(d, never);
+            else complete(d, t);
+            try_run(d, t);
+            next_wake(d);
+            events_.update(d);
+        }
+        return out_;
     }
+
+    /// After run(): per device, the states in which its preference chose between a ready
+    /// backward and a possible forward — bit 1: its last op was not a forward, bit 2: it was
+    /// (what `alternate` looks at). See same_decisions().
+    [[nodiscard]] const std::vector<std::uint8_t>& choice_masks() const noexcept { return choices_; }
 
 private:
     using pref_t = discovery_policy::preference;
@@ -301,49 +438,65 @@ private:
         gap_.assign(D_ * M_, 0.0);
         stages_count_.assign(D_, 0);
         for (std::size_t v = 0; v < V_; ++v) {
-            model_[dev_of_[v]] += sc_.model_state_mb[v];
+            model_[dev_of_[v]] += sc_->model_state_mb[v];
             ++stages_count_[dev_of_[v]];
         }
         for (std::size_t j = 0; j < M_; ++j)
             for (std::size_t v = 0; v < V_; ++v) {
                 const std::size_t k = dev_of_[v] * M_ + j;
-                res_[k] += sc_.stored(j, v);
-                gap_[k] = std::max(gap_[k], sc_.peak(j, v) - sc_.stored(j, v));
+                res_[k] += sc_->stored(j, v);
+                gap_[k] = std::max(gap_[k], sc_->peak(j, v) - sc_->stored(j, v));
             }
     }
+    // Every per-run state back to the start (a run that threw may have left any).
     void init_devices() {
+        const discovery_policy& pol = *pol_;
         dev_.resize(D_);
         left_.resize(D_ * M_);
         for (std::size_t d = 0; d < D_; ++d) {
             auto& ds = dev_[d];
-            if (!pol_.inflight_limit.empty())
+            ds.limit = std::numeric_limits<std::size_t>::max();
+            if (!pol.inflight_limit.empty())
                 ds.limit = std::max<std::size_t>(
-                    1, pol_.inflight_limit.size() == 1 ? pol_.inflight_limit[0] : pol_.inflight_limit.at(d));
-            ds.prefer = pol_.prefer_on.empty() ? pol_.prefer : pol_.prefer_on[d];
+                    1, pol.inflight_limit.size() == 1 ? pol.inflight_limit[0] : pol.inflight_limit.at(d));
+            ds.prefer = pol.prefer_on.empty() ? pol.prefer : pol.prefer_on[d];
+            ds.inflight = 0;
+            ds.next_admit = 0;
+            ds.busy_until = 0.0;
+            ds.busy = false;
+            ds.last_forward = false;
             const std::size_t room = std::min<std::size_t>(M_ * stages_count_[d], 16);
             ds.reserved.reset(room);
-            ds.fwd.reserve(room);
-            ds.bwd.reserve(room);
+            ds.fwd.reset(room);
+            ds.bwd.reset(room);
+            ds.wgt.reset(0);
+            ds.gaps.clear();
             ds.gaps.reserve(room);
             const auto ops = static_cast<std::uint32_t>((split_ ? 3 : 2) * stages_count_[d]);
             std::fill_n(left_.begin() + static_cast<std::ptrdiff_t>(d * M_), M_, ops);
         }
-        done_at_.assign(D_, never);
-        wake_at_.assign(D_, never);
+        events_.reset(D_);
         running_.resize(D_);
+        choices_.assign(D_, 0);
+        out_.makespan_ms = 0.0;
         out_.orders.resize(D_);
-        for (std::size_t d = 0; d < D_; ++d) out_.orders[d].reserve((split_ ? 3 : 2) * M_ * stages_count_[d]);
+        for (std::size_t d = 0; d < D_; ++d) {
+            out_.orders[d].clear();
+            out_.orders[d].reserve((split_ ? 3 : 2) * M_ * stages_count_[d]);
+        }
     }
 
-    void start(std::size_t d, op o, double t) {
-        const double end = t + timing_.duration_ms(o);
+    // Starts the op (kind, key) on d at t (key as in candidate_queue; scalars, not an op, for
+    // the same reason as take()).
+    void start(std::size_t d, op_kind kind, std::uint64_t key, double t) {
+        const op o{kind, candidate_queue::mb_of(key), candidate_queue::stage_of(key)};
+        const double end = t + timing_->duration_ms(o);
         auto& ds = dev_[d];
         ds.busy = true;
         ds.busy_until = end;
         ds.last_forward = o.kind == op_kind::F;
         out_.orders[d].push_back(o);
-        done_at_[d] = end;
-        if (end < never) events_.push({end, 0, static_cast<std::uint32_t>(d)});
+        events_.set_done(d, end);
         running_[d] = o;
     }
     // Largest transient of the micro-batches in flight on d (0 when none).
@@ -369,10 +522,10 @@ private:
         auto& ds = dev_[d];
         const std::size_t k = d * M_ + j;
         if (ds.inflight == 0 && model_[d] + res_[k] + gap_[k] > limit_mb_)
-            throw limit_exceeded(pol_.schedule + " schedule: micro-batch " + std::to_string(j) + " alone needs " +
+            throw limit_exceeded(pol_->schedule + " schedule: micro-batch " + std::to_string(j) + " alone needs " +
                                  std::to_string(model_[d] + res_[k] + gap_[k]) + " MB on device " +
                                  std::to_string(d) + ", above the memory limit of " +
-                                 std::to_string(pol_.memory_limit_mb) + " MB");
+                                 std::to_string(pol_->memory_limit_mb) + " MB");
         ++ds.next_admit;
         ++ds.inflight;
         ds.reserved.add(j, res_[k]);
@@ -399,8 +552,13 @@ private:
         ds.fwd.arrive(t);
         ds.bwd.arrive(t);
         if (split_) ds.wgt.arrive(t);
-        const bool b_first = ds.prefer == pref_t::backward_first || (ds.prefer == pref_t::alternate && ds.last_forward);
-        if (b_first && ds.bwd.has_ready()) return start(d, ds.bwd.take(op_kind::B), t);
+        const bool b_ready = ds.bwd.has_ready();
+        const bool b_first = backward_first(ds.prefer, ds.last_forward);
+        const std::uint8_t choice = ds.last_forward ? 2 : 1;  // choice_mask bit of this state
+        if (b_first && b_ready) {
+            if (!(choices_[d] & choice) && forward_possible(d)) choices_[d] |= choice;
+            return start(d, op_kind::B, ds.bwd.take(), t);
+        }
         // Forwards: of admitted micro-batches (those below next_admit), else the next one in
         // order if it fits; stage 0's input is always there.
         bool fwd_ok = false;
@@ -410,21 +568,31 @@ private:
         }
         const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
                           (!fwd_ok || ds.fwd.first_mb() > ds.next_admit);
+        if (b_ready && (feed || fwd_ok)) choices_[d] |= choice;
         if (feed) {
             admit(d, ds.next_admit);
-            return start(d, {op_kind::F, ds.next_admit - 1, 0}, t);
+            return start(d, op_kind::F, candidate_queue::key(ds.next_admit - 1, 0), t);
         }
         if (fwd_ok) {
             if (ds.fwd.first_mb() == ds.next_admit) admit(d, ds.next_admit);
-            return start(d, ds.fwd.take(op_kind::F), t);
+            return start(d, op_kind::F, ds.fwd.take(), t);
         }
-        if (!b_first && ds.bwd.has_ready()) return start(d, ds.bwd.take(op_kind::B), t);
-        if (split_ && ds.wgt.has_ready()) return start(d, ds.wgt.take(op_kind::W), t);
+        if (!b_first && b_ready) return start(d, op_kind::B, ds.bwd.take(), t);
+        if (split_ && ds.wgt.has_ready()) return start(d, op_kind::W, ds.wgt.take(), t);
+    }
+    // Whether d could start a forward now (the forward branch of try_run, without starting it).
+    bool forward_possible(std::size_t d) {
+        auto& ds = dev_[d];
+        if (ds.fwd.has_ready()) {
+            const std::uint32_t j = ds.fwd.first_mb();
+            if (j < ds.next_admit || (j == ds.next_admit && fits(d, j))) return true;
+        }
+        return d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit);
     }
     void wake(std::size_t d, double t) {
-        if (t < wake_at_[d]) {
-            wake_at_[d] = t;
-            events_.push({t, 1, static_cast<std::uint32_t>(d)});
+        if (t < events_.wake_at(d)) {
+            events_.set_wake(d, t);
+            events_.update(d);
         }
     }
     void deliver(candidate_queue& q, std::size_t to, double ready_ms, std::uint32_t mb, std::uint32_t stage,
@@ -448,36 +616,43 @@ private:
         out_.makespan_ms = t;
         auto& ds = dev_[d];
         ds.busy = false;
-        done_at_[d] = never;
+        events_.set_done(d, never);
         const op o = running_[d];
         release(d, o.mb);
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];
             auto& q = c.to.kind == op_kind::B ? dev_[to].bwd : dev_[to].fwd;
-            deliver(q, to, links_.arrival(t, d, to, timing_.message_mb(o)), o.mb, c.to.stage, t);
+            deliver(q, to, links_.arrival(t, d, to, timing_->message_mb(o)), o.mb, c.to.stage, t);
         } else if (o.kind == op_kind::F) {
             deliver(ds.bwd, d, t, o.mb, o.stage, t);
         }
         if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, t, o.mb, o.stage, t);
     }
 
-    const scenario& sc_;
-    const discovery_policy& pol_;
-    std::size_t V_, M_, D_;
-    bool split_;
-    double limit_mb_;
-    op_model timing_;
+    const scenario* sc_ = nullptr;
+    const discovery_policy* pol_ = nullptr;
+    std::size_t V_ = 0, M_ = 0, D_ = 0;
+    double w_share_ = 0.0;
+    bool split_ = false;
+    double limit_mb_ = 0.0;
+    std::optional<op_model> timing_;  // set by prepare()
     link_channels links_;
     std::vector<std::size_t> dev_of_, stages_count_;
     std::size_t dev0_ = 0;
     std::vector<double> model_, res_, gap_;
     std::vector<std::uint32_t> left_;  // ops left per (device, mb) before release
     std::vector<dev_state> dev_;
-    std::vector<double> done_at_, wake_at_;
+    event_queue events_;
     std::vector<op> running_;
-    std::priority_queue<discovery_event, std::vector<discovery_event>, std::greater<>> events_;
+    std::vector<std::uint8_t> choices_;  // choice_mask per device
     discovery_result out_;
 };
+
+/// This thread's engine (its scratch memory serves every discovery the thread runs).
+[[nodiscard]] inline order_discovery& discovery_engine() {
+    thread_local order_discovery engine;
+    return engine;
+}
 
 }  // namespace detail
 
@@ -485,7 +660,9 @@ private:
 /// Throws pipeplan::limit_exceeded when a micro-batch alone exceeds the memory limit.
 [[nodiscard]] inline discovery_result discover_order(const scenario& sc, const stage_placement& pl,
                                                      const discovery_policy& pol) {
-    return detail::order_discovery(sc, pl, pol).run();
+    detail::order_discovery& engine = detail::discovery_engine();
+    engine.prepare(sc, pl, pol.w_share);
+    return engine.run(pol);
 }
 
 }  // namespace pipeplan::schedule
