@@ -276,6 +276,27 @@ TEST_CASE("order discovery: one engine reused across scenarios and policies, aft
     CHECK_THROWS_AS((void)engine.run(other), pipeplan::invalid_argument);
 }
 
+TEST_CASE("order discovery: a thread's engine keeps small scenarios' scratch, gives a large one's back") {
+    rng_t r{ps::splitmix64(616)};
+    const ps::stage_placement pl = ps::stage_placement::linear(4);
+    const ps::scenario small = random_discovery_scenario(r, 4, 20, false, false);
+    const std::size_t big_m = ps::detail::engine_kept_pairs / 4 + 1;  // just above what is kept
+    const ps::scenario big = random_discovery_scenario(r, 4, big_m, true, false);
+    const auto& engine = ps::detail::discovery_engine();
+    const ps::discovery_policy pol;
+    (void)ps::discover_order(small, pl, pol);
+    CHECK(engine.pairs() == 4 * 20);
+    const ps::discovery_result b = ps::discover_order(big, pl, pol);
+    CHECK(engine.pairs() == 0);  // released; the result was copied out first
+    CHECK(b.orders[0].size() == 2 * big_m);
+    CHECK(b.makespan_ms == ps::simulate(big, ps::pipeline_schedule{"b", pl, b.orders, 0.0}).makespan_ms);
+    ps::adaptive a;
+    (void)a(big);
+    CHECK(engine.pairs() == 0);
+    (void)a(small);
+    CHECK(engine.pairs() == 4 * 20);
+}
+
 TEST_CASE("order discovery: same_decisions() is sound (a run it calls a repeat gives the same orders)") {
     // For random scenarios and every pair of adaptive's 9 (first device, others) preference
     // candidates: when the choice masks of the first run say the second makes every decision

@@ -59,6 +59,7 @@ struct adaptive {
         // One engine for every candidate: the scenario's tables are computed once, and the
         // best orders are swapped out of it (no copies, no allocations once warm).
         detail::order_discovery& engine = detail::discovery_engine();
+        const detail::engine_release release(engine);
         engine.prepare(sc, s.placement, pol.w_share);
         // A candidate that would make every decision of one already run (same_decisions: its
         // devices differ only where their preference never had to choose) repeats that run

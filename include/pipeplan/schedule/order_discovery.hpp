@@ -409,6 +409,10 @@ public:
         return out_;
     }
 
+    /// Size of the prepared scenario in (virtual stage, micro-batch) pairs: what the engine's
+    /// scratch memory grows with.
+    [[nodiscard]] std::size_t pairs() const noexcept { return V_ * M_; }
+
     /// After run(): per device, the states in which its preference chose between a ready
     /// backward and a possible forward — bit 1: its last op was not a forward, bit 2: it was
     /// (what `alternate` looks at). See same_decisions().
@@ -654,6 +658,26 @@ private:
     return engine;
 }
 
+/// The largest scenario (in pairs()) whose scratch a thread's engine keeps for its next run;
+/// after a larger one the memory is given back (detail::engine_release), so a thread that once
+/// discovered a huge schedule does not hold its tens of MB for the rest of its life.
+inline constexpr std::size_t engine_kept_pairs = std::size_t{1} << 16;
+
+/// Empties the engine, when its last scenario exceeded engine_kept_pairs, at the end of the
+/// scope that used it (also when a run threw).
+class engine_release {
+public:
+    explicit engine_release(order_discovery& engine) noexcept : engine_(engine) {}
+    engine_release(const engine_release&) = delete;
+    engine_release& operator=(const engine_release&) = delete;
+    ~engine_release() {
+        if (engine_.pairs() > engine_kept_pairs) engine_ = order_discovery{};
+    }
+
+private:
+    order_discovery& engine_;
+};
+
 }  // namespace detail
 
 /// Runs the greedy policy (file comment) on `sc` placed by `pl`; returns the per-device orders.
@@ -661,8 +685,9 @@ private:
 [[nodiscard]] inline discovery_result discover_order(const scenario& sc, const stage_placement& pl,
                                                      const discovery_policy& pol) {
     detail::order_discovery& engine = detail::discovery_engine();
+    const detail::engine_release release(engine);
     engine.prepare(sc, pl, pol.w_share);
-    return engine.run(pol);
+    return engine.run(pol);  // copied before `release` runs
 }
 
 }  // namespace pipeplan::schedule
