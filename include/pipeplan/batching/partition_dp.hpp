@@ -82,13 +82,15 @@ public:
         // Suffix minima of the rows that are not monotone: a cap's feasible ranges all lie
         // before the first suffix minimum above it (suffix minima are non-decreasing).
         // Their prefix maxima bound where a cost above c can sit before that cut.
-        suffix_min_.clear();
-        prefix_max_.clear();
+        std::size_t total = 0;
         for (row& r : rows_) {
-            r.suffix_offset = suffix_min_.size();
+            r.suffix_offset = total;
+            if (!r.monotone) total += static_cast<std::size_t>(r.len);
+        }
+        suffix_min_.resize(total);  // one allocation each (no regrowth copies)
+        prefix_max_.resize(total);
+        for (row& r : rows_) {
             if (r.monotone) continue;
-            suffix_min_.resize(suffix_min_.size() + static_cast<std::size_t>(r.len));
-            prefix_max_.resize(suffix_min_.size());
             double* sm = suffix_min_.data() + r.suffix_offset;
             double* pm = prefix_max_.data() + r.suffix_offset;
             double low = std::numeric_limits<double>::infinity(), high = -low;
