@@ -250,8 +250,7 @@ inline double min_bottleneck(const range_costs& rc) {
 /// splits), which saves two capped DPs and a bottleneck pass per extra solve.
 struct partition_cache {
     bool has_top = false, has_lo = false;
-    detail::capped_solution top, lo;
-    double c_lo = 0;
+    detail::capped_solution top, lo;  ///< lo: solved at the smallest feasible cap
 };
 
 /// The exact optimum of a · max t + Σ t / dp over contiguous partitions (see the file comment).
@@ -304,24 +303,23 @@ struct partition_cache {
     take(detail::capped_solution(pc.top));
     if (fill_coeff > 0) {
         if (!pc.has_lo) {
-            pc.c_lo = detail::min_bottleneck(rc);
-            pc.lo = detail::solve_capped(rc, pc.c_lo, f, parent), pc.has_lo = true, ++solves;
+            pc.lo = detail::solve_capped(rc, detail::min_bottleneck(rc), f, parent), pc.has_lo = true, ++solves;
         }
         const double lo_sum = pc.lo.sum;
         const double lo_next = pc.lo.next_cap;
         take(detail::capped_solution(pc.lo));
-        // Gap: the caps in [a_next, b_r) — F(a_cap) = a_sum, constant up to a_next (the next
-        // reachable range cost: capped_solution::next_cap), and F >= b_sum below b_r.
+        // Gap: the caps in [a_next, b_r) above a solved cap c_a — F(c_a) = a_sum, constant up to
+        // a_next (the next reachable range cost: capped_solution::next_cap), and F >= b_sum below b_r.
         struct gap {
-            double bound, a_cap, a_sum, a_next, b_r, b_sum;
+            double bound, a_sum, a_next, b_r, b_sum;
             bool operator<(const gap& o) const noexcept { return bound > o.bound; }  // min-heap
         };
         std::priority_queue<gap> open;
-        const auto push = [&](double a_cap, double a_sum, double a_next, double b_r, double b_sum) {
+        const auto push = [&](double a_sum, double a_next, double b_r, double b_sum) {
             if (!(a_next < b_r) || !(a_sum > b_sum)) return;
-            open.push(gap{fill_coeff * a_next + b_sum / dp, a_cap, a_sum, a_next, b_r, b_sum});
+            open.push(gap{fill_coeff * a_next + b_sum / dp, a_sum, a_next, b_r, b_sum});
         };
-        push(pc.c_lo, lo_sum, lo_next, top_r, top_sum);
+        push(lo_sum, lo_next, top_r, top_sum);
         while (!open.empty()) {
             const gap g = open.top();
             open.pop();
@@ -338,7 +336,7 @@ struct partition_cache {
                 ++solves;
                 const double s_sum = s.sum, s_r = s.tmax;
                 take(std::move(s));
-                push(g.a_cap, g.a_sum, g.a_next, s_r, s_sum);
+                push(g.a_sum, g.a_next, s_r, s_sum);
                 continue;
             }
             double mid = g.a_next + (top_cap - g.a_next) / 2;
@@ -347,12 +345,11 @@ struct partition_cache {
             ++solves;
             const double s_sum = s.sum, s_r = s.tmax, s_next = s.next_cap;
             take(std::move(s));
-            push(g.a_cap, g.a_sum, g.a_next, s_r, s_sum);
-            push(mid, s_sum, s_next, g.b_r, g.b_sum);
+            push(g.a_sum, g.a_next, s_r, s_sum);
+            push(s_sum, s_next, g.b_r, g.b_sum);
         }
     }
     best.solves = solves;
-
     if (alternatives > 0) {
         std::stable_sort(seen.begin(), seen.end(), [](const partition_solution& x, const partition_solution& y) {
             return x.objective_ms < y.objective_ms;

@@ -560,38 +560,42 @@ private:
         const bool b_first = backward_first(ds.prefer, ds.last_forward);
         const std::uint8_t choice = ds.last_forward ? 2 : 1;  // choice_mask bit of this state
         if (b_first && b_ready) {
-            if (!(choices_[d] & choice) && forward_possible(d)) choices_[d] |= choice;
+            if (!(choices_[d] & choice)) {
+                const forwards f = forward_options(d);
+                if (f.ready || f.feed) choices_[d] |= choice;
+            }
             return start(d, op_kind::B, ds.bwd.take(), t);
         }
-        // Forwards: of admitted micro-batches (those below next_admit), else the next one in
-        // order if it fits; stage 0's input is always there.
-        bool fwd_ok = false;
-        if (ds.fwd.has_ready()) {
-            const std::uint32_t j = ds.fwd.first_mb();
-            fwd_ok = j < ds.next_admit || (j == ds.next_admit && fits(d, j));
-        }
-        const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
-                          (!fwd_ok || ds.fwd.first_mb() > ds.next_admit);
-        if (b_ready && (feed || fwd_ok)) choices_[d] |= choice;
-        if (feed) {
+        const forwards f = forward_options(d);
+        if (b_ready && (f.feed || f.ready)) choices_[d] |= choice;
+        if (f.feed) {
             admit(d, ds.next_admit);
             return start(d, op_kind::F, candidate_queue::key(ds.next_admit - 1, 0), t);
         }
-        if (fwd_ok) {
+        if (f.ready) {
             if (ds.fwd.first_mb() == ds.next_admit) admit(d, ds.next_admit);
             return start(d, op_kind::F, ds.fwd.take(), t);
         }
         if (!b_first && b_ready) return start(d, op_kind::B, ds.bwd.take(), t);
         if (split_ && ds.wgt.has_ready()) return start(d, op_kind::W, ds.wgt.take(), t);
     }
-    // Whether d could start a forward now (the forward branch of try_run, without starting it).
-    bool forward_possible(std::size_t d) {
+    // The forwards d could start now. `ready`: its first arrived forward, of an admitted
+    // micro-batch (below next_admit) or of the next one in order if it fits. `feed`: on the first
+    // stage's device, whose input is always there, the next micro-batch in order, if it fits and
+    // no arrived forward of an earlier one goes first.
+    struct forwards {
+        bool ready, feed;
+    };
+    forwards forward_options(std::size_t d) {
         auto& ds = dev_[d];
+        bool ready = false;
         if (ds.fwd.has_ready()) {
             const std::uint32_t j = ds.fwd.first_mb();
-            if (j < ds.next_admit || (j == ds.next_admit && fits(d, j))) return true;
+            ready = j < ds.next_admit || (j == ds.next_admit && fits(d, j));
         }
-        return d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit);
+        const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
+                          (!ready || ds.fwd.first_mb() > ds.next_admit);
+        return {ready, feed};
     }
     void wake(std::size_t d, double t) {
         if (t < events_.wake_at(d)) {
