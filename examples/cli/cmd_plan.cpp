@@ -252,9 +252,7 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
 
 /// Reads a plan file of either format (binary by its magic, else JSON).
 plan::execution_plan read_plan_file(const std::string& path) {
-    const std::string bytes = plan::read_file_bytes(path);
-    if (bytes.compare(0, plan::binary_magic.size(), plan::binary_magic) == 0) return plan::execution_plan_from_binary(bytes, path);
-    return plan::execution_plan_from_json(bytes, path);
+    return plan::execution_plan_from_bytes(plan::read_file_bytes(path), path);
 }
 
 void run_plan_check(const std::vector<std::string>& files) {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
 
 namespace pipeplan {
 
@@ -20,6 +21,14 @@ namespace pipeplan {
 enum class ffn_activation : std::uint8_t { gelu = 0, relu = 1, swiglu = 2 };
 /// LayerNorm (weight + bias, 2h parameters) or RMSNorm (weight only, h parameters).
 enum class norm_kind : std::uint8_t { layernorm = 0, rmsnorm = 1 };
+
+[[nodiscard]] constexpr auto enum_names(ffn_activation) noexcept {
+    return name_table<ffn_activation, 3>{
+        "FFN activation", {{{ffn_activation::gelu, "gelu"}, {ffn_activation::relu, "relu"}, {ffn_activation::swiglu, "swiglu"}}}};
+}
+[[nodiscard]] constexpr auto enum_names(norm_kind) noexcept {
+    return name_table<norm_kind, 2>{"norm", {{{norm_kind::layernorm, "layernorm"}, {norm_kind::rmsnorm, "rmsnorm"}}}};
+}
 
 /// Hyper-parameters of a (decoder-only or encoder-decoder) transformer.
 struct transformer_shape {

@@ -81,6 +81,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "pipeplan/core/names.hpp"
+
 namespace pipeplan::plan {
 
 /// What an instruction does (see the file comment). The numeric codes are part of the binary
@@ -114,6 +116,18 @@ enum class forward_mode : std::uint8_t { store = 0, checkpoint = 1 };
 enum class backward_mode : std::uint8_t { whole = 0, input_only = 1 };
 /// reduce_gradients' mode.
 enum class reduce_mode : std::uint8_t { all_reduce = 0, reduce_scatter = 1 };
+
+[[nodiscard]] constexpr auto enum_names(forward_mode) noexcept {
+    return name_table<forward_mode, 2>{"forward mode", {{{forward_mode::store, "store"}, {forward_mode::checkpoint, "checkpoint"}}}};
+}
+[[nodiscard]] constexpr auto enum_names(backward_mode) noexcept {
+    return name_table<backward_mode, 2>{"backward mode",
+                                        {{{backward_mode::whole, "whole"}, {backward_mode::input_only, "input_only"}}}};
+}
+[[nodiscard]] constexpr auto enum_names(reduce_mode) noexcept {
+    return name_table<reduce_mode, 2>{"reduce mode",
+                                      {{{reduce_mode::all_reduce, "all_reduce"}, {reduce_mode::reduce_scatter, "reduce_scatter"}}}};
+}
 
 /// Element type of a message (fp64: the CPU backend's double-precision model; codes are stable,
 /// new types are appended).
@@ -284,6 +298,18 @@ inline constexpr std::array<kind_category, 256> category_by_code = [] {
     x.shape = op.shape;
     x.bytes = mhz;
     return x;
+}
+
+/// The name of `x`'s mode: forward "store" / "checkpoint", backward "whole" / "input_only",
+/// reduce_gradients "all_reduce" / "reduce_scatter"; "" for the kinds without a mode; "?" for a
+/// code outside its kind's table.
+[[nodiscard]] constexpr std::string_view mode_name(const instruction& x) noexcept {
+    switch (x.kind) {
+        case instr_kind::forward: return name_of(static_cast<forward_mode>(x.mode));
+        case instr_kind::backward: return name_of(static_cast<backward_mode>(x.mode));
+        case instr_kind::reduce_gradients: return name_of(static_cast<reduce_mode>(x.mode));
+        default: return "";
+    }
 }
 
 /// The wait that completes a start (identity for non-starts).

@@ -23,6 +23,7 @@
 #include "pipeplan/core/json_document.hpp"
 #include "pipeplan/core/names.hpp"
 #include "pipeplan/plan/plan.hpp"
+#include "pipeplan/plan/serialize.hpp"
 
 namespace pipeplan::plan {
 
@@ -282,6 +283,18 @@ inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::st
 [[nodiscard]] inline rank_plan rank_plan_from_json(std::string_view text, const std::string& file = "<memory>") {
     auto [h, ps] = detail::parse_plan_json(text, file, true);
     return rank_plan{std::move(h), std::move(ps.front())};
+}
+
+/// Reads a plan in either format: binary when `bytes` starts with the binary magic, else JSON
+/// (`file` names it in errors).
+[[nodiscard]] inline execution_plan execution_plan_from_bytes(std::string_view bytes, const std::string& file = "<memory>") {
+    if (bytes.substr(0, binary_magic.size()) == binary_magic) return execution_plan_from_binary(bytes, file);
+    return execution_plan_from_json(bytes, file);
+}
+/// Reads a rank file (exactly one program) in either format.
+[[nodiscard]] inline rank_plan rank_plan_from_bytes(std::string_view bytes, const std::string& file = "<memory>") {
+    if (bytes.substr(0, binary_magic.size()) == binary_magic) return rank_plan_from_binary(bytes, file);
+    return rank_plan_from_json(bytes, file);
 }
 
 }  // namespace pipeplan::plan
