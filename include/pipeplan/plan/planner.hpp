@@ -203,8 +203,9 @@ public:
 
     [[nodiscard]] const planner_options& options() const noexcept { return opt_; }
 
-    /// Plans one iteration of `batch`; throws pipeplan::error (split_error, invalid_argument,
-    /// plan_error) when no valid plan exists.
+    /// Plans one iteration of `batch`; throws pipeplan::error when no valid plan exists:
+    /// split_error (a sample or the model states do not fit), invalid_argument (bad input),
+    /// limit_exceeded (no candidate schedule fits the device memory), plan_error.
     [[nodiscard]] plan_result plan(std::span<const batching::sample> batch) {
         const auto t0 = detail::clock::now();
         std::vector<std::pair<std::string, batching::split_result>> splits;
@@ -301,7 +302,7 @@ private:
         std::size_t best_split = 0;
         schedule::schedule_name best_kind{};
         std::vector<detail::scheduled> best = choose(splits, always, res.candidates, best_split, best_kind);
-        if (best.empty()) throw invalid_argument("plan: no candidate schedule fits in " +
+        if (best.empty()) throw limit_exceeded("plan: no candidate schedule fits in " +
                                                  std::to_string(opt_.config.device_memory_mb) + " MB per device" +
                                                  describe(res.candidates));
         polish(best_kind, splits[best_split].first, best, res.candidates);

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include <pybind11/pybind11.h>
-#include <pybind11/stl.h>  // every part converts the same STL types: include it everywhere
+#include <pybind11/stl.h>  // every part converts the same STL types: include them everywhere
+#include <pybind11/stl/filesystem.h>
 
 #include "pipeplan/plan/plan.hpp"
 

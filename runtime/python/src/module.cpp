@@ -23,16 +23,18 @@ namespace {
 }  // namespace
 
 void bind_errors(py::module_& m) {
-    static py::exception<limit_exceeded> limit(m, "LimitExceeded", PyExc_RuntimeError);
-    limit.doc() = "A plan does not fit a resource limit (device memory): the library's limit_exceeded, and a split "
-                  "whose sample or model states exceed the memory.";
+    // Never destroyed: the type lives as long as the interpreter (a static object's destructor
+    // would run after the interpreter is finalized).
+    static auto* const limit_type = new py::exception<limit_exceeded>(m, "LimitExceeded", PyExc_RuntimeError);
+    limit_type->doc() = "A plan does not fit a resource limit (device memory): the library's limit_exceeded, and a "
+                        "split whose sample or model states exceed the memory.";
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
         } catch (const limit_exceeded& e) {
-            PyErr_SetString(limit.ptr(), e.what());
+            PyErr_SetString(limit_type->ptr(), e.what());
         } catch (const batching::split_error& e) {
-            PyErr_SetString(is_memory_failure(e.kind()) ? limit.ptr() : PyExc_ValueError, e.what());
+            PyErr_SetString(is_memory_failure(e.kind()) ? limit_type->ptr() : PyExc_ValueError, e.what());
         } catch (const invalid_argument& e) {
             PyErr_SetString(PyExc_ValueError, e.what());
         } catch (const input_error& e) {

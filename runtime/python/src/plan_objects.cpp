@@ -180,6 +180,10 @@ void bind_values(py::module_& m) {
         .def_readonly("violations", &plan::validation_report::violations)
         .def_readonly("truncated", &plan::validation_report::truncated)
         .def("__bool__", &plan::validation_report::ok)
+        .def("__repr__", [](const plan::validation_report& r) {
+            return r.ok() ? std::string("ValidationReport(ok)")
+                          : "ValidationReport(" + std::to_string(r.violations.size()) + (r.truncated ? "+" : "") + " violations)";
+        })
         .def("__str__", &plan::validation_report::to_string);
 }
 
