@@ -74,6 +74,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tolerance", type=float, default=1e-10)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     p.add_argument("--json", type=Path, help="write per-iteration records (rank 0) to this file")
+    p.add_argument("--profile", action="store_true", help="print rank 0's time per instruction kind")
     a = p.parse_args(argv)
     if a.chunks == 0:
         a.chunks = 2 if a.schedule == "interleaved" else 1
@@ -174,7 +175,7 @@ def train(rank: int, world: int, a) -> int:
                                       timeout_s=a.timeout)
             dist.barrier()
             t0 = time.perf_counter()
-            local_loss = ex.run(batch.rank_plan, batch.microbatches)
+            local_loss = ex.run(batch.rank_plan, batch.microbatches, profile=a.profile)
             dist.barrier()
             seconds = time.perf_counter() - t0
             loss = torch.tensor([local_loss], dtype=torch.float64)
@@ -193,6 +194,9 @@ def train(rank: int, world: int, a) -> int:
                 print(f"iter {rec['iteration']:3d}  loss {rec['loss']:.6f}  {seconds * 1e3:8.1f} ms  stall "
                       f"{batch.stall_ms:6.1f} ms  plan {batch.planning_ms:6.1f} ms  {rec['microbatches']:3d} "
                       f"micro-batches  {batch.schedule}{extra}", flush=True)
+                if a.profile:
+                    print("  rank 0 ms per kind: " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in
+                                                             sorted(ex.kind_seconds.items(), key=lambda kv: -kv[1])))
     if rank == 0 and a.json is not None:
         a.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "iterations": records}, indent=1))
     if rank == 0 and a.check:

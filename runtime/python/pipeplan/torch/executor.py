@@ -56,6 +56,7 @@ from .errors import PipelineError, PlanRejected, ShapeMismatch, StepFailed, Step
 
 #: torch element types of the plan's dtype names (fp8 has no torch 1.13 type).
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+_ITEMSIZE = {name: torch.empty(0, dtype=t).element_size() for name, t in TORCH_DTYPES.items()}
 
 MESSAGE_ROLES = frozenset({"activation_in", "activation_out", "grad_in", "grad_out"})
 _STARTS = {"send_activation_start": True, "send_grad_start": True,
@@ -65,25 +66,28 @@ _WAITS = {"send_activation_wait": "send_activation_start", "send_grad_wait": "se
 _MESSAGE_KINDS = frozenset(_STARTS) | frozenset(_WAITS)
 
 
+_NO_SLOT = 0xFFFFFFFF
+
+
 class Op:
-    """One instruction as the executor reads it (fields copied from ``pipeplan.Instruction``
-    once per plan; slots are None when unused). ``request`` pairs a message start with its wait;
-    ``group`` is the first instruction index of the run of starts it is posted with."""
+    """One instruction as the executor reads it: the fields of ``pipeplan.Instruction`` (kind,
+    mode and dtype as names; slots None when unused; ``shape`` = (microbatch_size, seqlen +
+    dec_seqlen, hidden)), copied once per plan from ``RankProgram.instructions_array()``.
+    ``request`` pairs a message start with its wait; ``group`` is the first instruction index of
+    the run of starts it is posted with."""
 
     __slots__ = ("index", "kind", "mode", "dtype", "mb", "stage", "peer", "in_slot", "out_slot",
-                 "stash_slot", "work_slot", "shape", "bytes", "request", "group", "instruction")
+                 "stash_slot", "work_slot", "shape", "bytes", "request", "group")
 
-    def __init__(self, index: int, ins: Any):
+    def __init__(self, index: int, names, mb, stage, peer, slots, shape, nbytes):
         self.index = index
-        self.kind, self.mode, self.dtype = ins.kind, ins.mode, ins.dtype
-        self.mb, self.stage, self.peer = ins.mb, ins.stage, ins.peer
-        self.in_slot, self.out_slot, self.stash_slot, self.work_slot = ins.in_slot, ins.out_slot, ins.stash_slot, ins.work_slot
-        s = ins.shape
-        self.shape = (s.microbatch_size, s.seqlen + s.dec_seqlen, s.hidden)
-        self.bytes = ins.bytes
+        self.kind, self.mode, self.dtype = names
+        self.mb, self.stage, self.peer = mb, stage, peer
+        self.in_slot, self.out_slot, self.stash_slot, self.work_slot = (None if x == _NO_SLOT else x for x in slots)
+        self.shape = shape
+        self.bytes = nbytes
         self.request = None
         self.group = None
-        self.instruction = ins
 
     def describe(self) -> str:
         """'instruction #i forward (micro-batch m, stage s[, peer p])', as the C++ executor says."""
@@ -173,6 +177,10 @@ class PipelineExecutor:
         self._leaf_params: Dict[int, List[torch.nn.Module]] = {}
         for m in self.modules.values():
             self._hook_leaf_modules(m)
+        self._names: Dict[tuple, tuple] = {}
+        if dist.is_initialized() and dist.get_backend() == "nccl":
+            # batch_isend_irecv's first NCCL call must involve every rank: one collective first.
+            dist.all_reduce(torch.zeros(1, device=self.device))
         self._arena = torch.empty(0, dtype=torch.uint8, device=self.device)
         self.arena_bytes = 0
         self.loss = 0.0
@@ -265,7 +273,7 @@ class PipelineExecutor:
         if set(self.modules) != owned:
             raise PlanRejected(f"rank {self.rank}: the plan places virtual stages {sorted(owned)} on this rank, the "
                                f"executor has modules for {sorted(self.modules)}", rank=self.rank)
-        ops = [Op(i, ins) for i, ins in enumerate(prog.instructions)]
+        ops = self._ops_of(prog)
         nmb = len(h.microbatches)
         open_starts: List[Op] = []
         group = None
@@ -296,6 +304,29 @@ class PipelineExecutor:
         if self._arena.numel() < end:
             self._arena = torch.empty(end, dtype=torch.uint8, device=self.device)
         self.arena_bytes = end
+        return ops
+
+    def _ops_of(self, prog: Any) -> List[Op]:
+        """The program as Op records: the fields from the NumPy array of the instructions (one
+        call), the kind, mode and dtype names from the binding's Instruction objects, once per
+        distinct (kind, mode, dtype) code."""
+        array = prog.instructions_array()
+        f = {name: k for k, name in enumerate(array.dtype.names)}
+        kind, mode, dtype, mb, stage, peer = (f[k] for k in ("kind", "mode", "dtype", "mb", "stage", "peer"))
+        slots = [f[k] for k in ("in_slot", "out_slot", "stash_slot", "work_slot")]
+        b, s, d, h, nbytes = (f[k] for k in ("microbatch_size", "seqlen", "dec_seqlen", "hidden", "bytes"))
+        objects = None
+        ops = []
+        for i, r in enumerate(array.tolist()):
+            key = (r[kind], r[mode], r[dtype])
+            names = self._names.get(key)
+            if names is None:
+                if objects is None:
+                    objects = prog.instructions
+                x = objects[i]
+                names = self._names[key] = (x.kind, x.mode, x.dtype)
+            ops.append(Op(i, names, r[mb], r[stage], r[peer], [r[k] for k in slots], (r[b], r[s] + r[d], r[h]),
+                          r[nbytes]))
         return ops
 
     def _check_op(self, op: Op, microbatches: int, buffers: int, ranks: int) -> None:
@@ -329,7 +360,7 @@ class PipelineExecutor:
         dtype = TORCH_DTYPES.get(op.dtype)
         if dtype is None:
             raise self._rejected(op, f"element type {op.dtype} has no torch type here")
-        itemsize = torch.empty(0, dtype=dtype).element_size()
+        itemsize = _ITEMSIZE[op.dtype]
         b0, b1, b2 = op.shape
         if b0 * b1 * b2 * itemsize != op.bytes:
             raise self._rejected(op, f"its shape [{b0}, {b1}, {b2}] of {op.dtype} is {b0 * b1 * b2 * itemsize} bytes, "
@@ -353,7 +384,7 @@ class PipelineExecutor:
         ``op.shape`` of ``op.dtype``."""
         dtype = TORCH_DTYPES[op.dtype]
         offset, size, role = self._buffers[slot]
-        n = op.shape[0] * op.shape[1] * op.shape[2] * torch.empty(0, dtype=dtype).element_size()
+        n = op.shape[0] * op.shape[1] * op.shape[2] * _ITEMSIZE[op.dtype]
         if n > size:
             raise ShapeMismatch(f"{self._where(op)}: shape {list(op.shape)} of {op.dtype} needs {n} bytes, buffer "
                                 f"{slot} has {size}", **self._fields(op))
