@@ -381,6 +381,18 @@ def test_limit_exceeded_carries_the_cli_message(tmp_path, gpt):
     assert str(e.value) in r.stderr
 
 
+@needs_cli
+def test_no_fitting_schedule_is_limit_exceeded(tmp_path, gpt):
+    """GPipe keeps every micro-batch's activations: on long samples no split fits its peak."""
+    pairs = np.stack([np.random.default_rng(7).integers(500, 2048, size=256), np.zeros(256, dtype=np.int64)], axis=1)
+    batch = write_batch(tmp_path / "batch.csv", pairs)
+    r = run_cli("plan", "--model", "analytic:gpt-6.7b", "--batch", batch, "--schedule", "gpipe", *cli_flags(GPT), check=False)
+    assert r.returncode == 3  # the CLI's status for a resource limit (pipeplan::limit_exceeded)
+    with pytest.raises(pipeplan.LimitExceeded, match="no candidate schedule fits in 40000") as e:
+        pipeplan.Planner(gpt, schedule="gpipe", **GPT).plan(pairs)
+    assert str(e.value) in r.stderr
+
+
 def test_bad_input_is_a_value_error(gpt):
     with pytest.raises(ValueError, match="memory_mb .* is required"):
         pipeplan.Planner(gpt, stages=4, layers_per_stage=8)
