@@ -5,8 +5,9 @@ Megatron-style packing into fixed-length rows + 1F1B vs padding to the longest s
     meson devenv -C build /usr/bin/python3 benchmarks/python/torch_batching.py --stages 2 --iterations 8
 
 Runs the example once per batching method (same model, data, seed and global batches), drops
-the first --warmup iterations and prints the median iteration time, the planner stall and the
-ratio to pipeplan's. Extra arguments after -- go to train_gpt.py unchanged.
+the first --warmup iterations and prints the medians of the iteration's wall time and of the CPU
+time its ranks spent in the step (summed; robust to other load on the machine), their ratios to
+the first method's, and the planner stall. Extra arguments after -- go to train_gpt.py unchanged.
 """
 import argparse
 import json
@@ -39,13 +40,16 @@ def main() -> int:
             subprocess.run(cmd, check=True)
             its = json.loads(out.read_text())["iterations"][args.warmup:]
             rows.append((method, statistics.median(r["iteration_s"] for r in its) * 1e3,
+                         statistics.median(r["cpu_s"] for r in its) * 1e3,
                          statistics.median(r["stall_ms"] for r in its), statistics.mean(r["microbatches"] for r in its),
                          its[0]["schedule"], len(its)))
-    base = rows[0][1]
-    print(f"\nS={args.stages} dp={args.dp}: median over {rows[0][5]} iterations after {args.warmup} warm-up")
-    print(f"{'batching':10s} {'iteration ms':>12s} {'vs ' + rows[0][0]:>12s} {'stall ms':>9s} {'micro-batches':>14s}  schedule")
-    for method, ms, stall, mbs, sched, _ in rows:
-        print(f"{method:10s} {ms:12.1f} {ms / base:11.2f}x {stall:9.2f} {mbs:14.1f}  {sched}")
+    base, base_cpu = rows[0][1], rows[0][2]
+    print(f"\nS={args.stages} dp={args.dp}: median over {rows[0][6]} iterations after {args.warmup} warm-up "
+          f"(ratio: to {rows[0][0]}'s)")
+    print(f"{'batching':10s} {'iteration ms':>12s} {'ratio':>7s} {'CPU ms (all ranks)':>19s} {'ratio':>7s} "
+          f"{'stall ms':>9s} {'micro-batches':>14s}  schedule")
+    for method, ms, cpu, stall, mbs, sched, _ in rows:
+        print(f"{method:10s} {ms:12.1f} {ms / base:6.2f}x {cpu:19.1f} {cpu / base_cpu:6.2f}x {stall:9.2f} {mbs:14.1f}  {sched}")
     return 0
 
 

@@ -6,7 +6,8 @@
 Plans GPT-6.7B iterations (analytic model, S stages, 8 layers per stage) of global batches drawn
 from ../shared/data/lengths/superni_gpt.csv (a synthetic mixture without it) while a training
 loop that takes --train-ms per iteration (a sleep: the GIL is free, as during torch kernels)
-consumes them. Prints the planner's time per iteration and the stall (how long the loop waited
+consumes them. Prints the planner's time per iteration (and the loader's whole background job: samples,
+planning, tensors) and the stall (how long the loop waited
 for the next plan) per iteration: median and maximum after the first --warmup iterations, for
 each lookahead.
 """
@@ -63,14 +64,16 @@ def main() -> int:
         planner = pipeplan.Planner(model, stages=args.stages, layers_per_stage=32 // args.stages, memory_mb=40000,
                                    max_seqlen=args.max_seqlen)
         batches = TokenBudgetBatches(lens, args.tokens, seed=0, iterations=args.iterations)
-        stalls, plans = [], []
+        stalls, plans, prepares = [], [], []
         with PlannedLoader(LengthOnly(lens), batches, planner, rank=0, lookahead=k) as loader:
             for b in loader:
                 stalls.append(b.stall_ms)
                 plans.append(b.planning_ms)
+                prepares.append(b.prepare_ms)
                 time.sleep(args.train_ms / 1e3)
-        s, p = stalls[args.warmup:], plans[args.warmup:]
-        print(f"lookahead {k}: planning {statistics.median(p):7.1f} ms median ({max(p):7.1f} max); stall "
+        s, p, q = stalls[args.warmup:], plans[args.warmup:], prepares[args.warmup:]
+        print(f"lookahead {k}: planning {statistics.median(p):6.1f} ms median ({max(p):6.1f} max), with the "
+              f"tensors {statistics.median(q):6.1f} ms; stall "
               f"{statistics.median(s):6.2f} ms median, {max(s):6.2f} ms max over {len(s)} iterations "
               f"(first iteration: {stalls[0]:.1f} ms)")
     return 0

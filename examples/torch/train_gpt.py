@@ -174,13 +174,16 @@ def train(rank: int, world: int, a) -> int:
                 ex = PipelineExecutor(batch.rank_plan, modules, optimizer=torch.optim.Adam(params, lr=a.lr),
                                       timeout_s=a.timeout)
             dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             local_loss = ex.run(batch.rank_plan, batch.microbatches, profile=a.profile)
+            cpu = time.thread_time() - c0
             dist.barrier()
             seconds = time.perf_counter() - t0
-            loss = torch.tensor([local_loss], dtype=torch.float64)
-            dist.all_reduce(loss)
-            rec = {"iteration": batch.iteration, "loss": float(loss), "iteration_s": seconds, "stall_ms": batch.stall_ms,
+            sums = torch.tensor([local_loss, cpu], dtype=torch.float64)
+            dist.all_reduce(sums)
+            loss = sums[0]
+            rec = {"iteration": batch.iteration, "loss": float(loss), "iteration_s": seconds, "cpu_s": float(sums[1]),
+                   "stall_ms": batch.stall_ms,
                    "planning_ms": batch.planning_ms, "microbatches": len(batch.plan.header.microbatches),
                    "schedule": batch.schedule, "samples": len(batch.lengths), "predicted_ms": batch.predicted_makespan_ms}
             if reference is not None:
@@ -191,7 +194,8 @@ def train(rank: int, world: int, a) -> int:
             if rank == 0:
                 extra = (f"  loss err {rec['loss_error']:.1e} grad err {rec['grad_error']:.1e} param err "
                          f"{rec['param_error']:.1e}" if reference is not None else "")
-                print(f"iter {rec['iteration']:3d}  loss {rec['loss']:.6f}  {seconds * 1e3:8.1f} ms  stall "
+                print(f"iter {rec['iteration']:3d}  loss {rec['loss']:.6f}  {seconds * 1e3:8.1f} ms (CPU "
+                      f"{rec['cpu_s'] * 1e3:8.1f} ms over ranks)  stall "
                       f"{batch.stall_ms:6.1f} ms  plan {batch.planning_ms:6.1f} ms  {rec['microbatches']:3d} "
                       f"micro-batches  {batch.schedule}{extra}", flush=True)
                 if a.profile:

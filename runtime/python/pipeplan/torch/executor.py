@@ -174,7 +174,6 @@ class PipelineExecutor:
         }
         self._dp_group = self._make_dp_group(dp_groups)
         self._capture: Optional[list] = None
-        self._leaf_params: Dict[int, List[torch.nn.Module]] = {}
         for m in self.modules.values():
             self._hook_leaf_modules(m)
         self._names: Dict[tuple, tuple] = {}

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import random
-import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
-from .data import MicroBatchData, Sample, as_sample, build_microbatch, microbatch_rows
+from .data import MicroBatchData, as_sample, build_microbatch, microbatch_rows
 
 
 class TokenBudgetBatches:
@@ -61,6 +60,7 @@ class PlannedBatch:
     lengths: List[int]              # tokens of each sample (after truncation)
     loss_tokens: int                # target tokens of the global batch (the loss's denominator)
     planning_ms: float              # the planner's wall time for this iteration
+    prepare_ms: float               # the background job's: samples, planning, tensors
     stall_ms: float                 # how long the training loop waited for this iteration
     schedule: str
     predicted_makespan_ms: float
@@ -91,7 +91,6 @@ class PlannedLoader:
         self._next_iteration = first_iteration
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="pipeplan-planner")
         self._pending: List[concurrent.futures.Future] = []
-        self._lock = threading.Lock()
         self.stalls_ms: List[float] = []
         self._exhausted = False
 
@@ -141,6 +140,7 @@ class PlannedLoader:
     def prepare(self, iteration: int, ids: List[int]) -> PlannedBatch:
         """Plans ``ids`` (dataset indices) as ``iteration`` and builds this rank's tensors (what
         the background thread runs; callable directly for a synchronous loader)."""
+        t_start = time.perf_counter()
         samples = {k: as_sample(self.dataset[i]).truncated(self.max_seqlen) for k, i in enumerate(ids)}
         lengths = [samples[k].tokens.numel() for k in range(len(ids))]
         t0 = time.perf_counter()
@@ -160,8 +160,9 @@ class PlannedLoader:
                 continue
             rows = microbatch_rows(m.sample_ids, m.shape.microbatch_size, getattr(m, "rows", None) or [])
             mbs[j] = build_microbatch(j, replica, rows, samples, m.shape.seqlen, scale, self.separator_tokens)
-        return PlannedBatch(iteration, plan, rank_plan, mbs, list(ids), lengths, loss_tokens, planning_ms, 0.0,
-                            h.schedule, float(result.makespan_ms), float(getattr(result, "lower_bound_ms", 0.0)))
+        prepare_ms = (time.perf_counter() - t_start) * 1e3
+        return PlannedBatch(iteration, plan, rank_plan, mbs, list(ids), lengths, loss_tokens, planning_ms, prepare_ms,
+                            0.0, h.schedule, float(result.makespan_ms), float(getattr(result, "lower_bound_ms", 0.0)))
 
 
 def _microbatch_table(result) -> Sequence[Any]:
