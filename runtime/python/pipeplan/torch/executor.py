@@ -212,6 +212,7 @@ class PipelineExecutor:
         self._stash: Dict[tuple, Any] = {}
         self._requests: Dict[int, Any] = {}
         self.loss = 0.0
+        self._losses: List[torch.Tensor] = []
         for p in self._params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -236,6 +237,8 @@ class PipelineExecutor:
             self._stash.clear()
             self._requests.clear()
         self.kind_seconds = times
+        # One host synchronisation per step (not per micro-batch) on an accelerator.
+        self.loss = float(torch.stack(self._losses).sum()) if self._losses else 0.0
         return self.loss
 
     def _dispatch(self, op: Op, handlers) -> None:
@@ -450,7 +453,7 @@ class PipelineExecutor:
             if y.dim() != 0:
                 raise ShapeMismatch(f"{self._where(op)}: the last stage returned a tensor of shape {list(y.shape)}, "
                                     f"not a scalar loss", **self._fields(op))
-            self.loss += float(y.detach())
+            self._losses.append(y.detach())
         else:
             self._write(op, op.out_slot, y, "output")
 
