@@ -57,7 +57,7 @@ def executor(p, rank: int) -> PipelineExecutor:
 
 
 def measure(rank: int, world: int, port: int, samples: int, repeats: int, out) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
     p = plan(world, samples)
     ex = executor(p, rank)

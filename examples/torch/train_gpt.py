@@ -240,9 +240,11 @@ def _spawned(rank: int, world: int, a) -> None:
 def main(argv=None) -> int:
     a = parse_args(argv)
     world = a.stages * a.dp
+    read_lengths(a.lengths, a.seed)  # a bad file fails here, before any process starts
     if a.spawn:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(free_port())
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: gloo's pairs on the loopback too
         try:
             torch.multiprocessing.spawn(_spawned, args=(world, a), nprocs=world, join=True)
         except torch.multiprocessing.ProcessExitedException as e:
