@@ -74,6 +74,24 @@ def test_plan_rejected_before_running():
             batch.rank_plan, batch.microbatches)
 
 
+def test_message_bytes_disagreeing_with_its_shape_is_rejected_before_running():
+    """A plan file whose message says fewer bytes than its shape and element type make (here the
+    JSON form edited by hand) is rejected, naming the instruction, before anything runs."""
+    import json
+    from pipeplan.torch import PipelineExecutor, PlanRejected
+    batch, modules = _rank0(Case("1f1b", 2))
+    j = json.loads(batch.rank_plan.to_json())
+    prog = j["programs"][0]["instructions"]
+    k = next(i for i, x in enumerate(prog) if x["kind"] == "send_activation_start")
+    prog[k]["bytes"] -= 8
+    edited = pipeplan.RankPlan.from_bytes(json.dumps(j).encode())
+    ex = PipelineExecutor(edited, modules, optimizer=torch.optim.SGD(modules[0].parameters(), lr=0.1), validate=False)
+    with pytest.raises(PlanRejected, match=rf"rank 0: instruction #{k} send_activation_start \(micro-batch "
+                                           r"\d+, stage 0, peer 1\): its shape \[\d+, \d+, 8\] of fp64 is \d+ "
+                                           r"bytes, the message \d+"):
+        ex.run(edited, batch.microbatches)
+
+
 def test_register_handler_replaces_builtins_and_runs_user_code():
     """A one-stage plan runs in one process; a registered optimizer_step handler replaces the
     built-in one and sees the instruction and the executor."""
