@@ -79,12 +79,15 @@ TEST_CASE("compare: padding waste and the token budget, hand-computed") {
 }
 
 TEST_CASE("compare: packed micro-batches are priced as packed rows by plan_microbatches and kept in the plan") {
-    // 40 samples of 88 tokens: 23 per 2048-token row (2024 tokens), rows of 23, 17 samples.
-    const std::vector<pb::sample> b(40, pb::sample{80, 8});
+    // 40 samples, every 13th of 800 tokens, the others of 100: rows of 2048 hold 800 + 12 x 100 =
+    // 2000 tokens (13 samples); rows 13, 13, 13, 1. Padded instead, a row's 13 samples would be
+    // [13 sequences, 800 tokens] = 10400 tokens, the mis-pricing this guards against.
+    std::vector<pb::sample> b;
+    for (int i = 0; i < 40; ++i) b.push_back(i % 13 == 0 ? pb::sample{792, 8} : pb::sample{92, 8});
     pb::split_options so;
     so.lengths.max_seqlen_tokens = 2048;
     const auto packed = pb::split_pack_fixed(cmp_gpt(), b, cmp_options().config, 1, 0, 0, so);
-    REQUIRE(packed.per_microbatch.size() == 2);
+    REQUIRE(packed.per_microbatch.size() == 4);
     CHECK(packed.per_microbatch[0].shape == pb::microbatch_shape{1, 2048, 0});
     auto po = cmp_options();
     po.split = so;
@@ -92,18 +95,22 @@ TEST_CASE("compare: packed micro-batches are priced as packed rows by plan_micro
     // Through split --json and back, as `plan --microbatches` reads it.
     const nlohmann::json j = packed;
     pb::given_split g = pb::split_from_json(j.dump(), "split.json");
-    REQUIRE(g.layout.rows.size() == 2);
-    CHECK(g.layout.row_tokens == std::vector<int>{2048, 2048});
+    REQUIRE(g.layout.rows.size() == 4);
+    CHECK(g.layout.row_tokens == std::vector<int>{2048, 2048, 2048, 2048});
     const auto as_rows = p.plan_microbatches(b, g.microbatches, g.layout);
     const auto as_samples = p.plan_microbatches(b, g.microbatches);  // the same ids without rows: padded samples
     const auto& e = as_rows.plan.header.microbatches;
-    REQUIRE(e.size() == 2);
-    CHECK(e[0].shape.microbatch_size == 1);
-    CHECK(e[0].shape.seqlen == 2048);
-    CHECK(e[0].row_sizes == std::vector<std::uint32_t>{23});
-    CHECK(as_samples.plan.header.microbatches[0].shape.microbatch_size == 23);
-    // The mis-pricing this guards against: 23 sequences of 88 tokens instead of one row of 2048.
-    CHECK(as_samples.makespan_ms > 1.5 * as_rows.makespan_ms);
+    REQUIRE(e.size() == 4);
+    for (const auto& m : e) {
+        CHECK(m.shape.microbatch_size == 1);
+        CHECK(m.shape.seqlen == 2048);
+    }
+    CHECK(e[0].row_sizes.size() == 1);
+    CHECK(e[0].row_sizes[0] + e[1].row_sizes[0] + e[2].row_sizes[0] + e[3].row_sizes[0] == 40);
+    bool padded_wide = false;
+    for (const auto& m : as_samples.plan.header.microbatches) padded_wide = padded_wide || (m.shape.microbatch_size == 13 && m.shape.seqlen == 800);
+    CHECK(padded_wide);
+    CHECK(as_samples.makespan_ms > 2.0 * as_rows.makespan_ms);
     // The rows survive both plan formats.
     const auto back_json = pipeplan::plan::execution_plan_from_json(pipeplan::plan::to_json_text(as_rows.plan), "p.json");
     CHECK(back_json.header == as_rows.plan.header);

@@ -13,8 +13,8 @@
 //                         micro-batch, each row padded to the full length and priced as one
 //                         sequence of that length (the profiles' attention spans the whole row,
 //                         as Megatron's packed rows without attention-mask resets). Encoder-
-//                         decoder: a row has an encoder part and a decoder part (the maximum
-//                         decoder length, else the longest decoder sample); a sample fits both.
+//                         decoder: a row has an encoder part and a decoder part (the batch's
+//                         longest decoder sample, rounded); a sample fits both.
 #pragma once
 
 #include <algorithm>
@@ -91,8 +91,8 @@ template <cost_model Model>
 }
 
 /// Megatron-LM style packing then a fixed number of rows per micro-batch. `pack_length_tokens`
-/// = 0 uses options.lengths.max_seqlen_tokens, or else the longest padded sample (the decoder
-/// part likewise from max_dec_seqlen_tokens). Throws invalid_argument (mbs < 1, a sample longer
+/// = 0 uses options.lengths.max_seqlen_tokens, or else the longest padded sample; an
+/// encoder-decoder row's decoder part is the longest padded decoder sample. Throws invalid_argument (mbs < 1, a sample longer
 /// than a row) and split_error when a micro-batch fits under no rung.
 template <cost_model Model>
 [[nodiscard]] split_result split_pack_fixed(const Model& model, std::span<const sample> batch,
@@ -106,11 +106,8 @@ template <cost_model Model>
     if (len == 0) len = options.lengths.max_seqlen_tokens;
     if (len == 0)
         for (const auto& s : ctx.shapes()) len = std::max(len, s.seqlen_tokens);
-    if (enc_dec) {
-        dec_len = options.lengths.max_dec_seqlen_tokens;
-        if (dec_len == 0)
-            for (const auto& s : ctx.shapes()) dec_len = std::max(dec_len, s.dec_seqlen_tokens);
-    }
+    if (enc_dec)  // the decoder part: the batch's longest (truncated, rounded) decoder sample
+        for (const auto& s : ctx.shapes()) dec_len = std::max(dec_len, s.dec_seqlen_tokens);
     std::vector<int> ids(ctx.shapes().size());
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
     const auto rows = pack_sequential(ids, ctx.shapes(), len, separator_tokens, dec_len);

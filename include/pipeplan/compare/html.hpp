@@ -50,7 +50,7 @@ struct series {
 
 /// The frame of a chart: title, axes with ticks, labels and the legend; returns the y mapping.
 struct chart_frame {
-    double w = 760, h = 420, left = 84, right = 170, top = 40, bottom = 64;
+    double w = 780, h = 420, left = 84, right = 200, top = 40, bottom = 64;
     double y_lo = 0, y_hi = 1;
     [[nodiscard]] double px_y(double v) const { return top + (h - top - bottom) * (1 - (v - y_lo) / (y_hi - y_lo)); }
     [[nodiscard]] double plot_w() const { return w - left - right; }
@@ -159,6 +159,13 @@ inline std::string bar_chart(const std::string& title, const std::vector<std::st
     return o.str();
 }
 
+/// A power of ten as a tick label: 0.001, 0.01, ..., 1, 10, 100, ...
+inline std::string log_tick(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
 /// Empirical CDFs of `samples` (x on a log10 axis when `log_x`).
 inline std::string cdf_chart(const std::string& title, const std::vector<series>& samples, const std::string& x_label, bool log_x,
                              std::size_t colour_offset = 0) {
@@ -167,7 +174,7 @@ inline std::string cdf_chart(const std::string& title, const std::vector<series>
     chart_frame f;
     open_chart(o, f, title, "fraction of samples ≤ x", x_label, 1.0 / 1.08);
     double lo = INFINITY, hi = -INFINITY;
-    const auto tx = [&](double v) { return log_x ? std::log10(std::max(v, 1e-6)) : v; };
+    const auto tx = [&](double v) { return log_x ? std::log10(std::max(v, 1e-3)) : v; };  // log axis from 0.001
     for (const auto& s : samples)
         for (double v : s.y)
             if (std::isfinite(v)) lo = std::min(lo, tx(v)), hi = std::max(hi, tx(v));
@@ -178,7 +185,7 @@ inline std::string cdf_chart(const std::string& title, const std::vector<series>
     for (double t = log_x ? lo : std::ceil(lo / step) * step; t <= hi + 1e-9; t += step) {
         const double v = log_x ? std::pow(10.0, t) : t;
         o << "<text x=\"" << fmt(px_x(v)) << "\" y=\"" << fmt(f.h - f.bottom + 18, 0) << "\" text-anchor=\"middle\">"
-          << (log_x ? fmt(v, v < 1 ? 3 : 0) : fmt(v, step < 1 ? 2 : 0)) << "</text>\n";
+          << (log_x ? log_tick(v) : fmt(v, step < 1 ? 2 : 0)) << "</text>\n";
     }
     std::vector<std::string> names, colours;
     for (std::size_t k = 0; k < samples.size(); ++k) {
@@ -274,7 +281,7 @@ inline void error_chart(std::ostringstream& o, const html_options& h) {
         ss.push_back(std::move(a));
     }
     o << "<p>Each interior profiled point predicted from its neighbours with the interpolation the comparison uses; "
-         "relative error |predicted − measured| / measured.</p>\n"
+         "relative error |predicted − measured| / measured (errors below 0.001 % drawn at 0.001 %).</p>\n"
       << cdf_chart("Leave-one-out relative error (CDF)", ss, "relative error (%, log scale)", true, 5);
 }
 
