@@ -47,7 +47,7 @@ TEST_CASE("padded shapes: truncation at the maximum length") {
     CHECK(d[1] == pb::sample_shape{96, 0, 95});
     CHECK(d[2] == pb::sample_shape{56, 0, 50});
     const auto e = pb::padded_shapes(std::vector<pb::sample>{{500, 40}}, r, true);
-    CHECK(e[0] == pb::sample_shape{100, 16, 100});
+    CHECK(e[0] == pb::sample_shape{100, 16, 100, 16});
 }
 
 TEST_CASE("padded shapes: invalid samples and rules name the sample") {
