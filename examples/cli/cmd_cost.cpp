@@ -20,6 +20,7 @@
 #include "model_spec.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/error_summary.hpp"
+#include "pipeplan/cost/leave_one_out.hpp"
 #include "pipeplan/cost/profile.hpp"
 #include "pipeplan/cost/profile_grid.hpp"
 #include "pipeplan/cost/types.hpp"
@@ -130,36 +131,12 @@ void run_profile_error(const error_options& o) {
     fmt::print("\n");
     for (const auto& name : models) {
         const profile_cost_model m = profile_cost_model::load(o.profiles, name, interpolation_mode::linear);
-        // [quantity: 0 time, 1 memory][scheme] -> relative errors
-        std::array<std::array<std::vector<double>, schemes.size()>, 2> errors;
-        for (int tp : m.tp_degrees())
-            for (recompute_mode r : all_recompute_modes)
-                for (component c : all_components)
-                    for (cost_metric metric : all_cost_metrics) {
-                        const profile_grid* g = m.grid(tp, r, c, metric);
-                        if (!g) continue;
-                        const std::size_t quantity = metric <= cost_metric::backward_ms ? 0 : 1;
-                        for (std::size_t i = 0; i < g->size(0); ++i)
-                            for (std::size_t j = 0; j < g->size(1); ++j)
-                                for (std::size_t l = 0; l < g->size(2); ++l) {
-                                    const auto measured = g->at_index(i, j, l);
-                                    if (!measured || *measured <= 0) continue;
-                                    std::array<double, schemes.size()> predicted{};
-                                    bool all = true;
-                                    for (std::size_t s = 0; s < schemes.size() && all; ++s) {
-                                        const auto p = g->predict_left_out({i, j, l}, schemes[s]);
-                                        if (!p) all = false;
-                                        else predicted[s] = *p;
-                                    }
-                                    if (!all) continue;
-                                    for (std::size_t s = 0; s < schemes.size(); ++s)
-                                        errors[quantity][s].push_back(std::abs(predicted[s] - *measured) / *measured);
-                                }
-                    }
+        const leave_one_out_errors loo = leave_one_out(m, schemes);
+        const std::array<const std::vector<std::vector<double>>*, 2> errors{&loo.time, &loo.memory};
         for (std::size_t quantity = 0; quantity < 2; ++quantity) {
-            fmt::print("| {} | {} | {} |", name, quantity == 0 ? "time" : "memory", errors[quantity][0].size());
+            fmt::print("| {} | {} | {} |", name, quantity == 0 ? "time" : "memory", (*errors[quantity])[0].size());
             for (std::size_t s = 0; s < schemes.size(); ++s) {
-                const error_summary e = summarize_relative_errors(errors[quantity][s]);
+                const error_summary e = summarize_relative_errors((*errors[quantity])[s]);
                 fmt::print(" {:.2f}% | {:.2f}% |", 100 * e.median, 100 * e.p90);
             }
             fmt::print("\n");

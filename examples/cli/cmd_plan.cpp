@@ -23,10 +23,12 @@
 
 #include "commands.hpp"
 #include "flags.hpp"
+#include "lengths_flag.hpp"
 #include "model_spec.hpp"
 #include "plan_inputs.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/batching/json.hpp"
+#include "pipeplan/compare/methods.hpp"
 #include "pipeplan/core/file.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
@@ -44,6 +46,7 @@ namespace {
 
 struct plan_cli_options {
     plan_model_flags inputs;  ///< the model/cluster flag block (plan_inputs.hpp)
+    lengths_flags lengths;    ///< --lengths FILE --tokens N --seed S instead of --batch (lengths_flag.hpp)
     std::string batch, format = "binary";
     unsigned long long iteration = 0;
     unsigned threads = 1, alternative_splits = 0;
@@ -220,15 +223,17 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     plan::planner_options po = to_planner_options(o.inputs, o.iteration);
     po.threads = o.threads;
     po.alternative_splits = o.alternative_splits;
-    const std::vector<batching::sample> batch = batching::read_batch_csv(o.batch);
+    // --lengths: the batch of this iteration (the --iteration-th drawn with the seed).
+    const std::vector<batching::sample> batch = batch_from_flags(o.batch, o.lengths, o.iteration);
     with_plan_model(o.inputs, [&](const auto& model) {
         apply_layer_layout(po, o.inputs, model);
         plan::planner<std::decay_t<decltype(model)>> planner(model, po);
-        plan::plan_result r =
-            o.microbatches.empty()
-                ? planner.plan(batch)
-                : planner.plan_microbatches(batch, batching::microbatches_from_json(plan::read_file_bytes(o.microbatches),
-                                                                                    o.microbatches));
+        plan::plan_result r = [&] {
+            if (o.microbatches.empty()) return planner.plan(batch);
+            // Packed micro-batches keep their rows (priced as rows, not as padded samples).
+            batching::given_split g = batching::split_from_json(plan::read_file_bytes(o.microbatches), o.microbatches);
+            return planner.plan_microbatches(batch, std::move(g.microbatches), std::move(g.layout));
+        }();
         const std::optional<plan::energy_plan> e = energy_clocks(r, o);
         write_outputs(r, o, e ? &*e : nullptr);
         if (o.json) {
@@ -351,8 +356,10 @@ void register_plan(CLI::App& app) {
         "is 100 Gbit/s with no latency (DynaPipe's uniform cluster).");
     sub->add_option("--model", o->inputs.model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
     add_plan_model_options(sub, o->inputs, true);
-    sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
-    sub->add_option("--iteration", o->iteration, "Iteration number recorded in the plan")
+    sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row), or --lengths");
+    add_lengths_options(sub, o->lengths, true);
+    sub->add_option("--iteration", o->iteration,
+                    "Iteration number recorded in the plan (with --lengths: which drawn batch, 0 = the first)")
         ->capture_default_str()
         ->check(integer_in<unsigned long long>(0, std::numeric_limits<unsigned long long>::max()));
     sub->add_option("--microbatches", o->microbatches,
@@ -389,6 +396,7 @@ void register_plan(CLI::App& app) {
         const auto given = given_flags(*sub);
         for (const char* f : {"--energy-profile", "--gpu", "--energy-step-ms"})
             reject_unless(given, f, !o->energy_target.empty(), "without --energy-target-ms");
+        reject_lengths_flags_without_lengths(o->lengths, given);
         run_plan(*o, given);
     });
 
@@ -431,6 +439,19 @@ void print_default_plan() {
                batch.size(), tokens, po.config.stages, po.config.layers_per_stage, po.config.tp, po.config.device_memory_mb);
     const plan::plan_result r = plan::plan_iteration(model, batch, po);
     print_summary(r);
+    // The answer to "how much faster than packing?" on the same batch (compare/methods.hpp:
+    // Megatron-style rows of the longest sample, the rows per micro-batch and recomputation
+    // searched, 1F1B in order, simulated like the plan).
+    plan::planner<analytic_cost_model> same(model, po);
+    const auto packing = compare::best_knobs(model, same, batch, compare::method::packing, compare::knob_grid{});
+    if (!packing)
+        fmt::print("  no packing baseline fits in {:.0f} MB per device on this batch\n", po.config.device_memory_mb);
+    else
+        fmt::print("  {:.2f}x the throughput of packing ({}) on the same batch: {:.1f} ms vs {:.1f} ms per iteration "
+                   "(`pipeplan compare` sweeps this)\n",
+                   packing->run.iteration_ms / r.makespan_ms,
+                   compare::describe(packing->knobs, packing->run.micro.per_microbatch.front().shape.seqlen_tokens), r.makespan_ms,
+                   packing->run.iteration_ms);
 }
 
 }  // namespace pipeplan::cli

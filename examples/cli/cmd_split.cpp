@@ -1,6 +1,7 @@
 // `pipeplan split`: splits one global batch (a CSV of samples) into micro-batches with the exact
 // DP or a baseline, prints a summary or (--json) the split result object (docs/formats.md).
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include "commands.hpp"
 #include "flags.hpp"
 #include "layers_flag.hpp"
+#include "lengths_flag.hpp"
 #include "model_spec.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/batching/json.hpp"
@@ -34,6 +36,7 @@ struct split_cli_options {
     int chunks = 1;
     double memory_mb = 0;
     std::string batch;
+    lengths_flags lengths;  // --lengths FILE --tokens N --seed S instead of --batch
     std::string method = "dp";
     int mbs = 0;
     long long tokens_per_mb = 0;
@@ -158,10 +161,16 @@ void split_with(const Model& model, const std::vector<batching::sample>& batch, 
 
 void run_split(const split_cli_options& o, const std::set<std::string>& given) {
     reject_inapplicable(o, given);
+    reject_lengths_flags_without_lengths(o.lengths, given);
+    if (o.batch.empty() == o.lengths.files.empty())
+        throw invalid_argument("give the batch as --batch FILE or --lengths FILE [--tokens N --seed S] (one of them)");
     const auto accounting = batching::parse_accounting_mode(o.accounting);
     const interpolation_mode mode = batching::profile_mode_for(accounting, parse_interpolation_mode(o.interpolation));
-    const csv_table batch_table = csv_table::read(o.batch);
-    const std::vector<batching::sample> batch = batching::batch_from_table(batch_table);
+    // --batch: errors about a sample name its line; --lengths: the first batch drawn.
+    const std::optional<csv_table> batch_table =
+        o.lengths.files.empty() ? std::optional<csv_table>(csv_table::read(o.batch)) : std::nullopt;
+    const std::vector<batching::sample> batch =
+        batch_table ? batching::batch_from_table(*batch_table) : batch_from_flags(o.batch, o.lengths, 0);
 
     batching::pipeline_config cfg;
     cfg.stages = o.stages;
@@ -192,7 +201,8 @@ void run_split(const split_cli_options& o, const std::set<std::string>& given) {
     with_cost_model(o.profiles, o.model, mode, [&](const auto& model) {
         if (!o.layers.empty()) cfg.chunks = batching::layout_from_layer_counts(o.layers, model.is_encoder_decoder());
         require_profiled_tp(model, o.tp);
-        naming_sample_lines(batch_table, [&] { split_with(model, batch, cfg, opt, o); });
+        if (batch_table) naming_sample_lines(*batch_table, [&] { split_with(model, batch, cfg, opt, o); });
+        else split_with(model, batch, cfg, opt, o);
     });
 }
 
@@ -216,7 +226,8 @@ void register_split(CLI::App& app) {
         ->capture_default_str()
         ->check(integer_in(1, max_chunks));
     sub->add_option("--memory-mb", o->memory_mb, "Device memory (MB)")->required()->check(number_in(0, max_memory_mb, true));
-    sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row)")->required();
+    sub->add_option("--batch", o->batch, "Batch CSV (input_tokens,target_tokens; one sample per row), or --lengths");
+    add_lengths_options(sub, o->lengths, true);
     sub->add_option("--method", o->method, "dp | fixed | tokens | packing")->capture_default_str();
     sub->add_option("--mbs", o->mbs, "Micro-batch size of --method fixed / packing (rows)")->check(integer_in(1, max_mbs));
     sub->add_option("--fixed-order", o->fixed_order, "Order of --method fixed: dataset | sorted")->capture_default_str();

@@ -18,6 +18,8 @@ void register_simulate(CLI::App& app);
 void register_plan(CLI::App& app);
 /// The main job's last part: one iteration planned end to end on built-in defaults (cmd_plan.cpp).
 void print_default_plan();
+/// `pipeplan compare ...` (cmd_compare.cpp)
+void register_compare(CLI::App& app);
 /// `pipeplan partition ...` (cmd_partition.cpp)
 void register_partition(CLI::App& app);
 /// `pipeplan shard ...` (cmd_shard.cpp)

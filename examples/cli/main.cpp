@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     pipeplan::cli::register_split(app);
     pipeplan::cli::register_simulate(app);
     pipeplan::cli::register_plan(app);
+    pipeplan::cli::register_compare(app);
     pipeplan::cli::register_partition(app);
     pipeplan::cli::register_shard(app);
     pipeplan::cli::register_energy(app);

@@ -9,6 +9,7 @@
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/batching/cost_cache.hpp"
 #include "pipeplan/batching/dp_balance.hpp"
+#include "pipeplan/batching/draw.hpp"
 #include "pipeplan/batching/errors.hpp"
 #include "pipeplan/batching/ordering.hpp"
 #include "pipeplan/batching/packing.hpp"

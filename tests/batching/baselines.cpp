@@ -114,9 +114,28 @@ TEST_CASE("pack then fixed mbs: Megatron-style rows never exceed the pack length
     CHECK(d.per_microbatch[0].shape.seqlen_tokens == longest);
     CHECK_THROWS_AS((void)pb::split_pack_fixed(model, b, config(), 2, 100), pipeplan::invalid_argument);  // a sample > row
     CHECK_THROWS_AS((void)pb::split_pack_fixed(model, b, config(), 0, 512), pipeplan::invalid_argument);
-    table_cost_model t5;
+}
+
+TEST_CASE("pack then fixed mbs, hand-computed: decoder-only rows and encoder-decoder rows filling both parts") {
+    table_cost_model model;
+    model.time_noise = 0;
+    // Lengths 300, 200, 100, 450, 60 into rows of 512: [300 200] [100] [450 60]: 3 rows, 1110 real tokens.
+    const std::vector<pb::sample> b{{290, 10}, {200, 0}, {90, 10}, {400, 50}, {60, 0}};
+    const auto r = pb::split_pack_fixed(model, b, config(), 2, 512);
+    REQUIRE(r.per_microbatch.size() == 2);
+    CHECK(r.per_microbatch[0].rows == std::vector<std::vector<int>>{{0, 1}, {2}});
+    CHECK(r.per_microbatch[1].rows == std::vector<std::vector<int>>{{3, 4}});
+    CHECK(r.per_microbatch[0].shape == pb::microbatch_shape{2, 512, 0});  // priced as 2 rows of 512, not 3 samples
+    CHECK(r.per_microbatch[1].shape == pb::microbatch_shape{1, 512, 0});
+    // Encoder-decoder: encoder rows of 512 and decoder rows of the longest decoder length (2 extra tokens each).
+    table_cost_model t5 = model;
     t5.encoder_decoder = true;
-    CHECK_THROWS_AS((void)pb::split_pack_fixed(t5, b, config(), 2, 512), pipeplan::invalid_argument);
+    const std::vector<pb::sample> e{{300, 20}, {200, 40}, {100, 6}, {10, 30}};  // decoder 22, 42, 8, 32
+    const auto q = pb::split_pack_fixed(t5, e, config(), 4, 512);
+    REQUIRE(q.per_microbatch.size() == 1);
+    // Decoder part = 48 (42 rounded): 22 + 8 fit, 42 starts a row, 32 would make 74 > 48.
+    CHECK(q.per_microbatch[0].rows == std::vector<std::vector<int>>{{0}, {1}, {2, 3}});
+    CHECK(q.per_microbatch[0].shape == pb::microbatch_shape{3, 512, 48});
 }
 
 TEST_CASE("baselines report the micro-batch that fits under no rung, and by how much") {

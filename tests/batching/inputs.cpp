@@ -27,14 +27,14 @@ TEST_CASE("padded shapes: decoder-only sums input and target, rounds up to 8") {
 TEST_CASE("padded shapes: encoder-decoder adds the decoder's start/end tokens before rounding") {
     const std::vector<pb::sample> b{{100, 6}, {17, 0}, {5, 7}};
     const auto s = pb::padded_shapes(b, {}, true);
-    CHECK(s[0] == pb::sample_shape{104, 8, 100});   // 6 + 2 = 8
-    CHECK(s[1] == pb::sample_shape{24, 8, 17});     // 0 + 2 -> 8
-    CHECK(s[2] == pb::sample_shape{8, 16, 5});      // 7 + 2 = 9 -> 16
+    CHECK(s[0] == pb::sample_shape{104, 8, 100, 8});   // 6 + 2 = 8
+    CHECK(s[1] == pb::sample_shape{24, 8, 17, 2});     // 0 + 2 -> 8
+    CHECK(s[2] == pb::sample_shape{8, 16, 5, 9});      // 7 + 2 = 9 -> 16
     pb::length_rules none;
     none.decoder_extra_tokens = 0;
     none.round_to_tokens = 1;
     const auto r = pb::padded_shapes(std::vector<pb::sample>{{100, 6}}, none, true);
-    CHECK(r[0] == pb::sample_shape{100, 6, 100});
+    CHECK(r[0] == pb::sample_shape{100, 6, 100, 6});
     CHECK_THROWS_AS((void)pb::padded_shapes(std::vector<pb::sample>{{3, 0}}, none, true), pipeplan::invalid_argument);
 }
 
@@ -47,7 +47,7 @@ TEST_CASE("padded shapes: truncation at the maximum length") {
     CHECK(d[1] == pb::sample_shape{96, 0, 95});
     CHECK(d[2] == pb::sample_shape{56, 0, 50});
     const auto e = pb::padded_shapes(std::vector<pb::sample>{{500, 40}}, r, true);
-    CHECK(e[0] == pb::sample_shape{100, 16, 100});
+    CHECK(e[0] == pb::sample_shape{100, 16, 100, 16});
 }
 
 TEST_CASE("padded shapes: invalid samples and rules name the sample") {

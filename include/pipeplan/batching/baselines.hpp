@@ -10,7 +10,11 @@
 //                         within `tokens_per_mb` (a longer sample forms its own micro-batch);
 //   * split_pack_fixed:   Megatron-LM style: samples concatenated in dataset order into rows of
 //                         `pack_length_tokens` (separators between), then `mbs` rows per
-//                         micro-batch, each row padded to the full length (decoder-only).
+//                         micro-batch, each row padded to the full length and priced as one
+//                         sequence of that length (the profiles' attention spans the whole row,
+//                         as Megatron's packed rows without attention-mask resets). Encoder-
+//                         decoder: a row has an encoder part and a decoder part (the batch's
+//                         longest decoder sample, rounded); a sample fits both.
 #pragma once
 
 #include <algorithm>
@@ -86,28 +90,29 @@ template <cost_model Model>
     return ctx.assemble_first_fitting("tokens", std::move(out));
 }
 
-/// Megatron-LM style packing then a fixed number of rows per micro-batch (decoder-only).
-/// `pack_length_tokens` = 0 uses options.lengths.max_seqlen_tokens, or else the longest padded
-/// sample. Throws invalid_argument (mbs < 1, encoder-decoder model, a sample longer than a row)
-/// and split_error when a micro-batch fits under no rung.
+/// Megatron-LM style packing then a fixed number of rows per micro-batch. `pack_length_tokens`
+/// = 0 uses options.lengths.max_seqlen_tokens, or else the longest padded sample; an
+/// encoder-decoder row's decoder part is the longest padded decoder sample. Throws invalid_argument (mbs < 1, a sample longer
+/// than a row) and split_error when a micro-batch fits under no rung.
 template <cost_model Model>
 [[nodiscard]] split_result split_pack_fixed(const Model& model, std::span<const sample> batch,
                                             const pipeline_config& config, int mbs, int pack_length_tokens = 0,
                                             int separator_tokens = 0, const split_options& options = {}) {
     if (mbs < 1) throw invalid_argument("fixed micro-batch size " + std::to_string(mbs) + " is invalid (must be >= 1)");
     if (pack_length_tokens < 0) throw invalid_argument("pack length must be >= 0 (0 = automatic)");
-    if (model.is_encoder_decoder())
-        throw invalid_argument("the packing baseline supports decoder-only models only");
     const split_context<Model> ctx(model, batch, config, options);
-    int len = pack_length_tokens;
+    const bool enc_dec = ctx.evaluator().encoder_decoder();
+    int len = pack_length_tokens, dec_len = 0;
     if (len == 0) len = options.lengths.max_seqlen_tokens;
     if (len == 0)
         for (const auto& s : ctx.shapes()) len = std::max(len, s.seqlen_tokens);
+    if (enc_dec)  // the decoder part: the batch's longest (truncated, rounded) decoder sample
+        for (const auto& s : ctx.shapes()) dec_len = std::max(dec_len, s.dec_seqlen_tokens);
     std::vector<int> ids(ctx.shapes().size());
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
-    const auto rows = pack_sequential(ids, ctx.shapes(), len, separator_tokens);
+    const auto rows = pack_sequential(ids, ctx.shapes(), len, separator_tokens, dec_len);
     std::vector<std::vector<int>> out;
-    std::vector<std::vector<std::vector<int>>> out_rows;
+    packed_layout layout;
     for (std::size_t b = 0; b < rows.size(); b += static_cast<std::size_t>(mbs)) {
         const std::size_t e = std::min(rows.size(), b + static_cast<std::size_t>(mbs));
         std::vector<int> members;
@@ -117,9 +122,11 @@ template <cost_model Model>
             rr.push_back(rows[k]);
         }
         out.push_back(std::move(members));
-        out_rows.push_back(std::move(rr));
+        layout.rows.push_back(std::move(rr));
+        layout.row_tokens.push_back(len);
+        layout.row_dec_tokens.push_back(dec_len);
     }
-    return ctx.assemble_first_fitting("packing", std::move(out), std::move(out_rows), len);
+    return ctx.assemble_first_fitting("packing", std::move(out), std::move(layout));
 }
 
 }  // namespace pipeplan::batching

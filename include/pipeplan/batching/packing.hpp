@@ -17,6 +17,15 @@
 
 namespace pipeplan::batching {
 
+/// Packed rows of each micro-batch of a split and the lengths its rows are padded to (a packed
+/// micro-batch keeps this meaning wherever it goes: split results, plan_microbatches, plans).
+struct packed_layout {
+    /// Per micro-batch: sample ids of each row; empty = one row per sample (not packed).
+    std::vector<std::vector<std::vector<int>>> rows;
+    std::vector<int> row_tokens;      ///< per micro-batch: the row length (0 / absent = its longest sample)
+    std::vector<int> row_dec_tokens;  ///< per micro-batch: the decoder row length (0 / absent = its longest)
+};
+
 /// Packing inside the DP's micro-batches (decoder-only models).
 struct packing_options {
     bool enabled = false;      ///< pack where it lowers a micro-batch's cost
@@ -80,24 +89,34 @@ private:
 }
 
 /// Sequential rows: samples concatenated in the given order, a new row whenever the next one
-/// does not fit. Throws invalid_argument when a sample is longer than `capacity_tokens`.
+/// does not fit (encoder-decoder, `dec_capacity_tokens` > 0: a row has an encoder part of
+/// `capacity_tokens` and a decoder part of `dec_capacity_tokens`, and a sample must fit both).
+/// Throws invalid_argument when a sample is longer than a row.
 [[nodiscard]] inline std::vector<std::vector<int>> pack_sequential(std::span<const int> ids,
                                                                    std::span<const sample_shape> shapes,
-                                                                   int capacity_tokens, int separator_tokens) {
+                                                                   int capacity_tokens, int separator_tokens,
+                                                                   int dec_capacity_tokens = 0) {
     if (separator_tokens < 0) throw invalid_argument("packing separator tokens must be >= 0");
     std::vector<std::vector<int>> rows;
-    long long used = 0;
+    long long used = 0, used_dec = 0;
     for (int id : ids) {
-        const long long len = shapes[static_cast<std::size_t>(id)].raw_tokens;
-        if (len > capacity_tokens)
+        const auto& sh = shapes[static_cast<std::size_t>(id)];
+        const long long len = sh.raw_tokens, dec = dec_capacity_tokens > 0 ? sh.raw_dec_tokens : 0;
+        if (len > capacity_tokens || dec > dec_capacity_tokens)
             throw invalid_argument("sample " + std::to_string(id) + " (" + std::to_string(len) +
+                                   (dec_capacity_tokens > 0 ? " + " + std::to_string(dec) + " decoder" : std::string()) +
                                    " tokens) is longer than the packing row (" + std::to_string(capacity_tokens) +
+                                   (dec_capacity_tokens > 0 ? " + " + std::to_string(dec_capacity_tokens) + " decoder" : std::string()) +
                                    " tokens)");
-        if (rows.empty() || used + separator_tokens + len > capacity_tokens) {
+        const bool full = used + separator_tokens + len > capacity_tokens ||
+                          (dec_capacity_tokens > 0 && used_dec + separator_tokens + dec > dec_capacity_tokens);
+        if (rows.empty() || full) {
             rows.emplace_back();
             used = len;
+            used_dec = dec;
         } else {
             used += separator_tokens + len;
+            used_dec += separator_tokens + dec;
         }
         rows.back().push_back(id);
     }

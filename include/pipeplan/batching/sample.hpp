@@ -40,6 +40,7 @@ struct sample_shape {
     int seqlen_tokens = 0;      ///< rounded (encoder or decoder-only) length
     int dec_seqlen_tokens = 0;  ///< rounded decoder length; 0 for a decoder-only model
     int raw_tokens = 0;         ///< truncated, unrounded length (what packing places in a row)
+    int raw_dec_tokens = 0;     ///< truncated, unrounded decoder length (incl. extra tokens); 0 decoder-only
     friend constexpr bool operator==(const sample_shape&, const sample_shape&) noexcept = default;
 };
 
@@ -110,6 +111,7 @@ namespace detail {
             sh.dec_seqlen_tokens = detail::clip_and_round(
                 std::int64_t{s.target_tokens} + rules.decoder_extra_tokens,
                 rules.max_dec_seqlen_tokens, rules.round_to_tokens, raw_dec);
+            sh.raw_dec_tokens = raw_dec;
             if (sh.dec_seqlen_tokens < 1) throw bad("decoder length is 0 (target_tokens 0 and no extra tokens)");
         } else {
             const std::int64_t len = std::int64_t{s.input_tokens} + s.target_tokens;

@@ -213,12 +213,25 @@ public:
             need, limit, "MB", id);
     }
 
-    /// Assembles a result for the given micro-batches (sample ids; optional packed rows, padded
-    /// to `row_length_tokens` when > 0, else to their longest sample) under `rung`; every
-    /// micro-batch must fit (checked by the caller).
+    /// The padded shape of micro-batch `k` of `microbatches`: its samples' shape, or with packed
+    /// rows (layout.rows[k] non-empty) one row per packed row, padded to layout.row_tokens[k]
+    /// (and layout.row_dec_tokens[k]) where those are given and > 0, else to its longest sample.
+    [[nodiscard]] microbatch_shape shape_of_microbatch(std::size_t k, std::span<const int> ids,
+                                                      const packed_layout& layout) const {
+        microbatch_shape s = shape_of(ids, shapes_);
+        if (k < layout.rows.size() && !layout.rows[k].empty()) {
+            s.mbs = static_cast<int>(layout.rows[k].size());
+            if (k < layout.row_tokens.size() && layout.row_tokens[k] > 0) s.seqlen_tokens = layout.row_tokens[k];
+            if (k < layout.row_dec_tokens.size() && layout.row_dec_tokens[k] > 0)
+                s.dec_seqlen_tokens = layout.row_dec_tokens[k];
+        }
+        return s;
+    }
+
+    /// Assembles a result for the given micro-batches (sample ids; optional packed rows, see
+    /// shape_of_microbatch) under `rung`; every micro-batch must fit (checked by the caller).
     [[nodiscard]] split_result assemble(std::string method, std::vector<std::vector<int>> microbatches,
-                                        std::vector<std::vector<std::vector<int>>> rows,
-                                        const memory_rung& rung, int row_length_tokens = 0) const {
+                                        packed_layout layout, const memory_rung& rung) const {
         split_result r;
         r.method = std::move(method);
         r.accounting = eval_.mode();
@@ -233,12 +246,8 @@ public:
         r.per_microbatch.reserve(microbatches.size());
         for (std::size_t k = 0; k < microbatches.size(); ++k) {
             microbatch_record rec;
-            rec.shape = shape_of(microbatches[k], shapes_);
-            if (k < rows.size() && !rows[k].empty()) {
-                rec.rows = std::move(rows[k]);
-                rec.shape.mbs = static_cast<int>(rec.rows.size());
-                if (row_length_tokens > 0) rec.shape.seqlen_tokens = row_length_tokens;
-            }
+            rec.shape = shape_of_microbatch(k, microbatches[k], layout);
+            if (k < layout.rows.size()) rec.rows = std::move(layout.rows[k]);
             rec.cost = eval_.evaluate(rec.shape, rung.recompute).value();
             r.tmax_ms = k == 0 ? rec.cost.time_ms : std::max(r.tmax_ms, rec.cost.time_ms);
             r.sum_ms += rec.cost.time_ms;
@@ -254,18 +263,10 @@ public:
     /// the most permissive rung.
     [[nodiscard]] split_result assemble_first_fitting(std::string method,
                                                       std::vector<std::vector<int>> microbatches,
-                                                      std::vector<std::vector<std::vector<int>>> rows = {},
-                                                      int row_length_tokens = 0) const {
+                                                      packed_layout layout = {}) const {
         std::vector<microbatch_shape> mshapes;
         mshapes.reserve(microbatches.size());
-        for (std::size_t k = 0; k < microbatches.size(); ++k) {
-            auto s = shape_of(microbatches[k], shapes_);
-            if (k < rows.size() && !rows[k].empty()) {
-                s.mbs = static_cast<int>(rows[k].size());
-                if (row_length_tokens > 0) s.seqlen_tokens = row_length_tokens;
-            }
-            mshapes.push_back(s);
-        }
+        for (std::size_t k = 0; k < microbatches.size(); ++k) mshapes.push_back(shape_of_microbatch(k, microbatches[k], layout));
         for (const auto& rung : ladder_) {
             bool ok = true;
             microbatch_cost c;
@@ -274,8 +275,7 @@ public:
                     ok = false;
                     break;
                 }
-            if (ok)
-                return assemble(std::move(method), std::move(microbatches), std::move(rows), rung, row_length_tokens);
+            if (ok) return assemble(std::move(method), std::move(microbatches), std::move(layout), rung);
         }
         const memory_rung& rung = ladder_.back();
         double worst = 0, need = 0, limit = 0;

@@ -253,7 +253,7 @@ template <cost_model Model>
         mbs.push_back(std::move(ids));
         rows.push_back(std::move(packed));
     }
-    return ctx.assemble("dp", std::move(mbs), std::move(rows), rung);
+    return ctx.assemble("dp", std::move(mbs), packed_layout{std::move(rows), {}, {}}, rung);
 }
 
 }  // namespace detail

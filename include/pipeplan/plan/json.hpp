@@ -36,8 +36,10 @@ inline nlohmann::json shape_json(const tensor_shape& s) {
 
 inline nlohmann::json header_json(const plan_header& h) {
     nlohmann::json mbs = nlohmann::json::array();
-    for (const auto& m : h.microbatches)
+    for (const auto& m : h.microbatches) {
         mbs.push_back({{"replica", m.replica}, {"sample_ids", m.sample_ids}, {"shape", shape_json(m.shape)}});
+        if (!m.row_sizes.empty()) mbs.back()["row_sizes"] = m.row_sizes;  // packed rows
+    }
     return {{"version", h.version},
             {"iteration", h.iteration},
             {"devices", h.devices},
@@ -179,6 +181,14 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
             m.sample_ids.push_back(id.get<std::uint32_t>());
         }
         m.shape = r.shape(mbs[k], q);
+        if (mbs[k].contains("row_sizes"))
+            for (const auto& n : r.array(mbs[k], "row_sizes", q)) {
+                if (!n.is_number_unsigned() || n.get<std::uint64_t>() < 1 || n.get<std::uint64_t>() > UINT32_MAX)
+                    r.fail(n, q + ".row_sizes", "expected integers >= 1");
+                m.row_sizes.push_back(n.get<std::uint32_t>());
+            }
+        if (!m.rows_consistent())
+            r.fail(mbs[k], q + ".row_sizes", "the rows must number shape[0] and hold exactly the sample ids");
         h.microbatches.push_back(std::move(m));
     }
     return h;

@@ -67,6 +67,21 @@ struct microbatch_entry {
     std::uint32_t replica = 0;               ///< data-parallel replica that runs it
     std::vector<std::uint32_t> sample_ids;   ///< indices into the iteration's batch
     tensor_shape shape;                      ///< padded [size, seqlen, dec_seqlen, hidden]
+    /// Packed micro-batch: samples per row (sample_ids lists them row by row; shape's size is the
+    /// row count, each row padded to seqlen). Empty: one sample per row.
+    std::vector<std::uint32_t> row_sizes;
+
+    /// Whether row_sizes is empty or names shape.microbatch_size rows of >= 1 samples that hold
+    /// exactly sample_ids (what both plan readers require).
+    [[nodiscard]] bool rows_consistent() const noexcept {
+        if (row_sizes.empty()) return true;
+        std::uint64_t total = 0;
+        for (auto n : row_sizes) {
+            if (n == 0) return false;
+            total += n;
+        }
+        return row_sizes.size() == shape.microbatch_size && total == sample_ids.size();
+    }
 
     friend bool operator==(const microbatch_entry&, const microbatch_entry&) = default;
 };

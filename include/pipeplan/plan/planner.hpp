@@ -247,38 +247,60 @@ public:
 
     /// Plans the given micro-batches of `batch` (sample ids, each sample in exactly one) instead
     /// of splitting it: they are priced under the first rung of the memory ladder where all fit
-    /// and scheduled like a split (e.g. to price another planner's split with this one).
-    /// Throws invalid_argument (bad ids) or split_error (the micro-batches fit under no rung).
+    /// and scheduled like a split (e.g. to price another planner's split with this one). Packed
+    /// micro-batches (`layout`, batching/packing.hpp) are priced as their rows, and the plan's
+    /// micro-batch table keeps the rows (microbatch_entry::row_sizes).
+    /// Throws invalid_argument (bad ids, rows that do not hold the micro-batch's samples) or
+    /// split_error (the micro-batches fit under no rung).
     [[nodiscard]] plan_result plan_microbatches(std::span<const batching::sample> batch,
-                                                std::vector<std::vector<int>> microbatches) {
+                                                std::vector<std::vector<int>> microbatches,
+                                                batching::packed_layout layout = {}) {
         const auto t0 = detail::clock::now();
-        std::vector<int> seen(batch.size(), 0);
-        for (std::size_t k = 0; k < microbatches.size(); ++k) {
-            if (microbatches[k].empty())
-                throw invalid_argument("plan: given micro-batch " + std::to_string(k) + " is empty");
-            for (int id : microbatches[k]) {
-                if (id < 0 || static_cast<std::size_t>(id) >= batch.size())
-                    throw invalid_argument("plan: given micro-batch " + std::to_string(k) + " names sample " +
-                                           std::to_string(id) + ", but the batch has " + std::to_string(batch.size()) +
-                                           " samples");
-                if (seen[static_cast<std::size_t>(id)]++)
-                    throw invalid_argument("plan: sample " + std::to_string(id) + " is in more than one given micro-batch");
-            }
-        }
-        for (std::size_t i = 0; i < seen.size(); ++i)
-            if (!seen[i]) throw invalid_argument("plan: sample " + std::to_string(i) + " is in no given micro-batch");
+        check_microbatches(batch.size(), microbatches, layout);
         const batching::split_context<Model> ctx(model_, batch, opt_.config, opt_.split);
         std::vector<std::pair<std::string, batching::split_result>> splits;
-        splits.emplace_back("given", ctx.assemble_first_fitting("given", std::move(microbatches)));
+        splits.emplace_back("given", ctx.assemble_first_fitting("given", std::move(microbatches), std::move(layout)));
         return finish(std::move(splits), 1, t0);
+    }
+
+    /// What simulate_split() returns: the split's schedule simulated per replica (no lowering).
+    struct split_simulation {
+        candidate_report report;          ///< makespan (slowest replica), max peak, feasible
+        double lower_bound_ms = 0.0;      ///< max over replicas
+        schedule::scenario scenario;      ///< replica 0's (in the order scheduled)
+        schedule::pipeline_schedule schedule;
+        schedule::simulation_result simulation;
+    };
+
+    /// Schedules a finished split (e.g. a baseline's) with `kind` on every replica (balanced over
+    /// dp first when the split is not) and simulates it, without lowering: the quick way to price
+    /// many splits under the planner's timing model. `search_order`: the planner's order search
+    /// (false: the micro-batches run in the split's order, as a trainer runs a fixed split).
+    [[nodiscard]] split_simulation simulate_split(batching::split_result split, schedule::schedule_name kind,
+                                                  bool search_order) {
+        const int dp = std::max(1, opt_.config.dp);
+        if (dp > 1 && split.dp_groups.empty()) batching::balance_result(split, dp);
+        if (ws_.empty()) ws_.resize(1);
+        std::vector<schedule::scenario> scs;
+        for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r) scs.push_back(replica_scenario(split, replica_mbs(split, r)));
+        candidate_run c = run_candidate(kind, "given", scs, ws_.front(), search_order ? opt_.order_search_evaluations : 0);
+        split_simulation out;
+        out.report = c.report;
+        if (c.replicas.empty()) return out;
+        for (const auto& rep : c.replicas) out.lower_bound_ms = std::max(out.lower_bound_ms, rep.sim.lower_bound_ms);
+        out.scenario = std::move(c.replicas.front().sc);
+        out.schedule = std::move(c.replicas.front().sched);
+        out.simulation = std::move(c.replicas.front().sim);
+        return out;
     }
 
     /// plan_microbatches() without exceptions.
     [[nodiscard]] plan_outcome try_plan_microbatches(std::span<const batching::sample> batch,
-                                                     std::vector<std::vector<int>> microbatches) noexcept {
+                                                     std::vector<std::vector<int>> microbatches,
+                                                     batching::packed_layout layout = {}) noexcept {
         plan_outcome out;
         try {
-            out.result = plan_microbatches(batch, std::move(microbatches));
+            out.result = plan_microbatches(batch, std::move(microbatches), std::move(layout));
         } catch (const std::exception& e) {
             out.error = e.what();
         } catch (...) {
@@ -288,6 +310,41 @@ public:
     }
 
 private:
+    /// Throws invalid_argument unless every sample of a batch of `n` is in exactly one of the
+    /// micro-batches, and each packed micro-batch's rows hold exactly its samples.
+    static void check_microbatches(std::size_t n, const std::vector<std::vector<int>>& microbatches,
+                                   const batching::packed_layout& layout) {
+        std::vector<int> seen(n, 0);
+        for (std::size_t k = 0; k < microbatches.size(); ++k) {
+            if (microbatches[k].empty())
+                throw invalid_argument("plan: given micro-batch " + std::to_string(k) + " is empty");
+            for (int id : microbatches[k]) {
+                if (id < 0 || static_cast<std::size_t>(id) >= n)
+                    throw invalid_argument("plan: given micro-batch " + std::to_string(k) + " names sample " +
+                                           std::to_string(id) + ", but the batch has " + std::to_string(n) + " samples");
+                if (seen[static_cast<std::size_t>(id)]++)
+                    throw invalid_argument("plan: sample " + std::to_string(id) + " is in more than one given micro-batch");
+            }
+            if (k >= layout.rows.size() || layout.rows[k].empty()) continue;
+            std::vector<int> in_rows;
+            for (const auto& row : layout.rows[k]) {
+                if (row.empty()) throw invalid_argument("plan: given micro-batch " + std::to_string(k) + " has an empty row");
+                in_rows.insert(in_rows.end(), row.begin(), row.end());
+            }
+            std::vector<int> members = microbatches[k];
+            std::sort(in_rows.begin(), in_rows.end());
+            std::sort(members.begin(), members.end());
+            if (in_rows != members)
+                throw invalid_argument("plan: the rows of given micro-batch " + std::to_string(k) +
+                                       " do not hold exactly its samples");
+        }
+        if (layout.rows.size() > microbatches.size())
+            throw invalid_argument("plan: rows are given for " + std::to_string(layout.rows.size()) + " micro-batches, but there are " +
+                                   std::to_string(microbatches.size()));
+        for (std::size_t i = 0; i < seen.size(); ++i)
+            if (!seen[i]) throw invalid_argument("plan: sample " + std::to_string(i) + " is in no given micro-batch");
+    }
+
     /// Balances the splits over the replicas, chooses, lowers and validates (plan()'s common part).
     /// The first `always` splits are scheduled in full, the others after screening.
     [[nodiscard]] plan_result finish(std::vector<std::pair<std::string, batching::split_result>> splits,
@@ -446,8 +503,8 @@ private:
     /// Schedules one replica's scenario with `kind`: the micro-batch order (and adaptive's
     /// in-flight limit) by order search for every kind, then the schedule in that order.
     detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc,
-                               schedule::simulation_workspace& ws) const {
-        auto [order, inflight] = searched_order(kind, sc, opt_.order_search_evaluations);
+                               schedule::simulation_workspace& ws, std::size_t evaluations) const {
+        auto [order, inflight] = searched_order(kind, sc, evaluations);
         return schedule_in_order(kind, sc, std::move(order), inflight, ws);
     }
 
@@ -457,14 +514,16 @@ private:
         std::vector<detail::scheduled> replicas;
     };
 
-    /// Schedules `kind` on every replica scenario `scs` of a split (its name in the report).
+    /// Schedules `kind` on every replica scenario `scs` of a split (its name in the report), each
+    /// with an order search of `evaluations` simulations.
     candidate_run run_candidate(schedule::schedule_name kind, const std::string& split_name,
-                                const std::vector<schedule::scenario>& scs, schedule::simulation_workspace& ws) const {
+                                const std::vector<schedule::scenario>& scs, schedule::simulation_workspace& ws,
+                                std::size_t evaluations) const {
         candidate_run c;
         c.report = candidate_report{std::string(schedule::to_string(kind)), split_name, 0.0, 0.0, true};
         try {
             for (const auto& sc : scs) {
-                c.replicas.push_back(run_kind(kind, sc, ws));
+                c.replicas.push_back(run_kind(kind, sc, ws, evaluations));
                 const auto& sim = c.replicas.back().sim;
                 c.report.makespan_ms = std::max(c.report.makespan_ms, sim.makespan_ms);
                 for (double p : sim.peak_memory_mb) c.report.peak_memory_mb = std::max(c.report.peak_memory_mb, p);
@@ -495,7 +554,7 @@ private:
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks, opt_.threads)));
         parallel_for(tasks, opt_.threads, [&](std::size_t t, std::size_t worker) {
             const std::size_t k = picked[t / ks.size()];
-            runs[t] = run_candidate(ks[t % ks.size()], splits[k].first, scs[k], ws_[worker]);
+            runs[t] = run_candidate(ks[t % ks.size()], splits[k].first, scs[k], ws_[worker], opt_.order_search_evaluations);
         });
         std::vector<detail::scheduled> best;
         double best_ms = std::numeric_limits<double>::infinity();
@@ -605,7 +664,14 @@ private:
                 lo.shapes.push_back(shape);
                 microbatch_entry e;
                 e.replica = static_cast<std::uint32_t>(r);
-                for (int id : s.microbatches[std::size_t(mbs[j])]) e.sample_ids.push_back(static_cast<std::uint32_t>(id));
+                if (rec.rows.empty()) {
+                    for (int id : s.microbatches[std::size_t(mbs[j])]) e.sample_ids.push_back(static_cast<std::uint32_t>(id));
+                } else {  // packed: the samples row by row, and each row's sample count
+                    for (const auto& row : rec.rows) {
+                        for (int id : row) e.sample_ids.push_back(static_cast<std::uint32_t>(id));
+                        e.row_sizes.push_back(static_cast<std::uint32_t>(row.size()));
+                    }
+                }
                 e.shape = shape;
                 h.microbatches.push_back(std::move(e));
             }

@@ -7,7 +7,8 @@
 //   header  u32 plan version, u64 iteration, u32 devices, u32 dp, u32 chunks, u8 placement,
 //           str schedule, u8 dtype, u8 zero stage, f64 predicted makespan, u32 n + f64[n]
 //           predicted peaks, u32 n + n micro-batches (u32 replica, u32 k + u32[k] sample ids,
-//           4 × u32 shape)
+//           4 × u32 shape, u32 r + u32[r] samples per packed row; format version 1 files have
+//           no row counts and are read as unpacked)
 //   program u32 rank, u64 arena bytes, u64 live peak bytes, u32 n + n buffers (u64 offset,
 //           u64 size, u8 role, u32 mb, u32 stage), u32 n + n instructions (u8 kind, u8 mode,
 //           u8 dtype, u8 reserved, u32 mb, u32 stage, i32 peer, u32 in, out, stash, work,
@@ -37,7 +38,7 @@
 namespace pipeplan::plan {
 
 inline constexpr std::string_view binary_magic{"PPLAN\x1A\n\0", 8};
-inline constexpr std::uint32_t binary_format_version = 1;
+inline constexpr std::uint32_t binary_format_version = 2;
 
 /// FNV-1a, 64 bit.
 [[nodiscard]] inline std::uint64_t fnv1a64(std::string_view bytes) noexcept {
@@ -80,6 +81,8 @@ inline void write_header(byte_writer& w, const plan_header& h) {
         w.uint(static_cast<std::uint32_t>(m.sample_ids.size()));
         for (auto id : m.sample_ids) w.uint(id);
         for (auto x : {m.shape.microbatch_size, m.shape.seqlen, m.shape.dec_seqlen, m.shape.hidden}) w.uint(x);
+        w.uint(static_cast<std::uint32_t>(m.row_sizes.size()));
+        for (auto n : m.row_sizes) w.uint(n);
     }
 }
 
@@ -167,7 +170,7 @@ struct byte_reader {
     }
 };
 
-inline plan_header read_header(byte_reader& r) {
+inline plan_header read_header(byte_reader& r, std::uint32_t format_version) {
     plan_header h;
     h.version = r.uint<std::uint32_t>("header.version");
     h.iteration = r.uint<std::uint64_t>("header.iteration");
@@ -191,6 +194,11 @@ inline plan_header read_header(byte_reader& r) {
         m.sample_ids.resize(r.count(f + ".sample_ids", 4));
         for (auto& id : m.sample_ids) id = r.uint<std::uint32_t>(f + ".sample_ids");
         for (auto* x : {&m.shape.microbatch_size, &m.shape.seqlen, &m.shape.dec_seqlen, &m.shape.hidden}) *x = r.uint<std::uint32_t>(f + ".shape");
+        if (format_version >= 2) {
+            m.row_sizes.resize(r.count(f + ".row_sizes", 4));
+            for (auto& n : m.row_sizes) n = r.uint<std::uint32_t>(f + ".row_sizes");
+            if (!m.rows_consistent()) r.fail(f + ".row_sizes", "the rows must number the shape's size and hold exactly the sample ids");
+        }
     }
     if (h.devices == 0 || h.dp == 0 || h.chunks == 0) r.fail("header.devices", "devices, dp and chunks must be >= 1");
     return h;
@@ -251,7 +259,7 @@ inline std::pair<plan_header, std::vector<rank_program>> parse_binary(std::strin
     if (bytes.size() - r.pos > length) r.fail("payload", std::to_string(bytes.size() - r.pos - length) + " bytes after the payload");
     if (fnv1a64(bytes.substr(r.pos)) != checksum) r.fail("checksum", "checksum mismatch: the file is corrupted");
     std::pair<plan_header, std::vector<rank_program>> out;
-    out.first = read_header(r);
+    out.first = read_header(r, version);
     if (out.first.version > plan_format_version)
         r.fail("header.version", "plan version " + std::to_string(out.first.version) + " is newer than this reader's");
     if (programs > (bytes.size() - r.pos) / 36) r.fail("program_count", "more programs than the file holds");

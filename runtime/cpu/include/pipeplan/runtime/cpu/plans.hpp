@@ -98,7 +98,7 @@ struct tiny_plan_options {
             out.header.microbatches.clear();  // the joined table is built below, replica by replica
         }
         for (std::size_t j = 0; j < split[k].size(); ++j)
-            out.header.microbatches.push_back({static_cast<std::uint32_t>(k), split[k][j], lo.shapes[j]});
+            out.header.microbatches.push_back({static_cast<std::uint32_t>(k), split[k][j], lo.shapes[j], {}});
         for (auto& p : part.programs) out.programs.push_back(std::move(p));
         mb_offset += static_cast<std::uint32_t>(split[k].size());
     }
