@@ -19,6 +19,7 @@ Run from the project root after ../shared/reference/dynapipe/build.sh. Nothing i
 inside the repository (scratch files go to $DYNAREF_WORK/side_by_side).
 """
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -79,6 +80,25 @@ def write_batch(path, batch):
         f.write("input_tokens,target_tokens\n")
         for a, b in batch:
             f.write(f"{a},{b}\n")
+
+
+def require_harness():
+    """The scratch folder ($DYNAREF_WORK/...) once everything a run needs is there; otherwise
+    exits with one line saying what is missing (no traceback): DynaPipe's reference harness
+    ($DYNAREF_DIR, default ../shared/reference/dynapipe) built by its build.sh under
+    $DYNAREF_WORK, the reference data ($PIPEPLAN_DATA_DIR) and the pipeplan tool ($PIPEPLAN)."""
+    me = os.path.basename(sys.argv[0])
+    work = os.environ.get("DYNAREF_WORK", "")
+    if not os.path.isfile(os.path.join(REF, "dyna_plan.py")):
+        sys.exit(f"{me}: DynaPipe's reference harness is not at {REF} (set DYNAREF_DIR)")
+    if not work or not glob.glob(os.path.join(work, "dynapipe_src", "dynapipe", "data_opt", "dp_helper*.so")):
+        sys.exit(f"{me}: DynaPipe is not built under DYNAREF_WORK={work or '(unset)'}: run "
+                 f"DYNAREF_WORK=DIR {os.path.join(REF, 'build.sh')} once, then this with the same DYNAREF_WORK")
+    if not os.path.isdir(os.path.join(DATA, "lengths")):
+        sys.exit(f"{me}: the reference data is not at {DATA} (set PIPEPLAN_DATA_DIR)")
+    if not os.access(PIPEPLAN, os.X_OK):
+        sys.exit(f"{me}: {PIPEPLAN} not found: build it (ninja -C build examples/cli/pipeplan) or set PIPEPLAN")
+    return work
 
 
 def run_json(cmd):
@@ -196,9 +216,9 @@ def main():
         rows = [json.loads(line) for f in a.table_from for line in open(f) if line.startswith("{")]
         print_table(rows, a.orders.split(","))
         return 0
+    work = os.path.join(require_harness(), "side_by_side")
     lengths = read_lengths(os.path.join(DATA, "lengths", "superni_llama.csv" if a.model == "t5_11b"
                                         else "superni_gpt.csv"))
-    work = os.path.join(os.environ.get("DYNAREF_WORK", "dynaref-work"), "side_by_side")
     os.makedirs(work, exist_ok=True)
     orders = a.orders.split(",")
     dyna = Dynapipe(a.model)

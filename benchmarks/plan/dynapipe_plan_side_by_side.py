@@ -31,7 +31,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "batching"))
 from dynapipe_side_by_side import (COMMON, DATA, PIPEPLAN, REF, SETTINGS, draw_batch, read_lengths,  # noqa: E402
-                                   run_json, seeds_of, write_batch)
+                                   require_harness, run_json, seeds_of, write_batch)
 
 NETWORK = ["--accounting", "dynapipe", "--bandwidth-gbps", "100"]
 EXTRA = []  # more `pipeplan plan` flags (--pipeplan-flags)
@@ -123,12 +123,15 @@ def main():
         print_table([json.loads(line) for f in a.table_from for line in open(f) if line.startswith("{")])
         return 0
     EXTRA.extend(a.pipeplan_flags.split())
-    work = os.path.join(os.environ.get("DYNAREF_WORK", os.path.join(os.getcwd(), "dynaref-work")), "plan_side_by_side")
+    work = os.path.join(require_harness(), "plan_side_by_side")
     os.makedirs(work, exist_ok=True)
     samples = read_lengths(os.path.join(DATA, "lengths", "superni_llama.csv" if a.model == "t5_11b" else "superni_gpt.csv"))
     rows = []
     for seed in seeds_of(a.seeds):
-        r = one_batch(a.model, samples, a.tokens, seed, work)
+        try:
+            r = one_batch(a.model, samples, a.tokens, seed, work)
+        except RuntimeError as e:  # a failed planner run: its command and error, no traceback
+            sys.exit(f"{os.path.basename(sys.argv[0])}: seed {seed}: {e}")
         print(json.dumps(r), flush=True)
         rows.append(r)
     print_table(rows)

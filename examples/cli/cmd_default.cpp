@@ -37,8 +37,10 @@ void run_default() {
     fmt::print("pipeplan: built-in default cost model: analytic {} on {} (no profile given)\n", sh.name, hw.name);
     fmt::print("  model: {} layers, hidden {}, {} heads, FFN {}, vocab {}\n", sh.layers, sh.hidden, sh.heads,
                sh.ffn_hidden, sh.vocab);
-    fmt::print("  hardware: {:.0f} TFLOP/s fp16, {:.0f} GB/s memory, {:.0f} MB device memory\n",
-               hw.peak_tensor_flops / 1e12, hw.memory_bandwidth_bytes_per_s / 1e9, hw.device_memory_mb);
+    fmt::print("  hardware: {:.0f} TFLOP/s fp16, {:.0f} GB/s memory, {:.0f} MB device memory ({:.0f} GiB; MB = 10^6 bytes "
+               "throughout)\n",
+               hw.peak_tensor_flops / 1e12, hw.memory_bandwidth_bytes_per_s / 1e9, hw.device_memory_mb,
+               hw.device_memory_mb * 1e6 / 1073741824.0);
     fmt::print("\nOne transformer layer, mbs {}, tp {}, recompute {} (times in ms, memory in MB):\n", mbs, tp,
                to_string(rc));
     fmt::print("  {:>8} {:>11} {:>12} {:>10} {:>10} {:>9}\n", "seqlen", "forward_ms", "backward_ms", "stored_mb",

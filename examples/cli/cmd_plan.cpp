@@ -58,6 +58,97 @@ struct plan_cli_options {
     double energy_step_ms = 0.0;
 };
 
+/// What a user asks of a plan after its makespan: the recomputation, each rank's model states,
+/// the micro-batch shapes and the links the pipeline's messages take. MB = 10^6 bytes.
+struct plan_facts {
+    struct shape {
+        std::size_t samples = 0;
+        std::uint32_t rows = 0, seqlen_tokens = 0, dec_seqlen_tokens = 0;  ///< rows = samples unless packed
+        friend auto operator<=>(const shape&, const shape&) = default;
+    };
+    struct link_class {
+        std::size_t pairs = 0;  ///< device pairs that exchange pipeline messages over this kind of link
+        double bandwidth_gbps = 0.0, latency_us = 0.0;  ///< bandwidth 0 = free (infinitely fast)
+    };
+    std::string recompute;
+    std::size_t checkpointed_forwards = 0;
+    std::vector<double> model_state_mb;  ///< per rank
+    std::vector<shape> shapes;           ///< per micro-batch, in the plan's order
+    link_class intra_node, inter_node;
+};
+
+plan_facts facts_of(const plan::plan_result& r) {
+    plan_facts f;
+    f.recompute = std::string(to_string(r.split.recompute));
+    for (const auto& prog : r.plan.programs)
+        for (const auto& x : prog.instructions) f.checkpointed_forwards += x.kind == plan::instr_kind::forward && x.mode;
+    const schedule::scenario& sc = r.scenario;
+    const std::size_t devices = r.plan.header.devices;
+    auto device_of = [&](std::size_t s) { return sc.placement.empty() ? s : static_cast<std::size_t>(sc.placement[s]); };
+    std::vector<double> per_device(devices, 0.0);
+    for (std::size_t s = 0; s < sc.model_state_mb.size(); ++s) per_device[device_of(s) % devices] += sc.model_state_mb[s];
+    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) f.model_state_mb.push_back(per_device[k % devices]);
+    for (const auto& m : r.plan.header.microbatches)
+        f.shapes.push_back({m.sample_ids.size(), m.shape.microbatch_size, m.shape.seqlen, m.shape.dec_seqlen});
+    std::set<std::pair<std::size_t, std::size_t>> pairs;  // neighbouring stages on different devices
+    for (std::size_t s = 0; s + 1 < sc.stages; ++s)
+        if (device_of(s) != device_of(s + 1)) pairs.insert(std::minmax(device_of(s), device_of(s + 1)));
+    const schedule::network_model& n = sc.network;
+    f.intra_node = {0, n.intra_node_bandwidth_gbps, n.intra_node_latency_ms * 1000.0};
+    f.inter_node = {0, n.bandwidth_gbps, n.latency_ms * 1000.0};
+    for (const auto& [a, b] : pairs) ++(n.same_node(a, b) ? f.intra_node : f.inter_node).pairs;
+    return f;
+}
+
+std::string shape_text(const plan_facts::shape& s) {
+    std::string t = fmt::format("{}x{}", s.samples, s.seqlen_tokens);
+    if (s.dec_seqlen_tokens > 0) t += fmt::format("+{}", s.dec_seqlen_tokens);
+    if (s.rows != s.samples) t += fmt::format(" in {} rows", s.rows);
+    return t;
+}
+
+std::string link_text(const char* what, const plan_facts::link_class& l) {
+    if (l.pairs == 0) return fmt::format("no {} pair", what);
+    return fmt::format("{} {} pair{} at {}, {:.1f} us", l.pairs, what, l.pairs == 1 ? "" : "s",
+                       l.bandwidth_gbps > 0 ? fmt::format("{:.0f} Gbit/s", l.bandwidth_gbps) : std::string("no cost"),
+                       l.latency_us);
+}
+
+/// The facts as summary lines: recompute, shapes (grouped, largest count first), links.
+void print_facts(const plan_facts& f) {
+    fmt::print("  recompute: {} ({} checkpointed forwards in the plan)\n", f.recompute, f.checkpointed_forwards);
+    std::map<plan_facts::shape, std::size_t> counts;
+    for (const auto& s : f.shapes) ++counts[s];
+    std::vector<std::pair<std::size_t, plan_facts::shape>> order;
+    for (const auto& [s, c] : counts) order.emplace_back(c, s);
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string list;
+    for (std::size_t i = 0; i < order.size() && i < 8; ++i)
+        list += fmt::format("{}{} ×{}", i ? ", " : "", shape_text(order[i].second), order[i].first);
+    if (order.size() > 8) list += fmt::format(", ... ({} shapes)", order.size());
+    fmt::print("  micro-batch shapes (samples x padded tokens[+decoder tokens], count): {}\n", list);
+    fmt::print("  links between pipeline neighbours: {}; {}\n", link_text("intra-node", f.intra_node),
+               link_text("inter-node", f.inter_node));
+}
+
+nlohmann::json facts_json(const plan_facts& f) {
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const auto& s : f.shapes) {
+        nlohmann::json j{{"samples", s.samples}, {"seqlen_tokens", s.seqlen_tokens}};
+        if (s.dec_seqlen_tokens > 0) j["dec_seqlen_tokens"] = s.dec_seqlen_tokens;
+        if (s.rows != s.samples) j["rows"] = s.rows;
+        shapes.push_back(std::move(j));
+    }
+    auto link = [](const plan_facts::link_class& l) {
+        return nlohmann::json{{"pairs", l.pairs}, {"bandwidth_gbps", l.bandwidth_gbps}, {"latency_us", l.latency_us}};
+    };
+    return {{"recompute", f.recompute},
+            {"checkpointed_forwards", f.checkpointed_forwards},
+            {"model_state_mb", f.model_state_mb},
+            {"microbatch_shapes", shapes},
+            {"links", {{"intra_node", link(f.intra_node)}, {"inter_node", link(f.inter_node)}}}};
+}
+
 void print_summary(const plan::plan_result& r) {
     fmt::print("  candidates (simulated makespan, max peak memory):\n");
     for (const auto& c : r.candidates)
@@ -68,11 +159,14 @@ void print_summary(const plan::plan_result& r) {
     fmt::print("  chosen: {} on {} micro-batches: makespan {:.1f} ms, lower bound {:.1f} ms (ratio {:.3f})\n",
                r.plan.header.schedule, r.plan.header.microbatches.size(), r.makespan_ms, r.lower_bound_ms,
                r.lower_bound_ms > 0 ? r.makespan_ms / r.lower_bound_ms : 1.0);
-    fmt::print("  {:>5} {:>14} {:>10} {:>13} {:>13} {:>11}\n", "rank", "peak_mem_mb", "arena_mb", "live_peak_mb",
-               "instructions", "plan_bytes");
+    const plan_facts f = facts_of(r);
+    print_facts(f);
+    fmt::print("  {:>5} {:>14} {:>15} {:>10} {:>13} {:>13} {:>11}\n", "rank", "peak_mem_mb", "model_state_mb", "arena_mb",
+               "live_peak_mb", "instructions", "plan_bytes");
     for (std::size_t k = 0; k < r.plan.programs.size(); ++k)
-        fmt::print("  {:>5} {:>14.1f} {:>10.1f} {:>13.1f} {:>13} {:>11}\n", k, r.peak_memory_mb[k], r.arena_mb[k],
-                   r.live_peak_mb[k], r.plan.programs[k].instructions.size(), plan::to_binary(plan::share_of(r.plan, k)).size());
+        fmt::print("  {:>5} {:>14.1f} {:>15.1f} {:>10.1f} {:>13.1f} {:>13} {:>11}\n", k, r.peak_memory_mb[k],
+                   f.model_state_mb[k], r.arena_mb[k], r.live_peak_mb[k], r.plan.programs[k].instructions.size(),
+                   plan::to_binary(plan::share_of(r.plan, k)).size());
     fmt::print("  planning time: split {:.2f} ms, schedule {:.2f} ms, lower {:.2f} ms, validate {:.2f} ms, total {:.2f} ms\n",
                r.times.split_ms, r.times.schedule_ms, r.times.lower_ms, r.times.validate_ms, r.times.total_ms);
 }
@@ -86,6 +180,7 @@ nlohmann::json summary_json(const plan::plan_result& r) {
     j["peak_memory_mb"] = r.peak_memory_mb;
     j["arena_mb"] = r.arena_mb;
     j["live_peak_mb"] = r.live_peak_mb;
+    j.update(facts_json(facts_of(r)));
     std::vector<std::size_t> bytes;
     for (std::size_t k = 0; k < r.plan.programs.size(); ++k) bytes.push_back(plan::to_binary(plan::share_of(r.plan, k)).size());
     j["plan_bytes"] = bytes;
@@ -122,6 +217,24 @@ void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool jso
     write_file_atomically(std::filesystem::path(dir) / "plan.json", m.dump(1) + "\n");
 }
 
+/// The plan's Gantt chart: one labelled group of device rows per data-parallel replica, the
+/// title's makespan and lower bound the summary's, the device memory limit drawn. The memory
+/// panel shows replica 0 (re-simulated with its memory curve; the planner keeps the other
+/// replicas' timelines only).
+void write_plan_svg(std::ostream& out, const plan::plan_result& r, double memory_limit_mb) {
+    const schedule::simulation_result first = schedule::simulate(r.scenario, r.schedule);  // with the memory curve
+    std::vector<schedule::svg_pipeline> ps;
+    for (std::size_t k = 0; k < r.simulations.size(); ++k)
+        ps.push_back({k == 0 ? &first : &r.simulations[k], &r.schedule,
+                      r.simulations.size() > 1 ? "replica " + std::to_string(k) : std::string()});
+    if (ps.empty()) ps.push_back({&first, &r.schedule, {}});
+    schedule::svg_options so;
+    so.memory_limit_mb = memory_limit_mb;
+    so.makespan_ms = r.makespan_ms;
+    so.lower_bound_ms = r.lower_bound_ms;
+    schedule::write_svg(out, ps, so);
+}
+
 /// With clocks (`e`): the plan's trace and SVG show the chosen clocks' replay, the SVG coloured by clock.
 void write_outputs(const plan::plan_result& r, const plan_cli_options& o, const plan::energy_plan* e) {
     const std::uint32_t dp = r.plan.header.dp;
@@ -142,8 +255,7 @@ void write_outputs(const plan::plan_result& r, const plan_cli_options& o, const 
         if (e) {
             energy::write_frequency_svg(ss, e->problem, e->chosen.point.choice);
         } else {
-            const auto sim = schedule::simulate(r.scenario, r.schedule);  // with the memory curve
-            schedule::write_svg(ss, sim, r.schedule);
+            write_plan_svg(ss, r, o.inputs.memory_mb);
         }
         write_file_atomically(o.svg, ss.str());
     }
@@ -241,9 +353,9 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
             if (e) j["energy"] = energy_json(*e);
             std::puts(j.dump(2).c_str());
         } else {
-            fmt::print("pipeplan plan: {} samples, S = {}, C = {}, dp = {}, {:.0f} MB per device, link {:.0f} Gbit/s, "
-                       "{:.1f} us\n", batch.size(), po.config.stages, o.inputs.chunks, o.inputs.dp, o.inputs.memory_mb,
-                       o.inputs.bandwidth_gbps, o.inputs.latency_us);
+            fmt::print("pipeplan plan: {} samples, S = {}, C = {}, dp = {}, tp = {}, {:.0f} MB per device (MB = 10^6 "
+                       "bytes)\n", batch.size(), po.config.stages, o.inputs.chunks, o.inputs.dp, po.config.tp,
+                       o.inputs.memory_mb);
             print_summary(r);
             if (e)
                 fmt::print("  clocks: {:.1f} ms, {:.1f} J for a target of {:.1f} ms ({:.2f} % less than every op at the top "
@@ -435,8 +547,10 @@ void print_default_plan() {
     po.config.device_memory_mb = 40000;
     po.hidden_size = model.shape().hidden;
     fmt::print("\nPlanning one iteration end to end: {} samples ({} tokens, seeded synthetic mixture), S = {}, {} layers "
-               "per stage, tp {}, {:.0f} MB per device, 100 Gbit/s links\n",
-               batch.size(), tokens, po.config.stages, po.config.layers_per_stage, po.config.tp, po.config.device_memory_mb);
+               "per stage, tp {}, a {:.0f} MB limit per device (of the {}'s {:.0f} MB; the rest is left to the CUDA "
+               "context, NCCL buffers and allocator fragmentation)\n",
+               batch.size(), tokens, po.config.stages, po.config.layers_per_stage, po.config.tp, po.config.device_memory_mb,
+               model.hardware().name, model.hardware().device_memory_mb);
     const plan::plan_result r = plan::plan_iteration(model, batch, po);
     print_summary(r);
     // The answer to "how much faster than packing?" on the same batch (compare/methods.hpp:

@@ -19,6 +19,7 @@
 #include "pipeplan/batching/json.hpp"
 #include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/core/file.hpp"
+#include "pipeplan/plan/export.hpp"
 #include "pipeplan/schedule/scenario_json.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/cost/profile_grid.hpp"
@@ -114,6 +115,9 @@ void reject_inapplicable(const split_cli_options& o, const std::set<std::string>
                   "without packing (--method packing, or --pack with --method dp)");
     reject_unless(given, "--zero-stage", given.count("--dp") > 0, "without --dp (ZeRO shards model states over dp ranks)");
     reject_unless(given, "--hidden-size", !o.scenario_out.empty(), "without --scenario-out");
+    if (o.dp > 1 && !o.scenario_out.empty() && is_standard_output_path(o.scenario_out))
+        throw invalid_argument("--scenario-out -: with --dp " + std::to_string(o.dp) +
+                               " there is one scenario per replica; give a file name (FILE_r<k>.json are written)");
     reject_unless(given, "--interpolation", !is_analytic_model(o.model), "to the analytic model");
 }
 
@@ -144,10 +148,15 @@ void split_with(const Model& model, const std::vector<batching::sample>& batch, 
     }
     if (o.dp > 0) batching::balance_result(r, o.dp);
     if (!o.scenario_out.empty()) {
+        // One scenario per data-parallel replica (FILE_r<k>.json, as plan's --torch-csv): each
+        // replica is its own pipeline over its own micro-batches.
         bridge::scenario_options so;
         so.hidden_size = o.hidden_size;
-        const nlohmann::json sj = bridge::make_scenario_from_split(model, r, cfg, so);
-        write_output_file(o.scenario_out, sj.dump(2) + "\n");
+        const auto dp = static_cast<std::uint32_t>(std::max(1, o.dp));
+        for (std::uint32_t k = 0; k < dp; ++k) {
+            const nlohmann::json sj = bridge::make_scenario_from_split(model, batching::replica_split(r, k), cfg, so);
+            write_output_file(plan::replica_file_name(o.scenario_out, k, dp), sj.dump(2) + "\n");
+        }
     }
     // With --scenario-out - (standard output) the summary goes to standard error.
     std::FILE* out = !o.scenario_out.empty() && is_standard_output_path(o.scenario_out) ? stderr : stdout;
@@ -260,7 +269,8 @@ void register_split(CLI::App& app) {
         ->check(integer_in(1, 1 << 20));
     sub->add_option("--scenario-out", o->scenario_out,
                     "Also write the pipeline scenario of the split (JSON, for `pipeplan simulate --scenario`); "
-                    "needs --accounting pipeplan; - = standard output (the summary then goes to standard error)");
+                    "needs --accounting pipeplan; - = standard output (the summary then goes to standard error); "
+                    "with --dp N > 1 one scenario per replica, FILE_r<k>.json (k = 0..N-1)");
     sub->add_option("--hidden-size", o->hidden_size,
                     "Hidden size, for the activation message sizes in --scenario-out (0: messages are free)")
         ->capture_default_str()

@@ -361,3 +361,66 @@ TEST_CASE("cli plan: --microbatches plans a given split; bad files name the fiel
     CHECK(m.exit_code == 1);
     CHECK(m.err.find("sample 3 is in no given micro-batch") != std::string::npos);
 }
+
+TEST_CASE("cli plan: the summary gives recompute, model states per rank, micro-batch shapes and the links used") {
+    const std::string batch = plan_batch();
+    // 4 stages on nodes of 2 devices: pairs (0,1), (2,3) are intra-node, (1,2) inter-node.
+    const auto r = run_cli(plan_args(batch, {"--dp", "2", "--devices-per-node", "2", "--intra-node-bandwidth-gbps", "2400",
+                                             "--bandwidth-gbps", "200", "--json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["recompute"].is_string());
+    CHECK(j["checkpointed_forwards"].get<std::size_t>() == 0);
+    REQUIRE(j["model_state_mb"].size() == 8);  // per rank: 2 replicas x 4 devices
+    for (std::size_t k = 0; k < 8; ++k) {
+        CHECK(j["model_state_mb"][k].get<double>() > 1000.0);  // 8 GPT-6.7B layers at tp 2: GBs of states
+        CHECK(j["model_state_mb"][k].get<double>() < j["peak_memory_mb"][k].get<double>());
+        CHECK(j["model_state_mb"][k] == j["model_state_mb"][k % 4]);  // replicas hold the same states
+    }
+    REQUIRE(j["microbatch_shapes"].size() == j["microbatches"].get<std::size_t>());
+    std::size_t samples = 0;
+    for (const auto& s : j["microbatch_shapes"]) {
+        CHECK(s["samples"].get<int>() >= 1);
+        CHECK(s["seqlen_tokens"].get<int>() >= 16);
+        CHECK_FALSE(s.contains("rows"));  // not packed
+        samples += s["samples"].get<std::size_t>();
+    }
+    CHECK(samples == 120);
+    CHECK(j["links"]["intra_node"]["pairs"] == 2);
+    CHECK(j["links"]["intra_node"]["bandwidth_gbps"].get<double>() == 2400.0);
+    CHECK(j["links"]["inter_node"]["pairs"] == 1);
+    CHECK(j["links"]["inter_node"]["bandwidth_gbps"].get<double>() == 200.0);
+
+    const auto t = run_cli(plan_args(batch, {"--devices-per-node", "4", "--intra-node-bandwidth-gbps", "2400"}));
+    INFO(t.err);
+    REQUIRE(t.exit_code == 0);
+    CHECK(pipeplan::test::contains(t.out, "MB = 10^6 bytes"));
+    CHECK(pipeplan::test::contains(t.out, "recompute: "));
+    CHECK(pipeplan::test::contains(t.out, "micro-batch shapes (samples x padded tokens"));
+    CHECK(pipeplan::test::contains(t.out, "links between pipeline neighbours: 3 intra-node pairs at 2400 Gbit/s"));
+    CHECK(pipeplan::test::contains(t.out, "no inter-node pair"));
+    CHECK(pipeplan::test::contains(t.out, "model_state_mb"));
+    CHECK_FALSE(pipeplan::test::contains(t.out, "100 Gbit/s"));
+}
+
+TEST_CASE("cli plan --svg: width grows with the ops, kinds by pattern, the memory limit, one group per replica") {
+    const std::string batch = plan_batch();
+    pipeplan::test::temp_dir d;
+    const auto r = run_cli(plan_args(batch, {"--dp", "2", "--svg", d / "p.svg", "--json"}));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const std::string svg = read_text_file(d / "p.svg");
+    char title[160];
+    std::snprintf(title, sizeof title, "makespan %.2f ms, lower bound %.2f ms", j["makespan_ms"].get<double>(),
+                  j["lower_bound_ms"].get<double>());
+    CHECK(pipeplan::test::contains(svg, title));  // the summary's numbers
+    CHECK(pipeplan::test::contains(svg, "replica 0 — makespan"));
+    CHECK(pipeplan::test::contains(svg, "replica 1 — makespan"));
+    CHECK(pipeplan::test::contains(svg, "device memory limit 40000 MB"));
+    CHECK(pipeplan::test::contains(svg, "url(#pp-hlines)"));  // backwards carry their pattern
+    std::size_t boxes = 0;
+    for (std::size_t p = svg.find("<title>"); p != std::string::npos; p = svg.find("<title>", p + 1)) ++boxes;
+    CHECK(boxes == 2 * 4 * j["microbatches"].get<std::size_t>());  // F and B of every micro-batch on 4 devices
+}

@@ -305,3 +305,37 @@ TEST_CASE("cli split --scenario-out feeds cli simulate") {
     CHECK(r.err.find("'dynapipe' accounting") != std::string::npos);
     CHECK(!std::filesystem::exists(scenario));
 }
+
+TEST_CASE("cli split --dp 2 --scenario-out: one scenario per replica, each its own pipeline") {
+    const std::string batch = make_batch(80);
+    pipeplan::test::temp_dir d;
+    auto args = base("analytic:gpt-6.7b", batch);
+    for (const std::string s : {"--dp", "2", "--scenario-out", d / "sc.json", "--hidden-size", "4096"}) args.push_back(s);
+    const auto j = split_json(args);
+    REQUIRE(j["dp_groups"].size() == 2);
+    CHECK_FALSE(std::filesystem::exists(d / "sc.json"));
+    double slowest = 0.0;
+    for (int k = 0; k < 2; ++k) {
+        const std::string file = d / ("sc_r" + std::to_string(k) + ".json");
+        const auto sc = nlohmann::json::parse(read_text_file(file));
+        CHECK(sc["microbatches"].size() == j["dp_groups"][k].size());  // this replica's micro-batches only
+        const auto sim = run_cli({"simulate", "--scenario", file, "--schedule", "1f1b", "--json"});
+        REQUIRE(sim.exit_code == 0);
+        slowest = std::max(slowest, nlohmann::json::parse(sim.out)["makespan_ms"].get<double>());
+    }
+    // Each replica is its own pipeline over about half the micro-batches: even the slowest runs
+    // well under the one pipeline of every micro-batch.
+    auto whole = base("analytic:gpt-6.7b", batch);
+    for (const std::string s : {"--scenario-out", d / "all.json", "--hidden-size", "4096"}) whole.push_back(s);
+    (void)split_json(whole);
+    const auto all = run_cli({"simulate", "--scenario", d / "all.json", "--schedule", "1f1b", "--json"});
+    REQUIRE(all.exit_code == 0);
+    CHECK(slowest < 0.8 * nlohmann::json::parse(all.out)["makespan_ms"].get<double>());
+    const auto bad = run_cli([&] {
+        auto a = base("analytic:gpt-6.7b", batch);
+        for (const char* s : {"--dp", "2", "--scenario-out", "-"}) a.push_back(s);
+        return a;
+    }());
+    CHECK(bad.exit_code == 1);
+    CHECK(pipeplan::test::contains(bad.err, "one scenario per replica"));
+}

@@ -189,4 +189,27 @@ inline void balance_result(split_result& r, int dp = 0) {
     r.dp_group_ms = std::move(a.group_ms);
 }
 
+/// Replica `replica`'s share of a balanced split (balance_result): its micro-batches, in order, as
+/// a split of their own (dp_groups cleared), e.g. to build the pipeline scenario that replica
+/// runs. An unbalanced split (no dp_groups) has one replica, the whole split.
+[[nodiscard]] inline split_result replica_split(const split_result& r, std::size_t replica) {
+    if (r.dp_groups.empty()) {
+        if (replica != 0) throw invalid_argument("replica_split: replica " + std::to_string(replica) + " of an unbalanced split");
+        return r;
+    }
+    if (replica >= r.dp_groups.size())
+        throw invalid_argument("replica_split: replica " + std::to_string(replica) + " of " +
+                               std::to_string(r.dp_groups.size()));
+    split_result sub = r;
+    sub.microbatches.clear();
+    sub.per_microbatch.clear();
+    sub.dp_groups.clear();
+    sub.dp_group_ms.clear();
+    for (const int j : r.dp_groups[replica]) {
+        sub.microbatches.push_back(r.microbatches.at(static_cast<std::size_t>(j)));
+        sub.per_microbatch.push_back(r.per_microbatch.at(static_cast<std::size_t>(j)));
+    }
+    return sub;
+}
+
 }  // namespace pipeplan::batching

@@ -82,7 +82,8 @@ inline std::pair<double, double> frequency_range(const energy_problem& p) {
 }  // namespace detail
 
 /// Replays `c` (timeline and memory recorded) and draws it: op boxes coloured by clock (blue
-/// = lowest Pareto clock of any op, red = highest), the title's makespan is the plan's.
+/// = lowest Pareto clock of any op, red = highest; the legend shows the scale, and the op kinds
+/// by pattern and letter, not by colour), the title's makespan is the plan's.
 inline void write_frequency_svg(std::ostream& out, const energy_problem& p, const frequency_choice& c,
                                 schedule::svg_options o = {}) {
     schedule::simulator sim;
@@ -91,9 +92,14 @@ inline void write_frequency_svg(std::ostream& out, const energy_problem& p, cons
     const detail::frequency_lookup mhz(p, c);
     const auto [lo, hi] = detail::frequency_range(p);
     o.op_fill = [&, lo = lo, hi = hi](const schedule::op_timing& t) { return detail::frequency_colour(mhz(t.o), lo, hi); };
-    char legend[96];
-    std::snprintf(legend, sizeof legend, "colour = GPU clock: blue %.0f MHz ... red %.0f MHz", lo, hi);
-    o.colour_legend = legend;
+    o.colour_legend = "colour = GPU clock (op kind: pattern and letter)";
+    o.colour_scale.clear();
+    for (int i = 0; i <= 4; ++i) {  // five swatches from the lowest to the highest clock
+        const double mhz_i = lo + (hi - lo) * i / 4.0;
+        char text[32];
+        std::snprintf(text, sizeof text, "%.0f MHz", mhz_i);
+        o.colour_scale.emplace_back(detail::frequency_colour(mhz_i, lo, hi), text);
+    }
     schedule::write_svg(out, r, *p.sched, o);
 }
 
