@@ -21,6 +21,8 @@ namespace pl = pipeplan::plan;
 namespace {
 
 constexpr std::size_t length_at = 16, checksum_at = 24, payload_at = 32;  // the binary framing
+const pipeplan::runtime::plan_key record_key{"fuzz", 0, 0};
+const pipeplan::runtime::store_secret secret{"fuzzing-shared-secret"};
 
 void put_u64(std::string& s, std::size_t at, std::uint64_t x) {
     for (int i = 0; i < 8; ++i) s[at + static_cast<std::size_t>(i)] = static_cast<char>((x >> (8 * i)) & 0xff);
@@ -55,13 +57,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         put_u64(fixed, checksum_at, pl::fnv1a64(std::string_view(fixed).substr(payload_at)));
         read(fixed);
         try {
-            read(pipeplan::runtime::unseal(pipeplan::runtime::seal(fixed), "fuzz.record"));
+            read(pipeplan::runtime::unseal(pipeplan::runtime::seal(fixed, record_key, secret), "fuzz.record", record_key, secret));
         } catch (const pipeplan::error&) {
             __builtin_trap();  // a sealed record always unseals
         }
     }
     try {
-        read(pipeplan::runtime::unseal(in, "fuzz.record"));
+        read(pipeplan::runtime::unseal(in, "fuzz.record", record_key));
+        read(pipeplan::runtime::unseal(in, "fuzz.record", record_key, secret));
     } catch (const pipeplan::error&) {
     }
     return 0;

@@ -26,6 +26,7 @@
 #include "lengths_flag.hpp"
 #include "model_spec.hpp"
 #include "plan_inputs.hpp"
+#include "sample_lines.hpp"
 #include "pipeplan/batching/batch_csv.hpp"
 #include "pipeplan/batching/json.hpp"
 #include "pipeplan/compare/methods.hpp"
@@ -33,6 +34,7 @@
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/cost/transformer_shape.hpp"
 #include "pipeplan/energy/profile.hpp"
+#include "pipeplan/plan/directory.hpp"
 #include "pipeplan/plan/export.hpp"
 #include "pipeplan/plan/frequency.hpp"
 #include "pipeplan/plan/json.hpp"
@@ -195,26 +197,11 @@ nlohmann::json summary_json(const plan::plan_result& r) {
     return j;
 }
 
-/// --out DIR: rank files and the manifest (each file written atomically, the manifest last).
-void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool json) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw error("cannot create '" + dir + "': " + ec.message());
-    nlohmann::json files = nlohmann::json::array();
-    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) {
-        const std::string name = "rank_" + std::to_string(k) + (json ? ".json" : ".plan");
-        const plan::rank_plan rp = plan::share_of(r.plan, k);
-        write_file_atomically(std::filesystem::path(dir) / name, json ? plan::to_json_text(rp) : plan::to_binary(rp));
-        files.push_back(name);
-    }
+/// --out DIR: the plan directory (plan/directory.hpp: written whole, replacing DIR in one step).
+void write_plan_dir(plan::plan_result& r, const std::string& dir, bool json) {
     nlohmann::json m = summary_json(r);
     m.erase("planning_ms");  // timings differ run to run; the manifest stays byte-identical
-    m["format"] = "pipeplan-plan-manifest";
-    m["version"] = plan::plan_format_version;
-    m["iteration"] = r.plan.header.iteration;
-    m["ranks"] = r.plan.programs.size();
-    m["files"] = files;
-    write_file_atomically(std::filesystem::path(dir) / "plan.json", m.dump(1) + "\n");
+    plan::write_plan_directory(dir, r.plan, json, std::move(m));
 }
 
 /// The plan's Gantt chart: one labelled group of device rows per data-parallel replica, the
@@ -236,7 +223,7 @@ void write_plan_svg(std::ostream& out, const plan::plan_result& r, double memory
 }
 
 /// With clocks (`e`): the plan's trace and SVG show the chosen clocks' replay, the SVG coloured by clock.
-void write_outputs(const plan::plan_result& r, const plan_cli_options& o, const plan::energy_plan* e) {
+void write_outputs(plan::plan_result& r, const plan_cli_options& o, const plan::energy_plan* e) {
     const std::uint32_t dp = r.plan.header.dp;
     for (std::uint32_t k = 0; k < dp; ++k) {  // one schedule CSV per replica (docs/formats.md)
         if (!o.torch_csv.empty())
@@ -335,17 +322,26 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     plan::planner_options po = to_planner_options(o.inputs, o.iteration);
     po.threads = o.threads;
     po.alternative_splits = o.alternative_splits;
-    // --lengths: the batch of this iteration (the --iteration-th drawn with the seed).
-    const std::vector<batching::sample> batch = batch_from_flags(o.batch, o.lengths, o.iteration);
+    // --batch: errors about a sample name its line; --lengths: the --iteration-th batch drawn with the seed.
+    const std::optional<csv_table> batch_table =
+        o.lengths.files.empty() ? std::optional<csv_table>(csv_table::read(o.batch)) : std::nullopt;
+    const std::vector<batching::sample> batch =
+        batch_table ? batching::batch_from_table(*batch_table) : batch_from_flags(o.batch, o.lengths, o.iteration);
     with_plan_model(o.inputs, [&](const auto& model) {
         apply_layer_layout(po, o.inputs, model);
         plan::planner<std::decay_t<decltype(model)>> planner(model, po);
-        plan::plan_result r = [&] {
-            if (o.microbatches.empty()) return planner.plan(batch);
+        plan::plan_result r;
+        const auto run = [&] {
+            if (o.microbatches.empty()) {
+                r = planner.plan(batch);
+                return;
+            }
             // Packed micro-batches keep their rows (priced as rows, not as padded samples).
             batching::given_split g = batching::split_from_json(plan::read_file_bytes(o.microbatches), o.microbatches);
-            return planner.plan_microbatches(batch, std::move(g.microbatches), std::move(g.layout));
-        }();
+            r = planner.plan_microbatches(batch, std::move(g.microbatches), std::move(g.layout));
+        };
+        if (batch_table) naming_sample_lines(*batch_table, run);
+        else run();
         const std::optional<plan::energy_plan> e = energy_clocks(r, o);
         write_outputs(r, o, e ? &*e : nullptr);
         if (o.json) {
@@ -367,45 +363,87 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     });
 }
 
-/// Reads a plan file of either format (binary by its magic, else JSON).
-plan::execution_plan read_plan_file(const std::string& path) {
-    return plan::execution_plan_from_bytes(plan::read_file_bytes(path), path);
-}
+/// One program read by plan-check, and the file it came from.
+struct checked_program {
+    std::string file;
+    plan::rank_program program;
+};
 
-void run_plan_check(const std::vector<std::string>& files) {
-    std::map<std::uint32_t, plan::rank_program> ranks;
-    plan::plan_header header;
-    bool same_header = true, first = true;
+/// Prints the rank rules' verdict on each program; the count of invalid ones.
+std::size_t check_ranks(const plan::plan_header& h, const std::vector<checked_program>& progs) {
     std::size_t bad = 0;
-    for (const auto& f : files) {
-        plan::execution_plan p = read_plan_file(f);
-        for (auto& prog : p.programs) {
-            const auto rep = plan::validate_rank(plan::rank_plan{p.header, prog});
-            fmt::print("{}: rank {}: {} instructions, {} buffers, arena {:.1f} MB (live peak {:.1f} MB): {}\n", f, prog.rank,
-                       prog.instructions.size(), prog.buffers.size(), prog.arena_bytes / 1e6, prog.live_peak_bytes / 1e6,
-                       rep.ok() ? "ok" : "INVALID");
-            if (!rep.ok()) {
-                ++bad;
-                std::fputs(rep.to_string().c_str(), stdout);
-            }
-            if (!first && !(p.header == header)) same_header = false;
-            header = p.header;
-            first = false;
-            ranks[prog.rank] = std::move(prog);
+    for (const auto& [f, prog] : progs) {
+        const auto rep = plan::validate_rank(plan::rank_plan{h, prog});
+        fmt::print("{}: rank {}: {} instructions, {} buffers, arena {:.1f} MB (live peak {:.1f} MB): {}\n", f, prog.rank,
+                   prog.instructions.size(), prog.buffers.size(), prog.arena_bytes / 1e6, prog.live_peak_bytes / 1e6,
+                   rep.ok() ? "ok" : "INVALID");
+        if (!rep.ok()) {
+            ++bad;
+            std::fputs(rep.to_string().c_str(), stdout);
         }
     }
-    if (same_header && ranks.size() == header.ranks() && !ranks.empty()) {
-        plan::execution_plan all{header, {}};
-        for (auto& [r, prog] : ranks) all.programs.push_back(std::move(prog));
+    return bad;
+}
+
+/// The programs of `files` (plan files or plan directories) as one plan: every file must carry
+/// the first file's header and plan identity, and no rank may come twice.
+plan::execution_plan gather_plan(const std::vector<std::string>& files, std::vector<checked_program>& progs) {
+    plan::execution_plan all;
+    std::string first;
+    std::map<std::uint32_t, std::string> seen;
+    for (const auto& f : files) {
+        plan::execution_plan p = plan::is_plan_directory(f) ? plan::read_plan_directory(f) : plan::read_plan_file(f);
+        if (first.empty()) {
+            all.header = p.header;
+            first = f;
+        } else if (p.header.plan_id != all.header.plan_id || !(p.header == all.header)) {
+            throw input_error(f, 0, "header", "belongs to another plan than '" + first + "' (plan " + plan::plan_id_hex(p.header.plan_id) +
+                                                  ", iteration " + std::to_string(p.header.iteration) + " vs plan " +
+                                                  plan::plan_id_hex(all.header.plan_id) + ", iteration " +
+                                                  std::to_string(all.header.iteration) + ")");
+        }
+        for (auto& prog : p.programs) {
+            if (auto [it, fresh] = seen.emplace(prog.rank, f); !fresh)
+                throw input_error(f, 0, "rank", "rank " + std::to_string(prog.rank) + " is also in '" + it->second + "'");
+            progs.push_back({f, prog});
+            all.programs.push_back(std::move(prog));
+        }
+    }
+    std::sort(all.programs.begin(), all.programs.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    return all;
+}
+
+/// The ranks 0..n-1 of the header that `all` lacks, as "2, 3" (empty when complete).
+std::string missing_ranks(const plan::execution_plan& all) {
+    std::string out;
+    std::size_t k = 0;
+    for (std::uint32_t r = 0; r < all.header.ranks() && out.size() < 200; ++r) {
+        if (k < all.programs.size() && all.programs[k].rank == r) ++k;
+        else out += (out.empty() ? "" : ", ") + std::to_string(r);
+    }
+    return out;
+}
+
+void run_plan_check(const std::vector<std::string>& files, bool partial) {
+    std::vector<checked_program> progs;
+    plan::execution_plan all = gather_plan(files, progs);
+    std::size_t bad = check_ranks(all.header, progs);
+    const std::string missing = missing_ranks(all);
+    if (!missing.empty()) {
+        if (!partial)
+            throw input_error(files.front(), 0, "ranks", "the plan has " + std::to_string(all.header.ranks()) + " ranks; rank(s) " +
+                                                             missing + " are in none of the given files (pass every rank "
+                                                             "file, the plan directory, or --partial to check these alone)");
+        fmt::print("(--partial: rank(s) {} not given: cross-rank rules not checked)\n", missing);
+    } else {
         const auto rep = plan::validate(all);
-        fmt::print("whole plan: {} ranks, schedule {}, iteration {}, predicted makespan {:.1f} ms: {}\n", all.programs.size(),
-                   header.schedule, header.iteration, header.predicted_makespan_ms, rep.ok() ? "valid" : "INVALID");
+        fmt::print("whole plan: {} ranks, plan {}, schedule {}, iteration {}, predicted makespan {:.1f} ms: {}\n",
+                   all.programs.size(), plan::plan_id_hex(all.header.plan_id), all.header.schedule, all.header.iteration,
+                   all.header.predicted_makespan_ms, rep.ok() ? "valid" : "INVALID");
         if (!rep.ok()) {
             std::fputs(rep.to_string().c_str(), stdout);
             ++bad;
         }
-    } else {
-        fmt::print("(not every rank of one plan given: cross-rank rules not checked)\n");
     }
     if (bad > 0) throw error("plan-check: " + std::to_string(bad) + " invalid program(s) or plan(s)");
 }
@@ -413,7 +451,7 @@ void run_plan_check(const std::vector<std::string>& files) {
 std::string slot_text(std::uint32_t s) { return s == plan::no_slot ? "-" : std::to_string(s); }
 
 void run_plan_show(const std::string& file, int rank) {
-    const plan::execution_plan p = read_plan_file(file);
+    const plan::execution_plan p = plan::is_plan_directory(file) ? plan::read_plan_directory(file) : plan::read_plan_file(file);
     if (rank >= 0 && std::none_of(p.programs.begin(), p.programs.end(),
                                   [&](const auto& prog) { return prog.rank == static_cast<std::uint32_t>(rank); })) {
         std::string have;
@@ -422,9 +460,9 @@ void run_plan_show(const std::string& file, int rank) {
                                (have.empty() ? "none" : have) + ")");
     }
     const auto& h = p.header;
-    fmt::print("plan v{} iteration {}: schedule {}, {} devices x {} replicas, {} chunk(s), {} placement, {}, ZeRO {}, "
+    fmt::print("plan v{} {} iteration {}: schedule {}, {} devices x {} replicas, {} chunk(s), {} placement, {}, ZeRO {}, "
                "predicted makespan {:.3f} ms, {} micro-batches\n",
-               h.version, h.iteration, h.schedule, h.devices, h.dp, h.chunks, schedule::to_string(h.placement),
+               h.version, plan::plan_id_hex(h.plan_id), h.iteration, h.schedule, h.devices, h.dp, h.chunks, schedule::to_string(h.placement),
                plan::to_string(h.type), h.zero_stage, h.predicted_makespan_ms, h.microbatches.size());
     for (std::size_t j = 0; j < h.microbatches.size(); ++j) {
         const auto& m = h.microbatches[j];
@@ -513,14 +551,18 @@ void register_plan(CLI::App& app) {
     });
 
     auto files = std::make_shared<std::vector<std::string>>();
-    CLI::App* check = app.add_subcommand("plan-check", "Validate plan files (rank files or whole plans) and print a summary");
-    check->add_option("files", *files, "Plan files (binary or JSON)")->required();
-    check->callback([files] { run_plan_check(*files); });
+    auto partial = std::make_shared<bool>(false);
+    CLI::App* check = app.add_subcommand(
+        "plan-check", "Validate a plan (a plan directory, or rank files / whole-plan files of one plan) and print a summary; "
+                      "files of different plans, a rank given twice and missing ranks are errors");
+    check->add_option("files", *files, "Plan directories or plan files (binary or JSON)")->required();
+    check->add_flag("--partial", *partial, "Check only the given ranks' own rules (missing ranks are no error)");
+    check->callback([files, partial] { run_plan_check(*files, *partial); });
 
     auto show_file = std::make_shared<std::string>();
     auto show_rank = std::make_shared<int>(-1);
-    CLI::App* show = app.add_subcommand("plan-show", "Print a plan file's header, buffers and program readably");
-    show->add_option("file", *show_file, "Plan file (binary or JSON)")->required();
+    CLI::App* show = app.add_subcommand("plan-show", "Print a plan's header, buffers and programs readably");
+    show->add_option("file", *show_file, "Plan file (binary or JSON) or plan directory")->required();
     show->add_option("--rank", *show_rank, "Only this rank (files with several programs)")
         ->check(integer_in(0, std::numeric_limits<int>::max()));
     show->callback([show_file, show_rank] { run_plan_show(*show_file, *show_rank); });

@@ -208,7 +208,7 @@ void register_serve_plans(CLI::App& app) {
         "serve-plans", "Plan a stream of batch files ahead (planner threads) into a plan store, one plan per "
                        "iteration and rank, with the model and cluster flags of `pipeplan plan` (or run-cpu's tiny model)");
     sub->add_option("--batches", a->batches, "Folder of batch CSVs; iteration i plans the i-th file by name")->required();
-    sub->add_option("--store", a->store, "dir:PATH or redis://HOST:PORT")->required();
+    sub->add_option("--store", a->store, "dir:PATH or redis://[[USER]:PASSWORD@]HOST:PORT")->required();
     sub->add_option("--model", a->inputs.model,
                     "tiny (run-cpu's model), a profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")
         ->capture_default_str();
@@ -242,18 +242,22 @@ void register_fetch_plan(CLI::App& app) {
     auto a = std::make_shared<fetch_args>();
     CLI::App* sub = app.add_subcommand(
         "fetch-plan", "Fetch one rank's plan of one iteration from a plan store (what a trainer rank reads) and write "
-                      "it as a binary plan file (checked by the store's checksum; validate with plan-check)");
-    sub->add_option("--store", a->store, "dir:PATH or redis://HOST:PORT")->required();
+                      "it as a binary plan file (checked against the key: job, iteration, rank; signed records with "
+                      "PIPEPLAN_STORE_KEY_FILE; validate with plan-check)");
+    sub->add_option("--store", a->store, "dir:PATH or redis://[[USER]:PASSWORD@]HOST:PORT")->required();
     sub->add_option("--job", a->job, "Job name (the store's key prefix)")->capture_default_str();
-    sub->add_option("--iteration", a->iteration, "Iteration")->required();
-    sub->add_option("--rank", a->rank, "Rank")->required();
+    sub->add_option("--iteration", a->iteration, "Iteration")
+        ->required()
+        ->check(integer_in<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+    sub->add_option("--rank", a->rank, "Rank")->required()->check(integer_in<std::uint32_t>(0, std::numeric_limits<std::uint32_t>::max()));
     sub->add_option("--out", a->out, "Plan file to write (binary; '-' for standard output)")->required();
     sub->add_option("--timeout-ms", a->timeout_ms, "Longest wait for the plan")
         ->capture_default_str()
         ->check(integer_in<long>(0, max_timeout_ms));
     sub->callback([a] {
         runtime::any_store store = runtime::open_store(a->store);
-        write_output_file(a->out, store.get(runtime::plan_key{a->job, a->iteration, a->rank}, runtime::timeout_ms(a->timeout_ms)));
+        const runtime::plan_key key{a->job, a->iteration, a->rank};
+        write_output_file(a->out, plan::to_binary(runtime::fetch_rank_plan(store, key, runtime::timeout_ms(a->timeout_ms))));
     });
 }
 
@@ -271,6 +275,14 @@ void register_run_cpu(CLI::App& app) {
     sub->add_option("--timeout-ms", a->timeout_ms, "Longest wait for a message, a collective or a plan")
         ->capture_default_str()
         ->check(integer_in<long>(1, max_timeout_ms));
+    auto* fail_rank = sub->add_option("--fail-rank", a->o.fail_rank, "Fault injection: this rank fails (with --fail-at)")
+                          ->check(integer_in<std::size_t>(0, max_cpu_ranks - 1));
+    auto* fail_at = sub->add_option("--fail-at", a->o.fail_at,
+                                    "Fault injection: --fail-rank fails just before its N-th instruction (0-based); "
+                                    "the other ranks end aborted and the command exits 1")
+                        ->check(integer_in<std::size_t>(0, std::numeric_limits<std::uint32_t>::max()));
+    fail_rank->needs(fail_at);
+    fail_at->needs(fail_rank);
     sub->add_flag("--json", a->json, "Print the report as one JSON object");
     sub->callback([a] { run(*a); });
 }

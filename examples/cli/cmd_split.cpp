@@ -15,6 +15,7 @@
 #include "layers_flag.hpp"
 #include "lengths_flag.hpp"
 #include "model_spec.hpp"
+#include "sample_lines.hpp"
 #include "pipeplan/batching.hpp"
 #include "pipeplan/batching/json.hpp"
 #include "pipeplan/bridge/split_to_scenario.hpp"
@@ -81,25 +82,6 @@ void print_summary(std::FILE* out, const batching::split_result& r) {
     if (!r.dp_groups.empty())
         for (std::size_t g = 0; g < r.dp_groups.size(); ++g)
             fmt::print(out, "  dp rank {}: {} micro-batches, {:.3f} ms\n", g, r.dp_groups[g].size(), r.dp_group_ms[g]);
-}
-
-/// Runs `f`; an error about one sample (its 0-based id) is re-thrown naming the batch file and the
-/// sample's line there.
-template <class F>
-void naming_sample_lines(const csv_table& batch, F&& f) {
-    const auto rethrow = [&](long long id, const error& e) {
-        if (id >= 0 && static_cast<std::size_t>(id) < batch.rows())
-            throw input_error(batch.source(), batch.line_of(static_cast<std::size_t>(id)), "", e.what());
-    };
-    try {
-        f();
-    } catch (const batching::split_error& e) {
-        rethrow(e.sample(), e);
-        throw;
-    } catch (const batching::sample_error& e) {
-        rethrow(e.sample(), e);
-        throw;
-    }
 }
 
 /// Flags that only make sense with some other flag are errors without it, never ignored.

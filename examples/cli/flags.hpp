@@ -34,6 +34,9 @@ inline constexpr int max_seqlen_tokens = 1 << 24;  ///< a sequence length of a c
 inline constexpr double max_memory_mb = 1e9;  ///< a device memory (1 PB)
 inline constexpr int max_hidden_size = 1 << 20;       ///< a model's hidden size
 inline constexpr double max_bandwidth_gbps = 1e6;     ///< a link (1 Pbit/s)
+/// The slowest link accepted (1 Mbit/s): a 100 MB activation already takes 800 s on it, and
+/// slower ones only yield message times that no schedule can hide.
+inline constexpr double min_bandwidth_gbps = 1e-3;
 inline constexpr double max_latency_us = 1e9;         ///< a link's latency per message (1000 s)
 inline constexpr double max_time_ms = 1e9;            ///< a time given in ms (11.6 days)
 inline constexpr double max_power_w = 1e6;            ///< a device's power

@@ -70,7 +70,7 @@ inline void add_plan_model_options(CLI::App* sub, plan_model_flags& f, bool requ
     sub->add_option("--accounting", f.accounting, "pipeplan | dynapipe")->capture_default_str();
     sub->add_option("--bandwidth-gbps", f.bandwidth_gbps, "Link bandwidth between pipeline neighbours (Gbit/s)")
         ->capture_default_str()
-        ->check(number_in(0, max_bandwidth_gbps, true));
+        ->check(number_in(min_bandwidth_gbps, max_bandwidth_gbps));
     sub->add_option("--latency-us", f.latency_us, "Link latency per message (us)")
         ->capture_default_str()
         ->check(number_in(0, max_latency_us));

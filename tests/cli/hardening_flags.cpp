@@ -72,7 +72,8 @@ TEST_CASE("cli hardening flags: plan ranges, inapplicable flags, no silent chang
     check_error(with(base, {"--chunks", "4294967296"}), {"--chunks", "[1, 64]"});
     check_error(with(base, {"--zero-stage", "4", "--dp", "2"}), {"--zero-stage", "[0, 3]"});
     check_error(with(base, {"--max-seqlen", "0"}), {"--max-seqlen", "[1, 16777216]"});
-    check_error(with(base, {"--bandwidth-gbps", "0"}), {"--bandwidth-gbps", "(0, 1000000]"});
+    check_error(with(base, {"--bandwidth-gbps", "0"}), {"--bandwidth-gbps", "[0.001, 1000000]"});
+    check_error(with(base, {"--bandwidth-gbps", "4.9e-324"}), {"--bandwidth-gbps", "[0.001, 1000000]"});
     check_error(with(base, {"--bandwidth-gbps", "inf"}), {"--bandwidth-gbps"});
     check_error(with(base, {"--latency-us", "nan"}), {"--latency-us", "[0, 1000000000]"});
     check_error(with(base, {"--latency-us", "-1"}), {"--latency-us"});

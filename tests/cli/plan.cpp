@@ -5,8 +5,11 @@
 #include <filesystem>
 #include <set>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -423,4 +426,123 @@ TEST_CASE("cli plan --svg: width grows with the ops, kinds by pattern, the memor
     std::size_t boxes = 0;
     for (std::size_t p = svg.find("<title>"); p != std::string::npos; p = svg.find("<title>", p + 1)) ++boxes;
     CHECK(boxes == 2 * 4 * j["microbatches"].get<std::size_t>());  // F and B of every micro-batch on 4 devices
+}
+
+TEST_CASE("cli plan --out: a plan directory is replaced whole; a smaller plan leaves no stale rank files") {
+    const std::string batch = plan_batch();
+    const std::string d = make_plan_dir();
+    REQUIRE(run_cli(plan_args(batch, {"--out", d, "--dp", "2"})).exit_code == 0);  // 8 ranks
+    CHECK(std::filesystem::exists(d + "/rank_7.plan"));
+    REQUIRE(run_cli(plan_args(batch, {"--out", d})).exit_code == 0);  // 4 ranks
+    for (int r = 4; r < 8; ++r) CHECK_FALSE(std::filesystem::exists(d + "/rank_" + std::to_string(r) + ".plan"));
+    const auto c = run_cli({"plan-check", d});
+    INFO(c.out << c.err);
+    CHECK(c.exit_code == 0);
+    CHECK(c.out.find("whole plan: 4 ranks") != std::string::npos);
+    CHECK(run_cli({"plan-show", d, "--rank", "2"}).exit_code == 0);
+    const std::string parent = std::filesystem::path(d).parent_path().string(), name = std::filesystem::path(d).filename().string();
+    for (const auto& e : std::filesystem::directory_iterator(parent))
+        CHECK(e.path().filename().string().rfind("." + name + ".tmp.", 0) != 0);
+    // A folder that is not a plan directory is never replaced.
+    const std::string other = make_plan_dir();
+    std::ofstream(other + "/notes.txt") << "keep me";
+    const auto r = run_cli(plan_args(batch, {"--out", other}));
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("notes.txt") != std::string::npos);
+    CHECK(read_text_file(other + "/notes.txt") == "keep me");
+    std::filesystem::remove_all(d);
+    std::filesystem::remove_all(other);
+}
+
+TEST_CASE("cli plan-check: mixed plans, duplicate and missing ranks are errors naming the files") {
+    const std::string batch = plan_batch();
+    const std::string a = make_plan_dir(), b = make_plan_dir();
+    REQUIRE(run_cli(plan_args(batch, {"--out", a})).exit_code == 0);
+    REQUIRE(run_cli(plan_args(batch, {"--out", b, "--iteration", "1"})).exit_code == 0);
+    const auto mixed = run_cli({"plan-check", a + "/rank_0.plan", a + "/rank_1.plan", b + "/rank_2.plan", a + "/rank_3.plan"});
+    CHECK(mixed.exit_code == 1);
+    CHECK(mixed.err.find(b + "/rank_2.plan") != std::string::npos);
+    CHECK(mixed.err.find("another plan") != std::string::npos);
+    const auto dup = run_cli({"plan-check", a + "/rank_0.plan", a + "/rank_1.plan", a + "/rank_1.plan", a + "/rank_3.plan"});
+    CHECK(dup.exit_code == 1);
+    CHECK(dup.err.find("rank 1 is also in '" + a + "/rank_1.plan'") != std::string::npos);
+    const auto missing = run_cli({"plan-check", a + "/rank_0.plan", a + "/rank_3.plan"});
+    CHECK(missing.exit_code == 1);
+    CHECK(missing.err.find("rank(s) 1, 2") != std::string::npos);
+    const auto partial = run_cli({"plan-check", "--partial", a + "/rank_0.plan", a + "/rank_3.plan"});
+    CHECK(partial.exit_code == 0);
+    // A rank file planted in a plan directory from another plan.
+    std::filesystem::copy_file(b + "/rank_2.plan", a + "/rank_2.plan", std::filesystem::copy_options::overwrite_existing);
+    const auto planted = run_cli({"plan-check", a});
+    CHECK(planted.exit_code == 1);
+    CHECK(planted.err.find("rank_2.plan") != std::string::npos);
+    std::filesystem::remove_all(a);
+    std::filesystem::remove_all(b);
+}
+
+TEST_CASE("cli plan-check: header values that make no sense are errors naming the field") {
+    const std::string d = make_plan_dir();
+    REQUIRE(run_cli(plan_args(plan_batch(), {"--out", d, "--format", "json"})).exit_code == 0);
+    const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits{
+        {"header.predicted_makespan_ms", [](nlohmann::json& h) { h["predicted_makespan_ms"] = -1; }},
+        {"header.predicted_peak_memory_mb", [](nlohmann::json& h) { h["predicted_peak_memory_mb"].erase(0); }},
+        {"header.version", [](nlohmann::json& h) { h["version"] = 3; }},
+        {"header.microbatches[1].sample_ids", [](nlohmann::json& h) { h["microbatches"][1]["sample_ids"] = {4294967295u}; }},
+    };
+    for (const auto& [field, edit] : edits) {
+        CAPTURE(field);
+        const std::string e = make_plan_dir();
+        std::vector<std::string> check{"plan-check"};
+        for (int r = 0; r < 4; ++r) {
+            const std::string name = "/rank_" + std::to_string(r) + ".json";
+            nlohmann::json j = nlohmann::json::parse(read_text_file(d + name));
+            edit(j["header"]);
+            std::ofstream(e + name) << j.dump();
+            check.push_back(e + name);
+        }
+        const auto c = run_cli(check);
+        CHECK(c.exit_code == 1);
+        CHECK((c.out + c.err).find(field) != std::string::npos);
+        std::filesystem::remove_all(e);
+    }
+    std::filesystem::remove_all(d);
+}
+
+TEST_CASE("cli plan-check / plan-show: a directory without a manifest, a FIFO and /dev/zero are clear errors") {
+    const std::string d = make_plan_dir();
+    const auto dir = run_cli({"plan-check", d});
+    CHECK(dir.exit_code == 1);
+    CHECK(dir.err.find("is a directory") != std::string::npos);
+    CHECK(run_cli({"plan-show", d}).exit_code == 1);
+    const std::string fifo = d + "/fifo.plan";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const auto f = run_cli({"plan-check", fifo});
+    CHECK(f.exit_code == 1);
+    CHECK(f.err.find("is a FIFO") != std::string::npos);
+    const auto z = run_cli({"plan-show", "/dev/zero"});
+    CHECK(z.exit_code == 1);
+    CHECK(z.err.find("is a character device") != std::string::npos);
+    std::filesystem::remove_all(d);
+}
+
+TEST_CASE("cli plan: --bandwidth-gbps below 1 Mbit/s is a usage error, not a plan of 0 MB messages") {
+    const auto r = run_cli(plan_args(plan_batch(), {"--bandwidth-gbps", "4.9e-324"}));
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("[0.001, 1000000]") != std::string::npos);
+}
+
+TEST_CASE("cli plan: a replica without work and a bad encoder-decoder sample are clear errors naming the cause") {
+    const std::string one = temp_path(".csv");
+    std::ofstream(one) << "input_tokens,target_tokens\n100,10\n";
+    const auto dp = run_cli(plan_args(one, {"--dp", "64"}));
+    CHECK(dp.exit_code == 1);
+    CHECK(dp.err.find("without work") != std::string::npos);
+    CHECK(dp.err.find("make_scenario_from_split") == std::string::npos);
+    const std::string t5 = temp_path(".csv");
+    std::ofstream(t5) << "input_tokens,target_tokens\n100,10\n0,7\n";
+    const auto r = run_cli({"plan", "--model", "analytic:t5-11b", "--stages", "2", "--layers-per-stage", "4", "--memory-mb",
+                            "80000", "--batch", t5});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find(t5 + ":3") != std::string::npos);
+    CHECK(r.err.find("input_tokens") != std::string::npos);
 }

@@ -3,10 +3,16 @@
 // `pipeplan serve-plans` (tiny and real models) with `pipeplan fetch-plan` reading plans back.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -229,4 +235,68 @@ TEST_CASE("pipeplan serve-plans / fetch-plan: flags of the other model and missi
     CHECK(r.exit_code != 0);
     CHECK(!r.err.empty());
     std::filesystem::remove_all(batches);
+}
+
+TEST_CASE("pipeplan fetch-plan: records copied to another key, FIFOs and negative iterations are errors at once") {
+    namespace fs = std::filesystem;
+    const fs::path batches = pipeplan::test::temp_path(".batches");
+    fs::create_directories(batches);
+    for (int i = 0; i < 2; ++i) fs::copy_file(small_batch(), batches / ("b" + std::to_string(i) + ".csv"));
+    const std::string store = pipeplan::test::temp_path(".store");
+    REQUIRE(run_cli({"serve-plans", "--batches", batches.string(), "--store", "dir:" + store, "--stages", "2", "--job", "j"})
+                .exit_code == 0);
+    const fs::path it0 = fs::path(store) / "j" / "iteration_0";
+    fs::copy_file(it0 / "rank_1.plan", it0 / "rank_0.plan", fs::copy_options::overwrite_existing);
+    const std::string out = pipeplan::test::temp_path(".plan");
+    auto r = run_cli({"fetch-plan", "--store", "dir:" + store, "--job", "j", "--iteration", "0", "--rank", "0", "--out", out});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("stored under key 'j/0/1'") != std::string::npos);
+    fs::remove(it0 / "rank_0.plan");
+    REQUIRE(::mkfifo((it0 / "rank_0.plan").c_str(), 0600) == 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    r = run_cli({"fetch-plan", "--store", "dir:" + store, "--job", "j", "--iteration", "0", "--rank", "0", "--out", out,
+                 "--timeout-ms", "500"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("is a FIFO") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    for (const char* it : {"-1", "18446744073709551616"}) {
+        r = run_cli({"fetch-plan", "--store", "dir:" + store, "--job", "j", "--iteration", it, "--rank", "0", "--out", out});
+        CHECK(r.exit_code == 1);
+        CHECK(r.err.find("--iteration") != std::string::npos);
+    }
+    r = run_cli({"fetch-plan", "--store", "dir:" + store, "--job", "j", "--iteration", "1", "--rank", "1", "--out", out});
+    CHECK(r.exit_code == 0);
+    CHECK(run_cli({"plan-check", "--partial", out}).exit_code == 0);
+    fs::remove_all(batches);
+    fs::remove_all(store);
+}
+
+TEST_CASE("pipeplan serve-plans: a second planner of a running job is refused, naming the job") {
+    namespace fs = std::filesystem;
+    const fs::path batches = pipeplan::test::temp_path(".batches");
+    fs::create_directories(batches);
+    fs::copy_file(small_batch(), batches / "b0.csv");
+    const std::string store = pipeplan::test::temp_path(".store");
+    fs::create_directories(fs::path(store) / "dup");
+    const int fd = ::open((fs::path(store) / "dup" / ".writer.lock").c_str(), O_RDWR | O_CREAT, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX) == 0);  // the first planner, still serving
+    const auto r = run_cli({"serve-plans", "--batches", batches.string(), "--store", "dir:" + store, "--stages", "2", "--job", "dup"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("job 'dup' is being written by another planner") != std::string::npos);
+    ::close(fd);
+    CHECK(run_cli({"serve-plans", "--batches", batches.string(), "--store", "dir:" + store, "--stages", "2", "--job", "dup"})
+              .exit_code == 0);
+    fs::remove_all(batches);
+    fs::remove_all(store);
+}
+
+TEST_CASE("pipeplan run-cpu --fail-rank R --fail-at N: rank R fails before its N-th instruction, the others abort") {
+    const auto r = run_cli({"run-cpu", "--batch", small_batch(), "--stages", "3", "--fail-rank", "1", "--fail-at", "2"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("rank 1: instruction #2 ") != std::string::npos);
+    CHECK(r.err.find("fault injected") != std::string::npos);
+    const auto lone = run_cli({"run-cpu", "--batch", small_batch(), "--stages", "3", "--fail-rank", "1"});
+    CHECK(lone.exit_code == 1);
+    CHECK(lone.err.find("--fail-at") != std::string::npos);
 }

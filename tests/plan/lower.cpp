@@ -204,7 +204,7 @@ namespace {
 /// buffers in the order of their optimal offsets, each at the lowest offset free of the
 /// already placed ones that it meets in time, gives offsets no higher (by induction) — so the
 /// best such placement over all orders is optimal.
-std::uint64_t optimal_arena(const std::vector<detail::placement_item>& items) {
+std::uint64_t optimal_arena(const std::vector<plan::detail::placement_item>& items) {
     std::vector<std::uint32_t> order(items.size());
     for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     std::uint64_t best = UINT64_MAX;
@@ -242,7 +242,7 @@ TEST_CASE("plan_buffers: placements against the brute-force optimum on tiny inst
     constexpr int instances = 150;
     for (int t = 0; t < instances; ++t) {
         const std::size_t n = 3 + rng.below(5);
-        std::vector<detail::placement_item> items;
+        std::vector<plan::detail::placement_item> items;
         for (std::uint32_t i = 0; i < n; ++i) {
             const auto first = static_cast<std::uint32_t>(rng.below(8));
             items.push_back({i, first, first + static_cast<std::uint32_t>(rng.below(5)), 256 * (1 + rng.below(12))});
@@ -251,10 +251,10 @@ TEST_CASE("plan_buffers: placements against the brute-force optimum on tiny inst
             return a.first != b.first ? a.first < b.first : a.last != b.last ? a.last > b.last : a.slot < b.slot;
         });
         const std::uint64_t opt = optimal_arena(items);
-        CHECK(opt >= detail::aligned_live_peak(items, 16));
+        CHECK(opt >= plan::detail::aligned_live_peak(items, 16));
         for (const std::size_t width : {std::size_t(12), std::size_t(0)}) {
             std::vector<std::uint64_t> offset;
-            const std::uint64_t arena = detail::place_items(items, 16, width, offset);
+            const std::uint64_t arena = plan::detail::place_items(items, 16, width, offset);
             CAPTURE(t);
             CAPTURE(width);
             REQUIRE(offset.size() == n);

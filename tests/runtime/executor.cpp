@@ -36,6 +36,7 @@ plan::instruction make(instr_kind k, std::uint32_t mb, std::uint32_t stage, std:
 std::vector<plan::rank_plan> two_rank_plans() {
     plan::plan_header h;
     h.devices = 2;
+    h.predicted_peak_memory_mb = {0.0, 0.0};
     h.microbatches.resize(1);
     plan::rank_plan r0{h, {}}, r1{h, {}};
     r0.program.rank = 0;
@@ -179,6 +180,7 @@ TEST_CASE("executor: reduce_gradients handlers all-reduce (and reduce-scatter) o
     plan::plan_header h;
     h.devices = 2;
     h.dp = 2;
+    h.predicted_peak_memory_mb.assign(4, 0.0);
     std::vector<double> result(4, 0);
     std::vector<float> scattered(4, 0);
     cpu::thread_hub hub(4);

@@ -1,7 +1,10 @@
 // Sealed store records and the directory plan store.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -30,17 +33,58 @@ struct temp_dir {
 
 TEST_CASE("sealed records: round trip; truncation, corruption and foreign bytes are rejected") {
     const std::string payload("plan \0 bytes", 12);
-    const std::string rec = seal(payload);
-    CHECK(rec.size() == payload.size() + store_header_bytes);
-    CHECK(unseal(rec, "x") == payload);
-    CHECK(unseal(seal(""), "x").empty());
-    CHECK_THROWS_WITH_AS((void)unseal(rec.substr(0, rec.size() - 1), "where"), doctest::Contains("torn"), pipeplan::input_error);
-    for (std::size_t i = store_header_bytes; i < rec.size(); ++i) {
+    const plan_key key{"job", 3, 1};
+    const std::string rec = seal(payload, key);
+    CHECK(rec.size() == payload.size() + store_header_bytes + key.str().size());
+    CHECK(unseal(rec, "x", key) == payload);
+    CHECK(unseal(seal("", key), "x", key).empty());
+    CHECK_THROWS_WITH_AS((void)unseal(rec.substr(0, rec.size() - 1), "where", key), doctest::Contains("torn"), pipeplan::input_error);
+    for (std::size_t i = 8; i < rec.size(); ++i) {
+        if (i >= rec.size() - payload.size() - store_mac_bytes && i < rec.size() - payload.size()) continue;  // unsigned: no MAC
         std::string bad = rec;
         bad[i] = static_cast<char>(bad[i] ^ 0x10);
-        CHECK_THROWS_AS((void)unseal(bad, "where"), pipeplan::input_error);
+        CHECK_THROWS_AS((void)unseal(bad, "where", key), pipeplan::input_error);
     }
-    CHECK_THROWS_WITH_AS((void)unseal("hello world, not a record", "f.plan"), doctest::Contains("f.plan"), pipeplan::input_error);
+    CHECK_THROWS_WITH_AS((void)unseal("hello world, not a record", "f.plan", key), doctest::Contains("f.plan"), pipeplan::input_error);
+}
+
+TEST_CASE("sealed records: a record read under another key is refused, naming both keys") {
+    const std::string rec = seal("plan", {"job", 0, 1});
+    for (const plan_key other : {plan_key{"job", 0, 0}, plan_key{"job", 5, 1}, plan_key{"other", 0, 1}})
+        CHECK_THROWS_WITH_AS((void)unseal(rec, "where", other), doctest::Contains(("stored under key 'job/0/1', not '" + other.str()).c_str()),
+                             pipeplan::input_error);
+}
+
+TEST_CASE("signed records: HMAC-SHA-256 with the shared key; unsigned, foreign-key and altered records are refused") {
+    const store_secret k{"0123456789abcdef-shared"}, other{"another key of 16+ bytes"};
+    const plan_key key{"job", 2, 0};
+    const std::string rec = seal("the plan", key, k);
+    CHECK(unseal(rec, "r", key, k) == "the plan");
+    CHECK(unseal(rec, "r", key) == "the plan");  // a reader without the key checks the rest
+    CHECK_THROWS_WITH_AS((void)unseal(seal("the plan", key), "r", key, k), doctest::Contains("not signed"), pipeplan::input_error);
+    CHECK_THROWS_WITH_AS((void)unseal(seal("planted", key, other), "r", key, k), doctest::Contains("bad signature"),
+                         pipeplan::input_error);
+    // Whoever can write the store but lacks the key: changes the payload and fixes the checksum.
+    std::string forged = rec;
+    forged.replace(forged.size() - 8, 8, "evil pln");
+    const std::uint64_t sum = pipeplan::plan::fnv1a64(std::string_view(forged).substr(forged.size() - 8));
+    for (int i = 0; i < 8; ++i) forged[16 + std::size_t(i)] = static_cast<char>((sum >> (8 * i)) & 0xff);
+    CHECK_THROWS_WITH_AS((void)unseal(forged, "r", key, k), doctest::Contains("bad signature"), pipeplan::input_error);
+    CHECK(unseal(forged, "r", key) == "evil pln");  // which is why a reader of an open store sets the key too
+}
+
+TEST_CASE("store keys: a key file shorter than 16 bytes is refused without printing it") {
+    temp_dir d;
+    const auto path = (d.path / "key").string();
+    std::ofstream(path) << "short\n";
+    CHECK_THROWS_WITH_AS((void)store_secret_from_file(path), doctest::Contains("at least 16"), pipeplan::invalid_argument);
+    try {
+        (void)store_secret_from_file(path);
+    } catch (const pipeplan::error& e) {
+        CHECK(std::string(e.what()).find("short") == std::string::npos);
+    }
+    std::ofstream(path) << "a-long-enough-shared-secret\n";
+    CHECK(store_secret_from_file(path).key == "a-long-enough-shared-secret");
 }
 
 TEST_CASE("directory store: put/get per job, iteration and rank; bad job names; timeout names the key") {
@@ -94,4 +138,78 @@ TEST_CASE("directory store: many ranks fetch concurrently while the planner writ
         for (std::uint32_t r = 0; r < ranks; ++r) s.put({"j", it, r}, std::string(1000 + r, char('a' + it)));
     for (auto& t : readers) t.join();
     CHECK(ok == int(ranks) * 5);
+}
+
+TEST_CASE("directory store: a FIFO, a symlink or a directory at a key is an error at once, never read or followed") {
+    temp_dir d;
+    directory_store s(d.path);
+    const auto t0 = std::chrono::steady_clock::now();
+    const plan_key fifo{"job", 0, 0}, link{"job", 0, 1}, dir{"job", 0, 2};
+    fs::create_directories(s.path_of(fifo).parent_path());
+    REQUIRE(::mkfifo(s.path_of(fifo).c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS((void)s.get(fifo, 500ms), doctest::Contains("is a FIFO, expected a regular file"), pipeplan::input_error);
+    fs::create_symlink("/dev/zero", s.path_of(link));
+    CHECK_THROWS_WITH_AS((void)s.get(link, 500ms), doctest::Contains("is a symbolic link"), pipeplan::input_error);
+    fs::create_directories(s.path_of(dir));
+    CHECK_THROWS_WITH_AS((void)s.get(dir, 500ms), doctest::Contains("is a directory"), pipeplan::input_error);
+    CHECK(std::chrono::steady_clock::now() - t0 < 400ms);  // no wait, no blocking open
+}
+
+TEST_CASE("directory store: a planted symlink at a key is not written through") {
+    temp_dir d;
+    directory_store s(d.path);
+    const plan_key key{"job", 1, 0};
+    const fs::path victim = d.path / "victim.txt";
+    std::ofstream(victim) << "precious";
+    fs::create_directories(s.path_of(key).parent_path());
+    fs::create_symlink(victim, s.path_of(key));
+    CHECK_THROWS_WITH_AS(s.put(key, "plan"), doctest::Contains("symbolic link"), pipeplan::error);
+    std::ifstream in(victim);
+    std::string text;
+    in >> text;
+    CHECK(text == "precious");
+}
+
+TEST_CASE("directory store: copied records are refused; signed stores refuse records written without the key") {
+    temp_dir d;
+    directory_store s(d.path);
+    s.put({"job", 0, 1}, "rank one");
+    s.put({"job", 0, 0}, "rank zero");
+    fs::create_directories(s.path_of({"job", 5, 0}).parent_path());
+    fs::copy_file(s.path_of({"job", 0, 1}), s.path_of({"job", 0, 0}), fs::copy_options::overwrite_existing);
+    fs::copy_file(s.path_of({"job", 0, 1}), s.path_of({"job", 5, 1}));
+    CHECK_THROWS_WITH_AS((void)s.get({"job", 0, 0}, 100ms), doctest::Contains("stored under key 'job/0/1'"), pipeplan::input_error);
+    CHECK_THROWS_WITH_AS((void)s.get({"job", 5, 1}, 100ms), doctest::Contains("stored under key 'job/0/1'"), pipeplan::input_error);
+    directory_store signer(d.path, store_secret{"shared-secret-of-the-job"});
+    CHECK_THROWS_WITH_AS((void)signer.get({"job", 0, 1}, 100ms), doctest::Contains("not signed"), pipeplan::input_error);
+    signer.put({"job", 0, 1}, "signed");
+    CHECK(signer.get({"job", 0, 1}, 100ms) == "signed");
+}
+
+TEST_CASE("directory store: one writer per job; the lock is released with its object") {
+    temp_dir d;
+    directory_store a(d.path), b(d.path);
+    {
+        const writer_lock held = a.lock_writer("job");
+        CHECK_THROWS_WITH_AS((void)b.lock_writer("job"), doctest::Contains("job 'job' is being written by another planner"),
+                             pipeplan::error);
+        const writer_lock other = b.lock_writer("other-job");  // other jobs are free
+    }
+    const writer_lock now = b.lock_writer("job");
+}
+
+TEST_CASE("fetch_rank_plan: the plan's iteration and rank must be the key's") {
+    temp_dir d;
+    directory_store s(d.path);
+    pipeplan::plan::rank_plan rp;
+    rp.header.iteration = 4;
+    rp.program.rank = 1;
+    const std::string bytes = pipeplan::plan::to_binary(rp);
+    s.put({"job", 4, 1}, bytes);
+    CHECK(fetch_rank_plan(s, {"job", 4, 1}, 100ms) == rp);
+    s.put({"job", 5, 1}, bytes);  // a writer that mislabels: the envelope's key is right, the plan is not
+    CHECK_THROWS_WITH_AS((void)fetch_rank_plan(s, {"job", 5, 1}, 100ms), doctest::Contains("iteration 4, the key for 5"),
+                         pipeplan::input_error);
+    s.put({"job", 4, 0}, bytes);
+    CHECK_THROWS_WITH_AS((void)fetch_rank_plan(s, {"job", 4, 0}, 100ms), doctest::Contains("the plan is rank 1's, the key rank 0's"), pipeplan::input_error);
 }

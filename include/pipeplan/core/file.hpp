@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -100,18 +101,79 @@ namespace detail {
     return text;
 }
 
+/// What a file that is not a regular one is, for messages ("a directory", "a FIFO", ...).
+[[nodiscard]] inline const char* file_kind(::mode_t mode) noexcept {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    return "not a regular file";
+}
+
+/// Options of read_regular_file.
+struct regular_read_options {
+    std::uint64_t max_bytes = std::uint64_t(1) << 30;  ///< larger files are refused unread
+    bool follow_symlinks = true;                         ///< false: a symlink at `path` is refused
+};
+
+/// The whole content of the regular file `path`, never blocking on a FIFO nor reading an endless
+/// device: the file is opened without blocking, and anything but a regular file (a directory,
+/// FIFO, device, socket; a symlink unless followed) is refused, as is a file over
+/// `o.max_bytes` (also one that grows past it while read). Throws input_error(path, 0, ...)
+/// saying what the path is.
+[[nodiscard]] inline std::string read_regular_file(const std::filesystem::path& path, const regular_read_options& o = {}) {
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (o.follow_symlinks ? 0 : O_NOFOLLOW);
+    const int fd = ::open(path.c_str(), flags);
+    if (fd < 0) {
+        const int err = errno;
+        struct ::stat lst {};
+        if (err == ELOOP && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+            throw input_error(path.string(), 0, "", "is a symbolic link, expected a regular file (links are not followed here)");
+        throw input_error(path.string(), 0, "", std::string("cannot open file: ") + std::strerror(err));
+    }
+    struct ::stat st {};
+    const auto fail = [&](const std::string& why) {
+        ::close(fd);
+        throw input_error(path.string(), 0, "", why);
+    };
+    if (::fstat(fd, &st) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail(std::string("is ") + file_kind(st.st_mode) + ", expected a regular file");
+    if (static_cast<std::uint64_t>(st.st_size) > o.max_bytes)
+        fail("holds " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(o.max_bytes) + " accepted");
+    std::string text;
+    text.reserve(static_cast<std::size_t>(st.st_size));
+    char buf[1 << 16];
+    for (;;) {
+        const ::ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail(std::string("read failed: ") + std::strerror(errno));
+        if (n == 0) break;
+        if (text.size() + static_cast<std::size_t>(n) > o.max_bytes)
+            fail("grew past the " + std::to_string(o.max_bytes) + " bytes accepted while being read");
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return text;
+}
+
 /// Writes `text` to the regular file `path` atomically: into a temporary file in the folder of
 /// the real target (a symlink is followed, and stays a symlink), then renamed over the target.
 /// A new file gets the usual 0666 & ~umask permissions, a replaced one keeps its permissions.
 /// On failure the target is untouched, the temporary file is removed, and pipeplan::error names
 /// the path and the reason. A target that exists but is not a regular file is an error (see
 /// write_output_file for devices and FIFOs).
-inline void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
+/// With `follow_symlinks` false a symlink at `path` is refused instead (stores: a planted link
+/// must not redirect a write; the rename itself never follows one).
+inline void write_file_atomically(const std::filesystem::path& path, std::string_view text, bool follow_symlinks = true) {
     namespace fs = std::filesystem;
     if (path.empty()) throw error("cannot write '': empty file name");
-    const fs::path target = detail::resolve_symlinks(path);
+    const fs::path target = follow_symlinks ? detail::resolve_symlinks(path) : path;
     struct ::stat st {};
     ::mode_t mode = 0;
+    if (!follow_symlinks && ::lstat(target.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+        detail::throw_file_error(path, "is a symbolic link; refusing to write through or replace it");
     if (::stat(target.c_str(), &st) == 0) {
         if (S_ISDIR(st.st_mode)) detail::throw_file_error(path, "is a directory");
         if (!S_ISREG(st.st_mode)) detail::throw_file_error(path, "is not a regular file");

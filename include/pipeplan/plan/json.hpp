@@ -51,7 +51,8 @@ inline nlohmann::json header_json(const plan_header& h) {
             {"zero_stage", h.zero_stage},
             {"predicted_makespan_ms", h.predicted_makespan_ms},
             {"predicted_peak_memory_mb", h.predicted_peak_memory_mb},
-            {"microbatches", std::move(mbs)}};
+            {"microbatches", std::move(mbs)},
+            {"plan_id", h.plan_id}};
 }
 
 inline nlohmann::json program_json(const rank_program& p) {
@@ -191,6 +192,7 @@ inline plan_header header_from_json(const json_reader& r, const nlohmann::json& 
             r.fail(mbs[k], q + ".row_sizes", "the rows must number shape[0] and hold exactly the sample ids");
         h.microbatches.push_back(std::move(m));
     }
+    if (h.version >= 2) h.plan_id = r.num<std::uint64_t>(j, "plan_id", p);
     return h;
 }
 

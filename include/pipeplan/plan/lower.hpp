@@ -492,6 +492,7 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
     p.header.placement = s.placement.kind();
     p.header.schedule = s.name;
     p.header.type = opt.type;
+    p.header.predicted_peak_memory_mb.assign(p.header.ranks(), 0.0);  // 0 MB: not predicted here
     p.header.microbatches.resize(sc.microbatches);
     for (std::size_t j = 0; j < sc.microbatches && j < opt.shapes.size(); ++j) p.header.microbatches[j].shape = opt.shapes[j];
     insert_communication_into(p.programs, cp, sc, opt);

@@ -26,8 +26,9 @@
 
 namespace pipeplan::plan {
 
-/// Version of the plan layout written by this library (binary and JSON).
-inline constexpr std::uint32_t plan_format_version = 1;
+/// Version of the plan layout written by this library (binary and JSON). Version 2 appends
+/// header.plan_id; version 1 files still read (their plan_id is 0).
+inline constexpr std::uint32_t plan_format_version = 2;
 
 /// What a buffer holds.
 enum class buffer_role : std::uint8_t {
@@ -111,6 +112,9 @@ struct plan_header {
     double predicted_makespan_ms = 0.0;        ///< the cost model's simulated iteration time
     std::vector<double> predicted_peak_memory_mb;  ///< per rank, simulated (model state included)
     std::vector<microbatch_entry> microbatches;    ///< the micro-batch table
+    /// The plan identity: a hash of the whole plan (plan/identity.hpp), equal in every rank file
+    /// of one plan; 0 = not stamped (a plan built in memory, or a version 1 file).
+    std::uint64_t plan_id = 0;
 
     [[nodiscard]] std::uint32_t ranks() const noexcept { return devices * dp; }
     [[nodiscard]] std::uint32_t virtual_stages() const noexcept { return devices * chunks; }

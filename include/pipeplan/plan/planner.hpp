@@ -423,7 +423,12 @@ private:
 
     /// The split's micro-batches of one replica (all when dp = 1).
     [[nodiscard]] std::vector<int> replica_mbs(const batching::split_result& s, std::size_t replica) const {
-        if (!s.dp_groups.empty()) return s.dp_groups[replica];
+        if (!s.dp_groups.empty()) {
+            if (s.dp_groups[replica].empty())
+                throw invalid_argument("plan: " + std::to_string(s.microbatches.size()) + " micro-batch(es) leave a replica of dp " +
+                                       std::to_string(s.dp_groups.size()) + " without work (give more samples or a smaller --dp)");
+            return s.dp_groups[replica];
+        }
         std::vector<int> all(s.microbatches.size());
         for (std::size_t j = 0; j < all.size(); ++j) all[j] = static_cast<int>(j);
         return all;

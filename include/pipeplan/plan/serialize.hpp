@@ -8,7 +8,7 @@
 //           str schedule, u8 dtype, u8 zero stage, f64 predicted makespan, u32 n + f64[n]
 //           predicted peaks, u32 n + n micro-batches (u32 replica, u32 k + u32[k] sample ids,
 //           4 × u32 shape, u32 r + u32[r] samples per packed row; format version 1 files have
-//           no row counts and are read as unpacked)
+//           no row counts and are read as unpacked), u64 plan identity (plan version >= 2)
 //   program u32 rank, u64 arena bytes, u64 live peak bytes, u32 n + n buffers (u64 offset,
 //           u64 size, u8 role, u32 mb, u32 stage), u32 n + n instructions (u8 kind, u8 mode,
 //           u8 dtype, u8 reserved, u32 mb, u32 stage, i32 peer, u32 in, out, stash, work,
@@ -84,6 +84,7 @@ inline void write_header(byte_writer& w, const plan_header& h) {
         w.uint(static_cast<std::uint32_t>(m.row_sizes.size()));
         for (auto n : m.row_sizes) w.uint(n);
     }
+    if (h.version >= 2) w.uint(h.plan_id);
 }
 
 inline void write_program(byte_writer& w, const rank_program& p) {
@@ -200,6 +201,7 @@ inline plan_header read_header(byte_reader& r, std::uint32_t format_version) {
             if (!m.rows_consistent()) r.fail(f + ".row_sizes", "the rows must number the shape's size and hold exactly the sample ids");
         }
     }
+    if (h.version >= 2) h.plan_id = r.uint<std::uint64_t>("header.plan_id");
     if (h.devices == 0 || h.dp == 0 || h.chunks == 0) r.fail("header.devices", "devices, dp and chunks must be >= 1");
     return h;
 }
@@ -246,10 +248,12 @@ inline std::pair<plan_header, std::vector<rank_program>> parse_binary(std::strin
     if (bytes.substr(0, binary_magic.size()) != binary_magic) r.fail("magic", "not a pipeplan binary plan");
     r.pos = binary_magic.size();
     const auto version = r.uint<std::uint32_t>("format_version");
+    r.pos = binary_magic.size();  // errors name the field's first byte
     if (version > binary_format_version)
         r.fail("format_version", "format version " + std::to_string(version) + " is newer than this reader's (" +
                                      std::to_string(binary_format_version) + "); upgrade pipeplan");
     if (version == 0) r.fail("format_version", "format version 0 does not exist");
+    r.pos += 4;
     const auto programs = r.uint<std::uint32_t>("program_count");
     const auto length = r.uint<std::uint64_t>("payload_bytes");
     const auto checksum = r.uint<std::uint64_t>("checksum");
@@ -295,11 +299,14 @@ inline std::pair<plan_header, std::vector<rank_program>> parse_binary(std::strin
     return rank_plan{std::move(h), std::move(progs.front())};
 }
 
-/// Reads a whole file into memory; pipeplan::error when it cannot be read.
+/// Plan files above this size are refused unread (the largest plan measured, 256 ranks of a
+/// 64-stage interleaved schedule, is far below it).
+inline constexpr std::uint64_t max_plan_file_bytes = std::uint64_t(1) << 30;
+
+/// Reads a whole plan file into memory: a regular file of at most max_plan_file_bytes (a FIFO,
+/// device or directory is refused at once: input_error naming the path and what it is).
 [[nodiscard]] inline std::string read_file_bytes(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw error("cannot read '" + path.string() + "'");
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return read_regular_file(path, regular_read_options{max_plan_file_bytes, true});
 }
 
 }  // namespace pipeplan::plan

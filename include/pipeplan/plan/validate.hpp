@@ -26,9 +26,15 @@
 //              stage, with a clock > 0 MHz (within validate_options' range when one is given)
 //   reduce     reduce_gradients exactly once, after the rank's last backward(_weight), in the
 //              mode the ZeRO stage asks for; then optimizer_step exactly once; nothing after
+//   header     the header's values make sense (each violation names its field): a known plan
+//              version, a finite makespan >= 0, one finite peak >= 0 per rank, ZeRO stage 0..3,
+//              replicas < dp; a table that names samples names each sample 0..N-1 exactly once
+//              and at least one per micro-batch; arena_bytes >= live_peak_bytes and <=
+//              max_arena_bytes; for a whole plan, a stamped plan_id equals plan_identity()
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -36,6 +42,7 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/plan/identity.hpp"
 #include "pipeplan/plan/instruction.hpp"
 #include "pipeplan/plan/plan.hpp"
 
@@ -46,7 +53,7 @@ struct violation {
     static constexpr std::uint32_t whole_program = 0xFFFFFFFFu;
     std::uint32_t rank = 0;
     std::uint32_t index = whole_program;  ///< instruction index, or whole_program
-    std::string rule;                     ///< structure, pairing, match, deadlock, buffer, compute, clock, reduce
+    std::string rule;                     ///< structure, pairing, match, deadlock, buffer, compute, clock, reduce, header
     std::string message;
 
     [[nodiscard]] std::string to_string() const {
@@ -85,6 +92,9 @@ public:
 private:
     validation_report report_;
 };
+
+/// Arenas above this size are refused: 1 PiB (2^50 bytes), more memory than any device has.
+inline constexpr std::uint64_t max_arena_bytes = std::uint64_t(1) << 50;
 
 namespace detail {
 
@@ -606,11 +616,78 @@ inline void check_end(const rank_view& rv, reporter& rep) {
     return false;
 }
 
+/// The predicted figures of the header (rule "header").
+inline void check_predictions(const plan_header& h, std::uint32_t rank, reporter& rep) {
+    const auto bad = [&](const std::string& field, const std::string& why) { rep(rank, violation::whole_program, "header", field + ": " + why); };
+    if (h.version == 0 || h.version > plan_format_version)
+        bad("header.version", std::to_string(h.version) + " is not a plan version this library knows (1.." +
+                                  std::to_string(plan_format_version) + ")");
+    if (!std::isfinite(h.predicted_makespan_ms) || h.predicted_makespan_ms < 0)
+        bad("header.predicted_makespan_ms", std::to_string(h.predicted_makespan_ms) + " is not a time >= 0 ms");
+    if (h.predicted_peak_memory_mb.size() != h.ranks())
+        bad("header.predicted_peak_memory_mb", std::to_string(h.predicted_peak_memory_mb.size()) + " entries for " +
+                                                   std::to_string(h.ranks()) + " ranks (one per rank)");
+    for (std::size_t k = 0; k < h.predicted_peak_memory_mb.size(); ++k)
+        if (const double x = h.predicted_peak_memory_mb[k]; !std::isfinite(x) || x < 0) {
+            bad("header.predicted_peak_memory_mb[" + std::to_string(k) + "]", std::to_string(x) + " is not a size >= 0 MB");
+            break;
+        }
+    if (h.zero_stage > 3) bad("header.zero_stage", std::to_string(h.zero_stage) + " is not a ZeRO stage (0..3)");
+}
+
+/// The micro-batch table (rule "header"): replicas in range; samples named once each.
+inline void check_microbatch_table(const plan_header& h, std::uint32_t rank, reporter& rep) {
+    const auto bad = [&](std::size_t j, const std::string& field, const std::string& why) {
+        rep(rank, violation::whole_program, "header", "header.microbatches[" + std::to_string(j) + "]." + field + ": " + why);
+    };
+    std::size_t named = 0;
+    for (std::size_t j = 0; j < h.microbatches.size(); ++j) {
+        if (h.microbatches[j].replica >= h.dp)
+            bad(j, "replica", std::to_string(h.microbatches[j].replica) + " is not a replica of dp " + std::to_string(h.dp));
+        named += h.microbatches[j].sample_ids.size();
+    }
+    if (named == 0) return;  // a table without samples (a plan lowered by hand) names none
+    std::vector<std::uint32_t> owner(named, 0xFFFFFFFFu);
+    for (std::size_t j = 0; j < h.microbatches.size(); ++j) {
+        const microbatch_entry& m = h.microbatches[j];
+        if (m.sample_ids.empty()) bad(j, "sample_ids", "lists no samples (the table names " + std::to_string(named) + ")");
+        for (const std::uint32_t id : m.sample_ids) {
+            if (id >= named) {
+                bad(j, "sample_ids", "sample id " + std::to_string(id) + " is out of range: the table names " +
+                                         std::to_string(named) + " samples, ids 0.." + std::to_string(named - 1));
+                return;
+            }
+            if (owner[id] != 0xFFFFFFFFu) {
+                bad(j, "sample_ids", "sample " + std::to_string(id) + " is also in micro-batch " + std::to_string(owner[id]));
+                return;
+            }
+            owner[id] = static_cast<std::uint32_t>(j);
+        }
+    }
+}
+
+/// The program's arena figures (rule "header").
+inline void check_arena_figures(const rank_program& p, reporter& rep) {
+    if (p.arena_bytes > max_arena_bytes)
+        rep(p.rank, violation::whole_program, "header", "arena_bytes: " + std::to_string(p.arena_bytes) + " is more than " +
+                                                            std::to_string(max_arena_bytes) + " (1 PiB)");
+    if (p.live_peak_bytes > p.arena_bytes)
+        rep(p.rank, violation::whole_program, "header", "live_peak_bytes: " + std::to_string(p.live_peak_bytes) +
+                                                            " exceeds arena_bytes " + std::to_string(p.arena_bytes));
+}
+
+/// Every header rule (see the file comment) except the identity.
+inline void check_header(const plan_header& h, std::uint32_t rank, reporter& rep) {
+    check_predictions(h, rank, rep);
+    check_microbatch_table(h, rank, rep);
+}
+
 /// Every rule that concerns one rank alone. `scratch` is reused across ranks.
 inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep, const validate_options& opt,
                        std::vector<std::uint32_t>& scratch) {
     const rank_view rv(h, p);
     const std::size_t before = rep.seen;
+    check_arena_figures(p, rep);
     for (std::uint32_t i = 0; i < p.instructions.size(); ++i)
         if (!structure_ok(rv, p.instructions[i])) check_structure(rv, i, rep);
     check_arena(rv, rep);
@@ -781,8 +858,14 @@ inline void check_messages(const execution_plan& plan, reporter& rep) {
     const std::size_t before = rep.seen;
     std::vector<std::uint32_t> scratch;
     for (const rank_program& p : plan.programs) detail::check_rank(h, p, rep, opt, scratch);
+    const bool ranks_sound = rep.seen == before;
+    detail::check_header(h, 0, rep);
+    if (h.plan_id != 0 && h.plan_id != plan_identity(plan))
+        rep(0, violation::whole_program, "header",
+            "header.plan_id: " + plan_id_hex(h.plan_id) + " is not this plan's identity (" + plan_id_hex(plan_identity(plan)) +
+                "): the header or a program was changed after the plan was stamped");
     // The cross-rank rules need sound local structure (matched starts and waits).
-    if (rep.seen == before) detail::check_messages(plan, rep);
+    if (ranks_sound) detail::check_messages(plan, rep);
     return out;
 }
 
@@ -790,6 +873,16 @@ inline void check_messages(const execution_plan& plan, reporter& rep) {
 inline void validate_or_throw(const execution_plan& plan, const validate_options& opt = {}) {
     validation_report r = validate(plan, opt);
     if (!r.ok()) throw plan_error(std::move(r));
+}
+
+/// The header rules alone for one rank's share (cheap: no walk of the program); executors run
+/// them even when the full rank rules are switched off.
+[[nodiscard]] inline validation_report validate_header(const rank_plan& rp, const validate_options& opt = {}) {
+    validation_report out;
+    detail::reporter rep{out, opt.max_violations};
+    detail::check_header(rp.header, rp.program.rank, rep);
+    detail::check_arena_figures(rp.program, rep);
+    return out;
 }
 
 /// Checks one rank's share alone: every rule that needs no other rank.
@@ -806,6 +899,7 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
     }
     std::vector<std::uint32_t> scratch;
     detail::check_rank(rp.header, rp.program, rep, opt, scratch);
+    detail::check_header(rp.header, rp.program.rank, rep);
     return out;
 }
 

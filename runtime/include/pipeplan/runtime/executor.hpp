@@ -313,18 +313,20 @@ inline void check_fields(const plan::rank_plan& p, std::size_t i, std::size_t ra
 struct executor_options {
     timeout_ms timeout{30000};  ///< longest wait for one message or collective
     bool validate = true;       ///< also run the plan tier's rank rules (plan::validate_rank)
+    /// Fault injection (tests, `run-cpu --fail-at`): the rank fails just before this instruction
+    /// index, as a rank whose op threw (the others end aborted); no_fault = never.
+    std::size_t fail_before = no_fault;
+    static constexpr std::size_t no_fault = static_cast<std::size_t>(-1);
 };
 
-/// Everything an executor checks before running a rank's plan: with `full`, the plan tier's
-/// rank rules (plan::validate_rank: buffer lifetimes, compute order, end of iteration), then
+/// Everything an executor checks before running a rank's plan: the header rules
+/// (plan::validate_header: predictions, micro-batch table, arena figures), with `full` all the
+/// plan tier's rank rules (plan::validate_rank: buffer lifetimes, compute order, end of iteration), then
 /// check_rank_plan. Throws rejected_plan_error; returns the request map.
 [[nodiscard]] inline request_map check_before_run(const plan::rank_plan& p, std::size_t ranks,
                                                   const handler_registry& handlers, bool full) {
-    if (full) {
-        const plan::validation_report rep = plan::validate_rank(p);
-        if (!rep.ok())
-            throw rejected_plan_error("rank " + std::to_string(p.program.rank) + ": invalid plan:\n" + rep.to_string());
-    }
+    const plan::validation_report rep = full ? plan::validate_rank(p) : plan::validate_header(p);
+    if (!rep.ok()) throw rejected_plan_error("rank " + std::to_string(p.program.rank) + ": invalid plan:\n" + rep.to_string());
     return check_rank_plan(p, ranks, handlers);
 }
 
@@ -360,6 +362,7 @@ public:
         std::size_t i = 0;
         try {
             for (; i < prog.size(); ++i) {
+                if (i == o_.fail_before) throw error("fault injected before this instruction");
                 dispatch(prog[i], i, reqs.slot_of[i], ctx);
                 if constexpr (grouping_transport<T>)
                     if (streams.ends_group(i)) t_->end_group();

@@ -103,6 +103,7 @@ struct tiny_plan_options {
         mb_offset += static_cast<std::uint32_t>(split[k].size());
     }
     out.header.dp = static_cast<std::uint32_t>(split.size());
+    out.header.predicted_peak_memory_mb.assign(out.header.ranks(), 0.0);  // not predicted for the tiny model
     out.header.iteration = o.iteration;
     plan::validate_or_throw(out);
     return out;

@@ -24,6 +24,7 @@
 #include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/runtime/cpu/split.hpp"
 #include "pipeplan/runtime/cpu/trainer.hpp"
+#include "pipeplan/plan/identity.hpp"
 #include "pipeplan/runtime/plan_store.hpp"
 #include "pipeplan/runtime/prefetcher.hpp"
 
@@ -43,6 +44,8 @@ struct run_cpu_options {
     double tolerance = 1e-9;
     timeout_ms timeout{30000};
     std::string job = "run-cpu";        ///< plan-store job name
+    /// Fault injection: rank fail_rank fails just before its instruction fail_at (no_fault: off).
+    std::size_t fail_rank = executor_options::no_fault, fail_at = executor_options::no_fault;
 };
 
 struct run_cpu_iteration {
@@ -75,12 +78,18 @@ template <class Store>
 [[nodiscard]] std::vector<plan::rank_plan> through_store(const plan::execution_plan& p, Store* store,
                                                          const run_cpu_options& o, std::uint64_t iteration) {
     if (!store) return rank_plans(p);
+    plan::execution_plan stamped = p;
+    plan::stamp_identity(stamped);
     for (std::uint32_t r = 0; r < p.programs.size(); ++r)
-        store->put(plan_key{o.job, iteration, r}, plan::to_binary(plan::share_of(p, r)));
+        store->put(plan_key{o.job, iteration, r}, plan::to_binary(plan::share_of(stamped, r)));
     std::vector<plan::rank_plan> out;
     for (std::uint32_t r = 0; r < p.programs.size(); ++r) {
         const plan_key key{o.job, iteration, r};
-        out.push_back(plan::rank_plan_from_binary(store->get(key, o.timeout), store->describe() + " " + key.str()));
+        out.push_back(fetch_rank_plan(*store, key, o.timeout));
+        if (out.back().header.plan_id != stamped.header.plan_id)
+            throw input_error(store->describe() + " " + key.str(), 0, "header.plan_id",
+                              "plan " + plan::plan_id_hex(out.back().header.plan_id) + " is not the plan written (" +
+                                  plan::plan_id_hex(stamped.header.plan_id) + "): another writer of job '" + o.job + "'?");
     }
     return out;
 }
@@ -128,6 +137,12 @@ template <class Store>
     std::iota(ids.begin(), ids.end(), std::uint64_t{0});
 
     cpu_cluster cluster(c, rep.ranks, sgd{o.lr}, executor_options{o.timeout, true});
+    if (o.fail_rank != executor_options::no_fault) {
+        if (o.fail_rank >= rep.ranks)
+            throw invalid_argument("run-cpu: --fail-rank " + std::to_string(o.fail_rank) + " is not a rank of the " +
+                                   std::to_string(rep.ranks) + " ranks");
+        cluster.inject_fault(o.fail_rank, o.fail_at);
+    }
     model_params ref_params = init_params(c);
     sgd ref_opt{o.lr};
     plan_prefetcher<plan::execution_plan> ahead([&](std::uint64_t it) { return job.plan(it); },

@@ -201,6 +201,11 @@ public:
     }
 
     [[nodiscard]] const rank_trainer& rank(std::size_t r) const { return trainers_.at(r); }
+    /// Fault injection: rank `r` fails just before its instruction `before` in every run.
+    void inject_fault(std::size_t r, std::size_t before) {
+        fault_rank_ = r;
+        fault_before_ = before;
+    }
     [[nodiscard]] std::size_t ranks() const noexcept { return trainers_.size(); }
 
     /// Runs one iteration: plans[r] on rank r, over the batch `lengths_tokens`. Throws the
@@ -221,7 +226,9 @@ public:
                 try {
                     trainers_[r].begin(plans[r], lengths_tokens);
                     auto t = hub.endpoint(r);
-                    executor<thread_transport> ex(t, trainers_[r].handlers(), o_);
+                    executor_options eo = o_;
+                    if (r == fault_rank_) eo.fail_before = fault_before_;
+                    executor<thread_transport> ex(t, trainers_[r].handlers(), eo);
                     ex.run(plans[r]);
                 } catch (const std::exception& e) {
                     errors[r] = e.what();
@@ -256,6 +263,7 @@ private:
     model_config c_;
     executor_options o_;
     std::vector<rank_trainer> trainers_;
+    std::size_t fault_rank_ = executor_options::no_fault, fault_before_ = executor_options::no_fault;
 };
 
 }  // namespace pipeplan::runtime::cpu

@@ -1,0 +1,230 @@
+// plan/identity.hpp, the validator's header rules (a mutation test over every header and
+// micro-batch-table field) and plan/directory.hpp (whole-plan directories).
+#include <doctest/doctest.h>
+
+#include <sys/file.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "pipeplan/core/random.hpp"
+#include "pipeplan/cost/analytic.hpp"
+#include "pipeplan/plan/directory.hpp"
+#include "pipeplan/plan/identity.hpp"
+#include "pipeplan/plan/planner.hpp"
+#include "pipeplan/plan/validate.hpp"
+
+using namespace pipeplan;
+using namespace pipeplan::plan;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A planned, stamped plan: 2 stages x dp 2 of an analytic GPT, a seeded batch.
+execution_plan identity_sample_plan(std::uint64_t seed = 5) {
+    splitmix64 rng(seed);
+    std::vector<batching::sample> batch(24);
+    for (auto& s : batch) {
+        s.input_tokens = 16 + static_cast<int>(rng.below(300));
+        s.target_tokens = 1 + static_cast<int>(rng.below(60));
+    }
+    planner_options o;
+    o.config.stages = 2;
+    o.config.layers_per_stage = 16;
+    o.config.dp = 2;
+    o.config.device_memory_mb = 40000;
+    o.hidden_size = 4096;
+    o.config.tp = 2;
+    static const analytic_cost_model model = make_analytic_model("gpt-6.7b");
+    execution_plan p = plan_iteration(model, batch, o).plan;
+    stamp_identity(p);
+    return p;
+}
+
+/// The "header" violations of validate(p), one per line.
+std::string header_violations(const execution_plan& p) {
+    std::string s;
+    for (const auto& v : validate(p).violations)
+        if (v.rule == "header") s += v.message + "\n";
+    return s;
+}
+
+struct identity_temp_dir {
+    fs::path path = fs::temp_directory_path() / ("pipeplan-plandir-" + std::to_string(::getpid()));
+    identity_temp_dir() { fs::create_directories(path); }
+    ~identity_temp_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("plan identity: stamped plans validate; equal plans share it, any change of a field changes it") {
+    const execution_plan p = identity_sample_plan();
+    CHECK(p.header.plan_id != 0);
+    CHECK(p.header.plan_id == plan_identity(p));
+    CHECK(validate(p).ok());
+    CHECK(identity_sample_plan().header.plan_id == p.header.plan_id);
+    CHECK(identity_sample_plan(6).header.plan_id != p.header.plan_id);
+    // A valid value in any field: the plan is another plan, and validate() says the id is stale.
+    const std::vector<std::function<void(plan_header&)>> edits{
+        [](plan_header& h) { h.iteration += 1; },
+        [](plan_header& h) { h.schedule = "renamed"; },
+        [](plan_header& h) { h.type = dtype::bf16; },
+        [](plan_header& h) { h.predicted_makespan_ms *= 2; },
+        [](plan_header& h) { h.predicted_peak_memory_mb[1] += 1; },
+        [](plan_header& h) { std::swap(h.microbatches[0].sample_ids, h.microbatches[1].sample_ids); },
+        [](plan_header& h) { h.microbatches[0].shape.seqlen += 1; },
+    };
+    for (std::size_t k = 0; k < edits.size(); ++k) {
+        CAPTURE(k);
+        execution_plan q = p;
+        edits[k](q.header);
+        CHECK(header_violations(q).find("header.plan_id") != std::string::npos);
+    }
+    execution_plan q = p;
+    q.programs[1].instructions.pop_back();
+    CHECK(header_violations(q).find("header.plan_id") != std::string::npos);
+    // The shape fields: any change is refused (by the structure rules first).
+    const std::vector<std::function<void(plan_header&)>> shape_edits{
+        [](plan_header& h) { h.devices += 1; },
+        [](plan_header& h) { h.dp = 1; },
+        [](plan_header& h) { h.chunks = 2; },
+        [](plan_header& h) { h.placement = schedule::placement_kind::interleaved; },
+        [](plan_header& h) { h.zero_stage = 2; },
+        [](plan_header& h) { h.microbatches.pop_back(); },
+        [](plan_header& h) { h.microbatches[0].replica ^= 1; },
+    };
+    for (std::size_t k = 0; k < shape_edits.size(); ++k) {
+        CAPTURE(k);
+        execution_plan e = p;
+        shape_edits[k](e.header);
+        CHECK_FALSE(validate(e).ok());
+    }
+}
+
+TEST_CASE("header rules: a mutation of every header and micro-batch-table field to a bad value names the field") {
+    const execution_plan p = identity_sample_plan();
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+    struct mutation {
+        const char* field;
+        std::function<void(execution_plan&)> apply;
+    };
+    const std::vector<mutation> mutations{
+        {"header.version", [](execution_plan& q) { q.header.version = plan_format_version + 1; }},
+        {"header.version", [](execution_plan& q) { q.header.version = 0; }},
+        {"header.predicted_makespan_ms", [](execution_plan& q) { q.header.predicted_makespan_ms = -1; }},
+        {"header.predicted_makespan_ms", [&](execution_plan& q) { q.header.predicted_makespan_ms = inf; }},
+        {"header.predicted_makespan_ms", [&](execution_plan& q) { q.header.predicted_makespan_ms = nan; }},
+        {"header.predicted_peak_memory_mb[2]", [](execution_plan& q) { q.header.predicted_peak_memory_mb[2] = -5; }},
+        {"header.predicted_peak_memory_mb[0]", [&](execution_plan& q) { q.header.predicted_peak_memory_mb[0] = nan; }},
+        {"header.predicted_peak_memory_mb", [](execution_plan& q) { q.header.predicted_peak_memory_mb.pop_back(); }},
+        {"header.predicted_peak_memory_mb", [](execution_plan& q) { q.header.predicted_peak_memory_mb.clear(); }},
+        {"header.zero_stage", [](execution_plan& q) { q.header.zero_stage = 4; }},
+        {"header.microbatches[0].replica", [](execution_plan& q) { q.header.microbatches[0].replica = 2; }},
+        {"header.microbatches[1].sample_ids",
+         [](execution_plan& q) { q.header.microbatches[1].sample_ids.push_back(q.header.microbatches[0].sample_ids[0]); }},
+        {"header.microbatches[0].sample_ids", [](execution_plan& q) { q.header.microbatches[0].sample_ids[0] = 4294967295u; }},
+        {"header.microbatches[0].sample_ids", [](execution_plan& q) {
+             auto& ids = q.header.microbatches[0].sample_ids;
+             ids.push_back(ids[0]);  // a duplicate inside one micro-batch
+         }},
+        {"header.microbatches[1].sample_ids", [](execution_plan& q) {
+             auto& a = q.header.microbatches[0].sample_ids;
+             auto& b = q.header.microbatches[1].sample_ids;
+             a.insert(a.end(), b.begin(), b.end());  // micro-batch 1 keeps its shape, loses its samples
+             b.clear();
+         }},
+        {"arena_bytes", [](execution_plan& q) { q.programs[1].arena_bytes = std::uint64_t(1) << 63; }},
+        {"live_peak_bytes", [](execution_plan& q) { q.programs[0].live_peak_bytes = 10 * q.programs[0].arena_bytes; }},
+    };
+    for (const auto& m : mutations) {
+        CAPTURE(m.field);
+        execution_plan q = p;
+        m.apply(q);
+        q.header.plan_id = plan_identity(q);  // restamped: only the field's own rule can fail
+        CHECK(header_violations(q).find(std::string(m.field) + ":") != std::string::npos);
+        // Each rank's share alone is refused too (what an executor checks before running).
+        bool refused = false;
+        for (const auto& prog : q.programs) refused = refused || !validate_rank(rank_plan{q.header, prog}).ok();
+        CHECK(refused);
+    }
+}
+
+TEST_CASE("plan directory: written whole, read back equal; a smaller plan leaves no stale rank files") {
+    identity_temp_dir d;
+    const fs::path dir = d.path / "plan";
+    execution_plan p = identity_sample_plan();
+    write_plan_directory(dir, p, false, {{"note", "kept"}});
+    CHECK(read_plan_directory(dir) == p);
+    CHECK(fs::exists(dir / "rank_3.plan"));
+    execution_plan small = p;
+    small.header.dp = 1;
+    small.programs.resize(2);
+    std::erase_if(small.header.microbatches, [](const auto& m) { return m.replica == 1; });
+    small.header.predicted_peak_memory_mb.resize(2);
+    write_plan_directory(dir, small, true);
+    CHECK_FALSE(fs::exists(dir / "rank_3.plan"));
+    CHECK_FALSE(fs::exists(dir / "rank_0.plan"));
+    CHECK(read_plan_directory(dir) == small);
+    for (const auto& e : fs::directory_iterator(d.path))  // no temporary left beside it
+        CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}
+
+TEST_CASE("plan directory: stale or planted files, other plans' rank files, and foreign directories are refused") {
+    identity_temp_dir d;
+    const fs::path dir = d.path / "plan";
+    execution_plan p = identity_sample_plan(), other = identity_sample_plan(9);
+    write_plan_directory(dir, p, false);
+    const fs::path odir = d.path / "other";
+    write_plan_directory(odir, other, false);
+    fs::copy_file(odir / "rank_1.plan", dir / "rank_1.plan", fs::copy_options::overwrite_existing);
+    CHECK_THROWS_WITH_AS((void)read_plan_directory(dir), doctest::Contains("belongs to another plan"), input_error);
+    fs::copy_file(odir / "rank_1.plan", dir / "rank_9.plan");
+    CHECK_THROWS_WITH_AS((void)read_plan_directory(dir), doctest::Contains("rank_9.plan"), input_error);
+    const fs::path home = d.path / "home";
+    fs::create_directories(home);
+    { std::ofstream(home / "thesis.tex") << "x"; }
+    CHECK_THROWS_WITH_AS(write_plan_directory(home, p, false), doctest::Contains("thesis.tex"), error);
+    CHECK(fs::exists(home / "thesis.tex"));
+}
+
+TEST_CASE("plan directory: a second writer fails at once naming the directory; a killed writer's temporary is removed") {
+    identity_temp_dir d;
+    const fs::path dir = d.path / "plan";
+    execution_plan p = identity_sample_plan();
+    const int fd = ::open((d.path / ".plan.lock").c_str(), O_RDWR | O_CREAT, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX) == 0);  // another writer at work
+    CHECK_THROWS_WITH_AS(write_plan_directory(dir, p, false), doctest::Contains("is being written by another process"), error);
+    ::close(fd);
+    fs::create_directories(d.path / ".plan.tmp.AbCdEf");  // what a writer killed mid-way leaves
+    { std::ofstream(d.path / ".plan.tmp.AbCdEf" / "rank_0.plan") << "half"; }
+    write_plan_directory(dir, p, false);
+    CHECK_FALSE(fs::exists(d.path / ".plan.tmp.AbCdEf"));
+    CHECK(read_plan_directory(dir) == p);
+}
+
+TEST_CASE("binary plans: a bad format version is named at its own byte (8); version 1 files still read") {
+    execution_plan p = identity_sample_plan();
+    std::string bytes = to_binary(p);
+    bytes[8] = 9;
+    CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(bytes, "v.plan"), doctest::Contains("at byte 8:"), input_error);
+    bytes[8] = 0;
+    CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(bytes, "v.plan"), doctest::Contains("at byte 8:"), input_error);
+    // A plan version 1 file: no identity field; it reads with plan_id 0.
+    execution_plan old = p;
+    old.header.version = 1;
+    old.header.plan_id = 0;
+    const execution_plan back = execution_plan_from_binary(to_binary(old), "v1.plan");
+    CHECK(back == old);
+    CHECK(validate(back).ok());
+}
