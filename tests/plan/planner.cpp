@@ -143,6 +143,14 @@ TEST_CASE("planner: errors — thrown, and as values from the non-throwing entry
     const plan_outcome q = try_plan_iteration(gpt(), batch, nohidden);
     CHECK(q.error.find("hidden size") != std::string::npos);
     CHECK(try_plan_iteration(gpt(), batch, gpt_options()).ok());
+    // GPipe keeps every micro-batch's activations until its backward: on long samples no split
+    // fits its peak, which is a resource limit (limit_exceeded), not bad input.
+    std::vector<batching::sample> long_samples;
+    for (int k = 0; k < 256; ++k) long_samples.push_back({500 + (k * 617) % 1548, 0});
+    auto gpipe = gpt_options();
+    gpipe.config.tp = 1;
+    gpipe.schedule = schedule::schedule_name::gpipe;
+    CHECK_THROWS_AS((void)plan_iteration(gpt(), long_samples, gpipe), pipeplan::limit_exceeded);
 }
 
 TEST_CASE("planner: real GPT-6.7B profiles, 65k-token batches: near the lower bound, arena near the live set" * PIPEPLAN_NEEDS_DATA()) {
