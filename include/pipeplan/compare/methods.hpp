@@ -167,8 +167,10 @@ template <cost_model Model>
     out.computed_tokens = detail::computed_tokens(out.micro);
     out.feasible = sim.report.feasible;
     if (!out.feasible)
-        out.reason = "1F1B peaks at " + std::to_string(sim.report.peak_memory_mb) + " MB, over the device memory (" +
-                     std::to_string(planner.options().config.device_memory_mb) + " MB)";
+        out.reason = !sim.error.empty() ? sim.error
+                                        : "1F1B peaks at " + std::to_string(sim.report.peak_memory_mb) +
+                                              " MB, over the device memory (" +
+                                              std::to_string(planner.options().config.device_memory_mb) + " MB)";
     if (keep_chart && out.feasible)
         out.chart = gantt_chart{std::move(sim.scenario), std::move(sim.schedule), std::move(sim.simulation)};
     return out;

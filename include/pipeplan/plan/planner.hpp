@@ -266,6 +266,7 @@ public:
     /// What simulate_split() returns: the split's schedule simulated per replica (no lowering).
     struct split_simulation {
         candidate_report report;          ///< makespan (slowest replica), max peak, feasible
+        std::string error;                ///< why it cannot run at all (e.g. a replica without micro-batches)
         double lower_bound_ms = 0.0;      ///< max over replicas
         schedule::scenario scenario;      ///< replica 0's (in the order scheduled)
         schedule::pipeline_schedule schedule;
@@ -281,10 +282,17 @@ public:
         const int dp = std::max(1, opt_.config.dp);
         if (dp > 1 && split.dp_groups.empty()) batching::balance_result(split, dp);
         if (ws_.empty()) ws_.resize(1);
-        std::vector<schedule::scenario> scs;
-        for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r) scs.push_back(replica_scenario(split, replica_mbs(split, r)));
-        candidate_run c = run_candidate(kind, "given", scs, ws_.front(), search_order ? opt_.order_search_evaluations : 0);
         split_simulation out;
+        std::vector<schedule::scenario> scs;
+        try {
+            for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r) scs.push_back(replica_scenario(split, replica_mbs(split, r)));
+        } catch (const invalid_argument& e) {  // e.g. fewer micro-batches than replicas
+            out.report = candidate_report{std::string(schedule::to_string(kind)), "given",
+                                          std::numeric_limits<double>::infinity(), 0.0, false};
+            out.error = e.what();
+            return out;
+        }
+        candidate_run c = run_candidate(kind, "given", scs, ws_.front(), search_order ? opt_.order_search_evaluations : 0);
         out.report = c.report;
         if (c.replicas.empty()) return out;
         for (const auto& rep : c.replicas) out.lower_bound_ms = std::max(out.lower_bound_ms, rep.sim.lower_bound_ms);
