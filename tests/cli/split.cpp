@@ -310,7 +310,7 @@ TEST_CASE("cli split --dp 2 --scenario-out: one scenario per replica, each its o
     const std::string batch = make_batch(80);
     pipeplan::test::temp_dir d;
     auto args = base("analytic:gpt-6.7b", batch);
-    for (const std::string s : {"--dp", "2", "--scenario-out", d / "sc.json", "--hidden-size", "4096"}) args.push_back(s);
+    args.insert(args.end(), {"--dp", "2", "--scenario-out", d / "sc.json", "--hidden-size", "4096"});
     const auto j = split_json(args);
     REQUIRE(j["dp_groups"].size() == 2);
     CHECK_FALSE(std::filesystem::exists(d / "sc.json"));
@@ -326,7 +326,7 @@ TEST_CASE("cli split --dp 2 --scenario-out: one scenario per replica, each its o
     // Each replica is its own pipeline over about half the micro-batches: even the slowest runs
     // well under the one pipeline of every micro-batch.
     auto whole = base("analytic:gpt-6.7b", batch);
-    for (const std::string s : {"--scenario-out", d / "all.json", "--hidden-size", "4096"}) whole.push_back(s);
+    whole.insert(whole.end(), {"--scenario-out", d / "all.json", "--hidden-size", "4096"});
     (void)split_json(whole);
     const auto all = run_cli({"simulate", "--scenario", d / "all.json", "--schedule", "1f1b", "--json"});
     REQUIRE(all.exit_code == 0);
