@@ -50,7 +50,7 @@ TEST_CASE("sealed records: round trip; truncation, corruption and foreign bytes 
 
 TEST_CASE("sealed records: a record read under another key is refused, naming both keys") {
     const std::string rec = seal("plan", {"job", 0, 1});
-    for (const plan_key other : {plan_key{"job", 0, 0}, plan_key{"job", 5, 1}, plan_key{"other", 0, 1}})
+    for (const plan_key& other : {plan_key{"job", 0, 0}, plan_key{"job", 5, 1}, plan_key{"other", 0, 1}})
         CHECK_THROWS_WITH_AS((void)unseal(rec, "where", other), doctest::Contains(("stored under key 'job/0/1', not '" + other.str()).c_str()),
                              pipeplan::input_error);
 }
@@ -75,6 +75,7 @@ TEST_CASE("signed records: HMAC-SHA-256 with the shared key; unsigned, foreign-k
 
 TEST_CASE("store keys: a key file shorter than 16 bytes is refused without printing it") {
     temp_dir d;
+    fs::create_directories(d.path);
     const auto path = (d.path / "key").string();
     std::ofstream(path) << "short\n";
     CHECK_THROWS_WITH_AS((void)store_secret_from_file(path), doctest::Contains("at least 16"), pipeplan::invalid_argument);
@@ -159,6 +160,7 @@ TEST_CASE("directory store: a planted symlink at a key is not written through") 
     temp_dir d;
     directory_store s(d.path);
     const plan_key key{"job", 1, 0};
+    fs::create_directories(d.path);
     const fs::path victim = d.path / "victim.txt";
     std::ofstream(victim) << "precious";
     fs::create_directories(s.path_of(key).parent_path());
@@ -204,6 +206,7 @@ TEST_CASE("fetch_rank_plan: the plan's iteration and rank must be the key's") {
     pipeplan::plan::rank_plan rp;
     rp.header.iteration = 4;
     rp.program.rank = 1;
+    rp.program.instructions.resize(1);  // the reader wants 36 bytes per program
     const std::string bytes = pipeplan::plan::to_binary(rp);
     s.put({"job", 4, 1}, bytes);
     CHECK(fetch_rank_plan(s, {"job", 4, 1}, 100ms) == rp);

@@ -59,6 +59,7 @@ plan::instruction op(instr_kind k, std::uint32_t mb = 0) {
 plan::execution_plan exchange(bool together0, bool together1) {
     plan::execution_plan p;
     p.header.devices = 2;
+    p.header.predicted_peak_memory_mb = {0.0, 0.0};
     p.header.microbatches.resize(1);
     for (int r = 0; r < 2; ++r) {
         plan::rank_program prog;

@@ -139,9 +139,18 @@ TEST_CASE("cpu backend: a plan with a micro-batch dropped or run twice does not 
     b.split[0].pop_back();
     tiny_plan_options o;
     o.devices = 4;
-    const plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+    // A plan whose table misses samples is refused (the header rules name the table) ...
+    CHECK_THROWS_WITH_AS((void)plan_tiny(c, b.split, b.lengths, o), doctest::Contains("sample_ids"), pipeplan::plan::plan_error);
+    // ... and one planned for the remaining samples alone runs, but does not match the whole batch.
+    std::vector<std::size_t> kept_lengths;
+    for (auto& mb : b.split[0])
+        for (auto& id : mb) {
+            kept_lengths.push_back(b.lengths[id]);
+            id = static_cast<std::uint32_t>(kept_lengths.size() - 1);
+        }
+    const plan::execution_plan p = plan_tiny(c, b.split, kept_lengths, o);
     cpu_cluster cluster(c, p.programs.size(), sgd{0.1}, {10s});
-    const iteration_result r = cluster.run(rank_plans(p), b.lengths);
+    const iteration_result r = cluster.run(rank_plans(p), kept_lengths);
     CHECK(std::abs(r.loss - ref.loss) > 1e-6 * ref.loss);
 }
 

@@ -319,15 +319,16 @@ struct executor_options {
     static constexpr std::size_t no_fault = static_cast<std::size_t>(-1);
 };
 
-/// Everything an executor checks before running a rank's plan: the header rules
-/// (plan::validate_header: predictions, micro-batch table, arena figures), with `full` all the
-/// plan tier's rank rules (plan::validate_rank: buffer lifetimes, compute order, end of iteration), then
-/// check_rank_plan. Throws rejected_plan_error; returns the request map.
+/// Everything an executor checks before running a rank's plan: check_rank_plan, then the header
+/// rules (plan::validate_header: predictions, micro-batch table, arena figures), with `full` all
+/// the plan tier's rank rules (plan::validate_rank: buffer lifetimes, compute order, end of
+/// iteration). Throws rejected_plan_error; returns the request map.
 [[nodiscard]] inline request_map check_before_run(const plan::rank_plan& p, std::size_t ranks,
                                                   const handler_registry& handlers, bool full) {
+    request_map reqs = check_rank_plan(p, ranks, handlers);
     const plan::validation_report rep = full ? plan::validate_rank(p) : plan::validate_header(p);
     if (!rep.ok()) throw rejected_plan_error("rank " + std::to_string(p.program.rank) + ": invalid plan:\n" + rep.to_string());
-    return check_rank_plan(p, ranks, handlers);
+    return reqs;
 }
 
 /// Runs rank plans on a transport, with the rank's buffers in memory M (see the file comment).
