@@ -25,8 +25,7 @@ struct redis_address {
 /// accepted forms.
 [[nodiscard]] inline std::variant<std::string, redis_address> parse_store_spec(std::string_view spec) {
     const auto bad = [&](const std::string& why) {
-        return invalid_argument("--store '" + std::string(spec) + "': " + why +
-                                " (use dir:PATH or redis://HOST:PORT)");
+        return option_error("store", "{} '" + std::string(spec) + "': " + why + " (use dir:PATH or redis://HOST:PORT)");
     };
     if (spec.substr(0, 4) == "dir:") {
         if (spec.size() == 4) throw bad("empty path");
