@@ -34,6 +34,8 @@
 #include "pipeplan/plan/export.hpp"
 #include "pipeplan/plan/frequency.hpp"
 #include "pipeplan/plan/json.hpp"
+#include "pipeplan/plan/plan_file.hpp"
+#include "pipeplan/plan/result_json.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/plan/validate.hpp"
@@ -57,11 +59,12 @@ struct plan_cli_options {
 
 void print_summary(const plan::plan_result& r) {
     fmt::print("  candidates (simulated makespan, max peak memory):\n");
-    for (const auto& c : r.candidates)
+    for (std::size_t k = 0; k < r.candidates.size(); ++k) {
+        const auto& c = r.candidates[k];
         fmt::print("    {:<12} {:<9} split {:>10.1f} ms {:>10.1f} MB{}{}\n", c.name, c.split, c.makespan_ms,
                    c.peak_memory_mb, c.polished ? "  polished" : "",
-                   c.feasible ? (c.name == r.schedule.name && c.makespan_ms == r.makespan_ms ? "  <- chosen" : "")
-                              : "  (over the memory limit)");
+                   c.feasible ? (k == r.chosen ? "  <- chosen" : "") : "  (over the memory limit)");
+    }
     fmt::print("  chosen: {} on {} micro-batches: makespan {:.1f} ms, lower bound {:.1f} ms (ratio {:.3f})\n",
                r.plan.header.schedule, r.plan.header.microbatches.size(), r.makespan_ms, r.lower_bound_ms,
                r.lower_bound_ms > 0 ? r.makespan_ms / r.lower_bound_ms : 1.0);
@@ -72,29 +75,6 @@ void print_summary(const plan::plan_result& r) {
                    r.live_peak_mb[k], r.plan.programs[k].instructions.size(), plan::to_binary(plan::share_of(r.plan, k)).size());
     fmt::print("  planning time: split {:.2f} ms, schedule {:.2f} ms, lower {:.2f} ms, validate {:.2f} ms, total {:.2f} ms\n",
                r.times.split_ms, r.times.schedule_ms, r.times.lower_ms, r.times.validate_ms, r.times.total_ms);
-}
-
-nlohmann::json summary_json(const plan::plan_result& r) {
-    nlohmann::json j;
-    j["schedule"] = r.plan.header.schedule;
-    j["microbatches"] = r.plan.header.microbatches.size();
-    j["makespan_ms"] = r.makespan_ms;
-    j["lower_bound_ms"] = r.lower_bound_ms;
-    j["peak_memory_mb"] = r.peak_memory_mb;
-    j["arena_mb"] = r.arena_mb;
-    j["live_peak_mb"] = r.live_peak_mb;
-    std::vector<std::size_t> bytes;
-    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) bytes.push_back(plan::to_binary(plan::share_of(r.plan, k)).size());
-    j["plan_bytes"] = bytes;
-    j["planning_ms"] = {{"split", r.times.split_ms}, {"schedule", r.times.schedule_ms}, {"lower", r.times.lower_ms},
-                        {"validate", r.times.validate_ms}, {"total", r.times.total_ms}};
-    nlohmann::json cs = nlohmann::json::array();
-    for (const auto& c : r.candidates)
-        cs.push_back({{"schedule", c.name}, {"split", c.split}, {"feasible", c.feasible},
-                      {"makespan_ms", c.feasible ? nlohmann::json(c.makespan_ms) : nlohmann::json(nullptr)},
-                      {"peak_memory_mb", c.peak_memory_mb}, {"polished", c.polished}});
-    j["candidates"] = cs;
-    return j;
 }
 
 /// --out DIR: rank files and the manifest (each file written atomically, the manifest last).
@@ -109,7 +89,7 @@ void write_plan_dir(const plan::plan_result& r, const std::string& dir, bool jso
         write_file_atomically(std::filesystem::path(dir) / name, json ? plan::to_json_text(rp) : plan::to_binary(rp));
         files.push_back(name);
     }
-    nlohmann::json m = summary_json(r);
+    nlohmann::json m = plan::plan_result_json(r);
     m.erase("planning_ms");  // timings differ run to run; the manifest stays byte-identical
     m["format"] = "pipeplan-plan-manifest";
     m["version"] = plan::plan_format_version;
@@ -180,6 +160,8 @@ std::optional<plan::energy_plan> energy_clocks(plan::plan_result& r, const plan_
         plan::energy_plan e = plan::plan_energy(r.plan, r.scenario, r.schedule, profile, target, fo);
         r.plan = e.plan;
         return e;
+    } catch (const option_error& x) {  // plan spells the energy options --energy-step-ms, --energy-target-ms
+        throw invalid_argument(x.named("--energy-" + flag_of_option(x.option()).substr(2)));
     } catch (const invalid_argument& x) {
         throw invalid_argument(std::string("--energy-target-ms: ") + x.what());
     }
@@ -232,7 +214,7 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
         const std::optional<plan::energy_plan> e = energy_clocks(r, o);
         write_outputs(r, o, e ? &*e : nullptr);
         if (o.json) {
-            nlohmann::json j = summary_json(r);
+            nlohmann::json j = plan::plan_result_json(r);
             if (e) j["energy"] = energy_json(*e);
             std::puts(j.dump(2).c_str());
         } else {
@@ -250,20 +232,13 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     });
 }
 
-/// Reads a plan file of either format (binary by its magic, else JSON).
-plan::execution_plan read_plan_file(const std::string& path) {
-    const std::string bytes = plan::read_file_bytes(path);
-    if (bytes.compare(0, plan::binary_magic.size(), plan::binary_magic) == 0) return plan::execution_plan_from_binary(bytes, path);
-    return plan::execution_plan_from_json(bytes, path);
-}
-
 void run_plan_check(const std::vector<std::string>& files) {
     std::map<std::uint32_t, plan::rank_program> ranks;
     plan::plan_header header;
     bool same_header = true, first = true;
     std::size_t bad = 0;
     for (const auto& f : files) {
-        plan::execution_plan p = read_plan_file(f);
+        plan::execution_plan p = plan::read_plan_file(f);
         for (auto& prog : p.programs) {
             const auto rep = plan::validate_rank(plan::rank_plan{p.header, prog});
             fmt::print("{}: rank {}: {} instructions, {} buffers, arena {:.1f} MB (live peak {:.1f} MB): {}\n", f, prog.rank,
@@ -298,7 +273,7 @@ void run_plan_check(const std::vector<std::string>& files) {
 std::string slot_text(std::uint32_t s) { return s == plan::no_slot ? "-" : std::to_string(s); }
 
 void run_plan_show(const std::string& file, int rank) {
-    const plan::execution_plan p = read_plan_file(file);
+    const plan::execution_plan p = plan::read_plan_file(file);
     if (rank >= 0 && std::none_of(p.programs.begin(), p.programs.end(),
                                   [&](const auto& prog) { return prog.rank == static_cast<std::uint32_t>(rank); })) {
         std::string have;
