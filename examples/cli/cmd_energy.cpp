@@ -123,8 +123,8 @@ void print_summary(const pe::energy_problem& p, const pe::energy_profile& profil
 }
 
 void run_energy(const energy_args& a, const std::set<std::string>& given) {
-    const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
-    reject_unless(given, "--memory-limit-mb", name == ps::schedule_name::adaptive || name == ps::schedule_name::zb_h1,
+    const ps::schedule_traits& kind = ps::schedules().at(a.schedule);
+    reject_unless(given, "--memory-limit-mb", kind.plans_under_memory_limit,
                   "to --schedule " + a.schedule + " (only adaptive, zb-h1 plan under a memory limit)");
     pe::energy_profile profile = load_profile(a);
     if (!std::isnan(a.idle_power_w)) profile.idle_power_w = a.idle_power_w;  // range-checked by the flag
@@ -138,9 +138,9 @@ void run_energy(const energy_args& a, const std::set<std::string>& given) {
     opt.chunks = a.chunks;
     opt.memory_limit_mb = a.memory_limit_mb;
     opt.checkpoint_ratio = a.checkpoint_ratio;
-    const ps::scenario sc = ps::prepare_scenario(name, base, opt);
+    const ps::scenario sc = ps::prepare_scenario(kind, base, opt);
     reject_changed_chunks(a.chunks, opt.chunks, a.schedule);
-    const ps::pipeline_schedule sched = ps::make_generator(name, opt)(sc);
+    const ps::pipeline_schedule sched = ps::make_generator(kind, opt)(sc);
 
     const pe::energy_problem p = pe::make_energy_problem(sc, sched, profile);
     pe::frontier_options fo;

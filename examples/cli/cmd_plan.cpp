@@ -38,6 +38,8 @@
 #include "pipeplan/plan/export.hpp"
 #include "pipeplan/plan/frequency.hpp"
 #include "pipeplan/plan/json.hpp"
+#include "pipeplan/plan/plan_file.hpp"
+#include "pipeplan/plan/result_json.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/plan/validate.hpp"
@@ -153,11 +155,12 @@ nlohmann::json facts_json(const plan_facts& f) {
 
 void print_summary(const plan::plan_result& r) {
     fmt::print("  candidates (simulated makespan, max peak memory):\n");
-    for (const auto& c : r.candidates)
+    for (std::size_t k = 0; k < r.candidates.size(); ++k) {
+        const auto& c = r.candidates[k];
         fmt::print("    {:<12} {:<9} split {:>10.1f} ms {:>10.1f} MB{}{}\n", c.name, c.split, c.makespan_ms,
                    c.peak_memory_mb, c.polished ? "  polished" : "",
-                   c.feasible ? (c.name == r.schedule.name && c.makespan_ms == r.makespan_ms ? "  <- chosen" : "")
-                              : "  (over the memory limit)");
+                   c.feasible ? (k == r.chosen ? "  <- chosen" : "") : "  (over the memory limit)");
+    }
     fmt::print("  chosen: {} on {} micro-batches: makespan {:.1f} ms, lower bound {:.1f} ms (ratio {:.3f})\n",
                r.plan.header.schedule, r.plan.header.microbatches.size(), r.makespan_ms, r.lower_bound_ms,
                r.lower_bound_ms > 0 ? r.makespan_ms / r.lower_bound_ms : 1.0);
@@ -173,27 +176,10 @@ void print_summary(const plan::plan_result& r) {
                r.times.split_ms, r.times.schedule_ms, r.times.lower_ms, r.times.validate_ms, r.times.total_ms);
 }
 
+/// `plan --json` and the manifest: the library's result summary plus the facts above.
 nlohmann::json summary_json(const plan::plan_result& r) {
-    nlohmann::json j;
-    j["schedule"] = r.plan.header.schedule;
-    j["microbatches"] = r.plan.header.microbatches.size();
-    j["makespan_ms"] = r.makespan_ms;
-    j["lower_bound_ms"] = r.lower_bound_ms;
-    j["peak_memory_mb"] = r.peak_memory_mb;
-    j["arena_mb"] = r.arena_mb;
-    j["live_peak_mb"] = r.live_peak_mb;
+    nlohmann::json j = plan::plan_result_json(r);
     j.update(facts_json(facts_of(r)));
-    std::vector<std::size_t> bytes;
-    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) bytes.push_back(plan::to_binary(plan::share_of(r.plan, k)).size());
-    j["plan_bytes"] = bytes;
-    j["planning_ms"] = {{"split", r.times.split_ms}, {"schedule", r.times.schedule_ms}, {"lower", r.times.lower_ms},
-                        {"validate", r.times.validate_ms}, {"total", r.times.total_ms}};
-    nlohmann::json cs = nlohmann::json::array();
-    for (const auto& c : r.candidates)
-        cs.push_back({{"schedule", c.name}, {"split", c.split}, {"feasible", c.feasible},
-                      {"makespan_ms", c.feasible ? nlohmann::json(c.makespan_ms) : nlohmann::json(nullptr)},
-                      {"peak_memory_mb", c.peak_memory_mb}, {"polished", c.polished}});
-    j["candidates"] = cs;
     return j;
 }
 
@@ -282,6 +268,8 @@ std::optional<plan::energy_plan> energy_clocks(plan::plan_result& r, const plan_
         plan::energy_plan e = plan::plan_energy(r.plan, r.scenario, r.schedule, profile, target, fo);
         r.plan = e.plan;
         return e;
+    } catch (const option_error& x) {  // plan spells the energy options --energy-step-ms, --energy-target-ms
+        throw invalid_argument(x.named("--energy-" + flag_of_option(x.option()).substr(2)));
     } catch (const invalid_argument& x) {
         throw invalid_argument(std::string("--energy-target-ms: ") + x.what());
     }

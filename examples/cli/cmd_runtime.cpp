@@ -15,6 +15,7 @@
 #include <limits>
 #include <set>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 #include <memory>
 #include <optional>
@@ -159,9 +160,8 @@ void serve_with(const std::function<plan::execution_plan(std::uint64_t)>& planne
 void serve(serve_args& a) {
     const auto files = batch_files(a.batches);
     if (a.inputs.model == tiny_model) {
-        const runtime::cpu::run_cpu_options o = tiny_options(a);
-        serve_with([&](std::uint64_t it) { return runtime::cpu::make_tiny_job(batching::read_batch_csv(files[it]), o).plan(it); },
-                   files, a);
+        const auto planner = runtime::cpu::make_tiny_planner(tiny_options(a));  // one for every iteration
+        serve_with([&](std::uint64_t it) { return planner->plan(batching::read_batch_csv(files[it]), it); }, files, a);
         return;
     }
     reject_unless(a.given, "--mbs", false, "to a planned model (the planner splits the batch)");
@@ -170,12 +170,12 @@ void serve(serve_args& a) {
     reject_inapplicable_model_flags(a.inputs, a.given);
     (void)to_planner_options(a.inputs, 0);  // flag errors before any file is read or thread started
     with_plan_model(a.inputs, [&](const auto& model) {
-        serve_with([&](std::uint64_t it) {
-                       plan::planner_options po = to_planner_options(a.inputs, it);
-                       apply_layer_layout(po, a.inputs, model);
-                       return plan::plan_iteration(model, batching::read_batch_csv(files[it]), po).plan;
-                   },
-                   files, a);
+        plan::planner_options po = to_planner_options(a.inputs, 0);
+        apply_layer_layout(po, a.inputs, model);
+        // One planner per planning thread, kept across iterations (its cost cache and scratch).
+        plan::planner_pool<std::decay_t<decltype(model)>> planners(model, std::move(po));
+        serve_with([&](std::uint64_t it) { return planners.plan(batching::read_batch_csv(files[it]), it).plan; }, files,
+                   a);
     });
 }
 

@@ -93,50 +93,48 @@ struct simulate_run {
     ps::simulation_result res;
     std::vector<std::uint32_t> order;  ///< micro-batch order (scenario indices)
     ps::order_search_result search;
-    bool plans_under_limit = false;  ///< adaptive and zb-h1 plan under the limit; the others are fixed
+    bool plans_under_limit = false;  ///< the schedule's row: it plans under the limit (else fixed order)
 };
 
 /// `--schedule NAME`: prepare the scenario (placement, chunks, checkpoint ratio), optionally
 /// search the order, generate and simulate.
 void run_named(const simulate_args& a, const ps::scenario& base, simulate_run& run) {
-    const ps::schedule_name name = ps::parse_schedule_name(a.schedule);
-    run.plans_under_limit = name == ps::schedule_name::adaptive || name == ps::schedule_name::zb_h1;
+    const ps::schedule_traits& kind = ps::schedules().at(a.schedule);
+    run.plans_under_limit = kind.plans_under_memory_limit;
     ps::named_schedule_options opt;
     opt.chunks = a.chunks_given ? a.chunks : 0;
     opt.memory_limit_mb = a.memory_limit_mb;
     opt.checkpoint_ratio = a.checkpoint_ratio;
-    run.sc = ps::prepare_scenario(name, base, opt);
+    const ps::scenario sc = ps::prepare_scenario(kind, base, opt);
     reject_changed_chunks(a.chunks_given ? a.chunks : 0, opt.chunks, a.schedule);
-    if (a.search) {
-        ps::order_search_options so;
-        so.memory_limit_mb = a.memory_limit_mb;
-        so.seed = a.seed;
-        so.search_inflight_limit = name == ps::schedule_name::adaptive;
-        run.search = ps::search_order_with(
-            run.sc,
-            [&](std::size_t limit) {
-                auto o = opt;
-                o.inflight_limit = limit;
-                o.quick = true;  // the final schedule below runs the full adaptive search
-                return ps::make_generator(name, o);
-            },
-            so);
-        if (!run.search.feasible)
-            throw limit_exceeded("--search-order: no micro-batch order of schedule '" + a.schedule + "' fits " +
-                                 std::to_string(a.memory_limit_mb) + " MB");
-        run.order = run.search.order;
-        opt.inflight_limit = run.search.inflight_limit;
-        run.sc = ps::reorder(run.sc, run.order);
+    if (!a.search) {
+        run.sc = sc;
+        run.sched = ps::make_generator(kind, opt)(run.sc);
+        run.res = ps::simulate(run.sc, run.sched);
+        return;
     }
-    run.sched = ps::make_generator(name, opt)(run.sc);
-    run.res = ps::simulate(run.sc, run.sched);
-    if (a.search) {  // report micro-batches by their index in the scenario file
-        for (auto& dev : run.sched.orders)
-            for (auto& o : dev) o.mb = run.order[o.mb];
-        for (auto& dev : run.res.timeline)
-            for (auto& t : dev) t.o.mb = run.order[t.o.mb];
-        for (auto& o : run.res.peak_memory_op) o.mb = run.order[o.mb];
-    }
+    if (!kind.searchable_order) throw invalid_argument("--search-order: schedule '" + a.schedule + "' fixes its own order");
+    ps::order_search_options so;
+    so.memory_limit_mb = a.memory_limit_mb;
+    so.seed = a.seed;
+    run.search = ps::search_named_order(kind, sc, opt, so);
+    if (!run.search.feasible)
+        throw limit_exceeded("--search-order: no micro-batch order of schedule '" + a.schedule + "' fits " +
+                             std::to_string(a.memory_limit_mb) + " MB");
+    opt.inflight_limit = run.search.inflight_limit;
+    sc.validate();
+    ps::simulation_workspace ws;
+    ps::ordered_schedule r = ps::schedule_in_order(kind, sc, opt, run.search.order, ps::simulation_options{}, ws);
+    run.sc = std::move(r.sc);
+    run.order = std::move(r.order);
+    run.sched = std::move(r.sched);
+    run.res = std::move(r.sim);
+    // report micro-batches by their index in the scenario file
+    for (auto& dev : run.sched.orders)
+        for (auto& o : dev) o.mb = run.order[o.mb];
+    for (auto& dev : run.res.timeline)
+        for (auto& t : dev) t.o.mb = run.order[t.o.mb];
+    for (auto& o : run.res.peak_memory_op) o.mb = run.order[o.mb];
 }
 
 /// Output files, JSON or the summary; then exit status 3 for a fixed-order schedule over the limit.

@@ -111,4 +111,14 @@ inline void reject_changed_chunks(std::size_t requested, std::size_t applied, co
                                " on this scenario (it runs " + std::to_string(applied) + " chunk(s) per device)");
 }
 
+/// The flag that sets the library option `option` (pipeplan::option_error::option()): "--" and
+/// the option's name with '-' for '_', except where the flag is named otherwise.
+[[nodiscard]] inline std::string flag_of_option(std::string_view option) {
+    if (option == "devices") return "--stages";  // run-cpu's pipeline devices
+    std::string flag = "--" + std::string(option);
+    for (char& c : flag)
+        if (c == '_') c = '-';
+    return flag;
+}
+
 }  // namespace pipeplan::cli

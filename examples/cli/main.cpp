@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "flags.hpp"
 #include "pipeplan/core/error.hpp"
 
 int main(int argc, char** argv) {
@@ -37,6 +38,9 @@ int main(int argc, char** argv) {
     } catch (const pipeplan::limit_exceeded& e) {
         std::fprintf(stderr, "pipeplan: error: %s\n", e.what());
         return 3;
+    } catch (const pipeplan::option_error& e) {  // the library names its option; the user knows the flag
+        std::fprintf(stderr, "pipeplan: error: %s\n", e.named(pipeplan::cli::flag_of_option(e.option())).c_str());
+        return 1;
     } catch (const pipeplan::error& e) {
         std::fprintf(stderr, "pipeplan: error: %s\n", e.what());
         return 1;

@@ -87,7 +87,7 @@ TEST_CASE("pipeplan run-cpu: bad input is a clear error") {
     CHECK(r.err.find("dir:PATH or redis://HOST:PORT") != std::string::npos);
     r = run_cli({"run-cpu", "--batch", batch, "--stages", "2", "--chunks", "3"});
     CHECK(r.exit_code != 0);
-    CHECK(r.err.find("needs --schedule interleaved") != std::string::npos);
+    CHECK(r.err.find("--chunks 3 needs a schedule that splits stages into chunks") != std::string::npos);
     r = run_cli({"run-cpu", "--batch", "/nonexistent.csv", "--stages", "2"});
     CHECK(r.exit_code != 0);
     CHECK(r.err.find("/nonexistent.csv") != std::string::npos);

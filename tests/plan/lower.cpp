@@ -303,6 +303,42 @@ TEST_CASE("lower_into: one plan reused across scenarios of every size gives exac
     }
 }
 
+TEST_CASE("join_replicas: one replica is lower()'s plan; more number ranks and micro-batches on; one header filler") {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 3, 3 + seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            CAPTURE(seed);
+            lowering_options lo;
+            lo.type = dtype::bf16;
+            replica_schedule rep{&c.sc, &c.sched, {}, nullptr};
+            for (std::size_t j = 0; j < c.sc.microbatches; ++j) {
+                const tensor_shape shape{static_cast<std::uint32_t>(1 + j), 8, 0, 16};
+                lo.shapes.push_back(shape);
+                rep.microbatches.push_back({0, {}, shape});
+            }
+            join_options jo;
+            jo.type = lo.type;
+            const execution_plan one = join_replicas({rep}, jo);
+            CHECK(one == lower(c.sc, c.sched, lo));  // the same header fields, programs and buffers
+            const schedule::simulation_result sim = schedule::simulate(c.sc, c.sched);
+            rep.sim = &sim;
+            jo.iteration = 7;
+            jo.zero_stage = 2;
+            const execution_plan two = join_replicas({rep, rep}, jo);
+            CHECK(two.header.dp == 2);
+            CHECK(two.header.iteration == 7);
+            CHECK(two.header.ranks() == 2 * one.header.devices);
+            CHECK(two.header.predicted_makespan_ms == sim.makespan_ms);
+            CHECK(two.header.predicted_peak_memory_mb.size() == two.programs.size());
+            REQUIRE(two.header.microbatches.size() == 2 * c.sc.microbatches);
+            CHECK(two.header.microbatches.back().replica == 1);
+            for (std::size_t r = 0; r < two.programs.size(); ++r) CHECK(two.programs[r].rank == r);
+            CHECK_MESSAGE(validate(two).ok(), validate(two).to_string());
+        }
+    }
+}
+
 TEST_CASE("lower: a scenario built in code with a value beyond scenario_limits is refused, naming field and range") {
     const auto sc = test::random_scenario(3, 4, 9);
     const auto c = test::all_schedules(sc).front();

@@ -63,6 +63,10 @@ TEST_CASE("planner: picks the fastest feasible candidate and returns a valid pla
     for (const auto& c : r.candidates)
         if (c.feasible) best = std::min(best, c.makespan_ms);
     CHECK(r.makespan_ms == doctest::Approx(best));
+    REQUIRE(r.chosen < r.candidates.size());  // recorded, not found by name and makespan
+    CHECK(r.candidates[r.chosen].feasible);
+    CHECK(r.candidates[r.chosen].name == r.plan.header.schedule);
+    CHECK(r.candidates[r.chosen].makespan_ms == r.makespan_ms);
     CHECK(r.makespan_ms >= r.lower_bound_ms);
     CHECK(r.plan.header.schedule == r.schedule.name);
     CHECK(r.plan.programs.size() == 4);
@@ -343,5 +347,53 @@ TEST_CASE("planner: real T5-11B profiles on the GPT length mixture: within 5 % o
         CHECK(validate(r.plan).ok());
         CHECK(ratio >= 1.0);
         CHECK(ratio <= 1.05);
+    }
+}
+
+TEST_CASE("planner: a user-registered schedule is planned by name, like the built-in it copies") {
+    // A row registered without editing the library: 1F1B under another name.
+    if (!schedule::schedules().find("test-user-1f1b")) {
+        schedule::schedule_traits row = schedule::traits_of(schedule::schedule_name::one_f_one_b);
+        row.name = "test-user-1f1b";
+        row.factory = [](const schedule::named_schedule_options&) -> schedule::any_generator {
+            return [](const schedule::scenario& sc) {
+                schedule::pipeline_schedule s = schedule::one_f_one_b{}(sc);
+                s.name = "test-user-1f1b";
+                return s;
+            };
+        };
+        schedule::register_schedule(std::move(row));
+    }
+    const auto batch = synthetic_batch(8192, 6);
+    auto user = gpt_options(), builtin = gpt_options();
+    user.schedule = schedule::schedule_id("test-user-1f1b");
+    builtin.schedule = schedule::schedule_name::one_f_one_b;
+    const auto u = plan_iteration(gpt(), batch, user);
+    const auto b = plan_iteration(gpt(), batch, builtin);
+    CHECK(u.plan.header.schedule == "test-user-1f1b");
+    CHECK(validate(u.plan).ok());
+    CHECK(u.plan.programs == b.plan.programs);
+    CHECK(u.plan.header.microbatches == b.plan.header.microbatches);
+    REQUIRE(u.candidates.size() == b.candidates.size());
+    for (std::size_t k = 0; k < u.candidates.size(); ++k) CHECK(u.candidates[k].makespan_ms == b.candidates[k].makespan_ms);
+    auto unknown = gpt_options();
+    unknown.schedule = schedule::schedule_id("no-such-schedule");
+    CHECK_THROWS_WITH_AS((void)plan_iteration(gpt(), batch, unknown), doctest::Contains("unknown schedule 'no-such-schedule'"),
+                         pipeplan::invalid_argument);
+}
+
+TEST_CASE("planner_pool: planners kept across iterations and threads give a fresh planner's plans") {
+    const auto o = gpt_options();
+    planner_pool<analytic_cost_model> pool(gpt(), o);
+    std::vector<std::vector<batching::sample>> batches;
+    for (std::uint64_t k = 0; k < 4; ++k) batches.push_back(synthetic_batch(4096, 20 + k));
+    std::vector<std::string> got(batches.size());
+    parallel_for(batches.size(), 2, [&](std::size_t k, std::size_t) { got[k] = to_binary(pool.plan(batches[k], 10 + k).plan); });
+    CHECK(pool.size() >= 1);
+    CHECK(pool.size() <= 2);
+    for (std::size_t k = 0; k < batches.size(); ++k) {
+        auto fresh = o;
+        fresh.iteration = 10 + k;
+        CHECK(got[k] == to_binary(plan_iteration(gpt(), batches[k], fresh).plan));
     }
 }

@@ -13,6 +13,8 @@
 #include "pipeplan/plan/export.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/json.hpp"
+#include "pipeplan/plan/plan_file.hpp"
+#include "pipeplan/plan/result_json.hpp"
 #include "pipeplan/plan/lower.hpp"
 #include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/plan/validate.hpp"
@@ -402,4 +404,39 @@ TEST_CASE("serialize: no JSON plan error lacks a line, whatever single value is 
     }
     CHECK(tried > 500);
     CHECK(refused > tried / 2);
+}
+
+TEST_CASE("plan files: the format is told by the first bytes; both read to the same plan") {
+    const auto sc = test::random_scenario(3, 5, 4);
+    const execution_plan p = lower(sc, schedule::one_f_one_b{}(sc));
+    const std::string bin = to_binary(p), js = to_json_text(p);
+    CHECK(sniff_plan_format(bin) == plan_format::binary);
+    CHECK(sniff_plan_format(js) == plan_format::json);
+    CHECK(sniff_plan_format("") == plan_format::json);
+    CHECK(execution_plan_from_bytes(bin) == p);
+    CHECK(execution_plan_from_bytes(js) == p);
+    const rank_plan r1 = share_of(p, 1);
+    CHECK(rank_plan_from_bytes(to_binary(r1)) == r1);
+    CHECK(rank_plan_from_bytes(to_json_text(r1)) == r1);
+    CHECK_THROWS_AS((void)execution_plan_from_bytes(bin.substr(0, 12), "cut.plan"), pipeplan::error);
+}
+
+TEST_CASE("plan_result_json: the summary's keys and the chosen candidate's figures") {
+    planner_options o;
+    o.config.stages = 2;
+    o.config.layers_per_stage = 4;
+    o.config.device_memory_mb = 40000;
+    o.hidden_size = 1024;
+    o.order_search_evaluations = 4;
+    std::vector<batching::sample> batch;
+    for (int i = 0; i < 24; ++i) batch.push_back({64 + 37 * (i % 7), 8 + i % 5});
+    const plan_result r = plan_iteration(make_analytic_model("gpt-6.7b"), batch, o);
+    const nlohmann::json j = plan_result_json(r);
+    for (const char* k : {"schedule", "microbatches", "makespan_ms", "lower_bound_ms", "peak_memory_mb", "arena_mb",
+                          "live_peak_mb", "plan_bytes", "planning_ms", "candidates"})
+        CHECK(j.contains(k));
+    CHECK(j["schedule"] == r.plan.header.schedule);
+    CHECK(j["candidates"].size() == r.candidates.size());
+    CHECK(j["candidates"][r.chosen]["makespan_ms"].get<double>() == r.makespan_ms);
+    CHECK(j["plan_bytes"][0].get<std::size_t>() == to_binary(share_of(r.plan, 0)).size());
 }

@@ -15,6 +15,13 @@ namespace pipeplan::test {
 
 namespace ps = pipeplan::schedule;
 
+/// Two stages, two micro-batches: stage 0 forward 1 ms, stage 1 forward 2 ms, backward twice the
+/// forward; stored 10 MB, peak 20 MB, model state 100 MB per stage; messages of `act_mb`.
+inline ps::scenario two_stage(double act_mb, ps::network_model nw) {
+    return ps::make_scenario({{1, 2}, {1, 2}}, {{2, 4}, {2, 4}}, {{10, 10}, {10, 10}}, {{20, 20}, {20, 20}}, {100, 100},
+                             {act_mb, act_mb}, nw);
+}
+
 /// A seeded random scenario: S stages, M micro-batches with varying sizes, optional network.
 inline ps::scenario random_scenario(std::size_t S, std::size_t M, std::uint64_t seed, bool network = false) {
     ps::splitmix64 rng(seed);

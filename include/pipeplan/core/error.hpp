@@ -88,6 +88,29 @@ public:
     using error::error;
 };
 
+/// An option of a library call has a value outside its domain or one that contradicts the
+/// other inputs. option() is the option's name as the library spells it (a member of an options
+/// struct, e.g. "chunks"); what() reads "chunks 3 contradicts the scenario: ...". A front end
+/// that spells its options otherwise shows named(its spelling): the CLI shows "--chunks 3 ...".
+class option_error : public invalid_argument {
+public:
+    /// `text` holds "{}" where the option's name goes.
+    option_error(std::string option, std::string text)
+        : invalid_argument(fill(text, option)), option_(std::move(option)), text_(std::move(text)) {}
+
+    [[nodiscard]] const std::string& option() const noexcept { return option_; }
+    /// The message with the option spelled `name`.
+    [[nodiscard]] std::string named(std::string_view name) const { return fill(text_, name); }
+
+private:
+    static std::string fill(const std::string& text, std::string_view name) {
+        const auto at = text.find("{}");
+        if (at == std::string::npos) return std::string(name) + ": " + text;
+        return text.substr(0, at) + std::string(name) + text.substr(at + 2);
+    }
+    std::string option_, text_;
+};
+
 /// A plan does not fit a resource limit (e.g. a schedule's peak memory exceeds the device
 /// memory limit). The CLI exits with status 3 on it.
 class limit_exceeded : public error {

@@ -231,101 +231,102 @@ inline std::pair<time_factors, int> fit_time_group(const analytic_cost_model& mo
     return {best, rounds};
 }
 
-}  // namespace calibrate_detail
+/// Reference values per (component, metric, recompute mode): [comp][metric][mode].
+using sample_table = std::array<std::array<std::array<std::vector<sample>, 3>, 4>, 4>;
 
-/// Calibrates `initial` to `reference` over `points` (see the header comment). Deterministic.
-/// Throws invalid_argument when no point gives any reference value, a point is not a valid
-/// analytic query (mbs, seqlen or tp < 1) or the options are invalid.
+/// The reference values of `points` that both models price (positive and finite), with the
+/// skipped ones counted in `report`.
 template <cost_model Reference>
-[[nodiscard]] calibration_result calibrate(const analytic_cost_model& initial, const Reference& reference,
-                                           std::span<const layer_query> points,
-                                           const calibration_options& options = {}) {
-    using namespace calibrate_detail;
-    if (options.max_roofline_iterations < 1)
-        throw invalid_argument("calibration: max_roofline_iterations must be >= 1");
-
-    // Reference values per (component, metric, recompute mode), skipping absent ones.
-    std::array<std::array<std::array<std::vector<sample>, 3>, 4>, 4> samples;  // [comp][metric][mode]
-    calibration_report report;
+sample_table collect_samples(const analytic_cost_model& initial, const Reference& reference,
+                             std::span<const layer_query> points, calibration_report& report) {
+    sample_table samples;
     for (const layer_query& q : points) {
         const layer_cost ref = reference.evaluate(q);
         const layer_cost ana = initial.evaluate(q);
         for (cost_metric m : all_cost_metrics) {
             const auto& r = metric_of(ref, m);
-            if (!r.ok() || !(r.value() > 0) || !std::isfinite(r.value())) {
+            if (!r.ok() || !(r.value() > 0) || !std::isfinite(r.value()) || !metric_of(ana, m).ok()) {
                 ++report.skipped_values;
                 continue;
             }
-            if (!metric_of(ana, m).ok()) {
-                ++report.skipped_values;
-                continue;
-            }
-            samples[static_cast<std::size_t>(q.comp)][static_cast<std::size_t>(m)]
-                   [static_cast<std::size_t>(q.recompute)]
-                       .push_back({q, r.value()});
+            samples[static_cast<std::size_t>(q.comp)][static_cast<std::size_t>(m)][static_cast<std::size_t>(q.recompute)]
+                .push_back({q, r.value()});
         }
     }
+    return samples;
+}
 
-    analytic_factors factors = initial.factors();
-
-    if (options.fit_time) {
-        for (component c : all_components) {
-            for (time_phase p : all_time_phases) {
-                const auto mi = static_cast<std::size_t>(p == time_phase::forward ? cost_metric::forward_ms
-                                                                                  : cost_metric::backward_ms);
-                std::vector<sample> rows;
-                for (const auto& v : samples[static_cast<std::size_t>(c)][mi]) rows.insert(rows.end(), v.begin(), v.end());
-                if (rows.empty()) continue;
-                const auto [best, used] = fit_time_group(initial, rows, p, factors.at(c, p), options);
-                factors.at(c, p) = best;
-                report.time_fits.push_back({c, p, best, rows.size(), used});
-            }
+/// Fits every (component, phase) time factor group that has samples.
+inline void fit_times(const analytic_cost_model& initial, const sample_table& samples, analytic_factors& factors,
+                      const calibration_options& options, calibration_report& report) {
+    for (component c : all_components) {
+        for (time_phase p : all_time_phases) {
+            const auto mi = static_cast<std::size_t>(p == time_phase::forward ? cost_metric::forward_ms
+                                                                              : cost_metric::backward_ms);
+            std::vector<sample> rows;
+            for (const auto& v : samples[static_cast<std::size_t>(c)][mi]) rows.insert(rows.end(), v.begin(), v.end());
+            if (rows.empty()) continue;
+            const auto [best, used] = fit_time_group(initial, rows, p, factors.at(c, p), options);
+            factors.at(c, p) = best;
+            report.time_fits.push_back({c, p, best, rows.size(), used});
         }
     }
+}
 
-    if (options.fit_memory) {
-        for (component c : all_components) {
-            for (recompute_mode r : all_recompute_modes) {
-                memory_factors mf = factors.at(c, r);
-                const auto ci = static_cast<std::size_t>(c), ri = static_cast<std::size_t>(r);
-                const auto& stored = samples[ci][static_cast<std::size_t>(cost_metric::stored_mb)][ri];
-                const auto& peak = samples[ci][static_cast<std::size_t>(cost_metric::peak_mb)][ri];
-                if (stored.empty() && peak.empty()) continue;
-                if (!stored.empty()) {
-                    const auto n = static_cast<Eigen::Index>(stored.size());
-                    Eigen::MatrixXd A(n, 1);
-                    const Eigen::VectorXd y = Eigen::VectorXd::Ones(n);
-                    for (Eigen::Index i = 0; i < n; ++i) {
-                        const auto& s = stored[static_cast<std::size_t>(i)];
-                        A(i, 0) = initial.activation_raw(s.query).stored_mb / s.reference;
-                    }
-                    const auto cols = nonzero_columns(A);
-                    if (const auto x = nnls_small(A, y, cols); x && !cols.empty()) mf.stored_scale = (*x)(0);
-                }
-                if (!peak.empty()) {
-                    const auto n = static_cast<Eigen::Index>(peak.size());
-                    Eigen::MatrixXd A(n, 2);
-                    const Eigen::VectorXd y = Eigen::VectorXd::Ones(n);
-                    for (Eigen::Index i = 0; i < n; ++i) {
-                        const auto& s = peak[static_cast<std::size_t>(i)];
-                        const auto a = initial.activation_raw(s.query);
-                        A(i, 0) = a.stored_mb / s.reference;
-                        A(i, 1) = a.working_mb / s.reference;
-                    }
-                    const auto cols = nonzero_columns(A);
-                    if (const auto x = nnls_small(A, y, cols)) {
-                        for (Eigen::Index j : cols) (j == 0 ? mf.peak_stored_scale : mf.peak_working_scale) = (*x)(j);
-                    }
-                }
-                factors.at(c, r) = mf;
-                report.memory_fits.push_back({c, r, mf, stored.size() + peak.size()});
-            }
+/// The memory factors of one (component, recompute mode) from its stored and peak samples
+/// (non-negative least squares of the relative errors); `mf` holds the initial ones.
+inline void fit_memory_group(const analytic_cost_model& initial, const std::vector<sample>& stored,
+                             const std::vector<sample>& peak, memory_factors& mf) {
+    if (!stored.empty()) {
+        const auto n = static_cast<Eigen::Index>(stored.size());
+        Eigen::MatrixXd A(n, 1);
+        const Eigen::VectorXd y = Eigen::VectorXd::Ones(n);
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const auto& s = stored[static_cast<std::size_t>(i)];
+            A(i, 0) = initial.activation_raw(s.query).stored_mb / s.reference;
+        }
+        const auto cols = nonzero_columns(A);
+        if (const auto x = nnls_small(A, y, cols); x && !cols.empty()) mf.stored_scale = (*x)(0);
+    }
+    if (!peak.empty()) {
+        const auto n = static_cast<Eigen::Index>(peak.size());
+        Eigen::MatrixXd A(n, 2);
+        const Eigen::VectorXd y = Eigen::VectorXd::Ones(n);
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const auto& s = peak[static_cast<std::size_t>(i)];
+            const auto a = initial.activation_raw(s.query);
+            A(i, 0) = a.stored_mb / s.reference;
+            A(i, 1) = a.working_mb / s.reference;
+        }
+        const auto cols = nonzero_columns(A);
+        if (const auto x = nnls_small(A, y, cols)) {
+            for (Eigen::Index j : cols) (j == 0 ? mf.peak_stored_scale : mf.peak_working_scale) = (*x)(j);
         }
     }
+}
 
-    analytic_cost_model calibrated = initial.with_factors(factors);
+/// Fits every (component, recompute mode) memory factor group that has samples.
+inline void fit_memory(const analytic_cost_model& initial, const sample_table& samples, analytic_factors& factors,
+                       calibration_report& report) {
+    for (component c : all_components) {
+        for (recompute_mode r : all_recompute_modes) {
+            const auto ci = static_cast<std::size_t>(c), ri = static_cast<std::size_t>(r);
+            const auto& stored = samples[ci][static_cast<std::size_t>(cost_metric::stored_mb)][ri];
+            const auto& peak = samples[ci][static_cast<std::size_t>(cost_metric::peak_mb)][ri];
+            if (stored.empty() && peak.empty()) continue;
+            memory_factors mf = factors.at(c, r);
+            fit_memory_group(initial, stored, peak, mf);
+            factors.at(c, r) = mf;
+            report.memory_fits.push_back({c, r, mf, stored.size() + peak.size()});
+        }
+    }
+}
 
-    // Residuals and error summaries.
+/// The residuals of every sample before and after, and the error summaries per group, per
+/// time and memory, into `report`. Throws when there is no residual (no point of `points` had
+/// a reference value).
+inline void summarize_errors(const analytic_cost_model& initial, const analytic_cost_model& calibrated,
+                             const sample_table& samples, std::size_t points, calibration_report& report) {
     std::vector<double> time_before, time_after, mem_before, mem_after;
     for (component c : all_components) {
         for (cost_metric m : all_cost_metrics) {
@@ -349,12 +350,33 @@ template <cost_model Reference>
         }
     }
     if (report.residuals.empty())
-        throw invalid_argument("calibration: the reference model has no value at any of the " +
-                               std::to_string(points.size()) + " query points");
+        throw invalid_argument("calibration: the reference model has no value at any of the " + std::to_string(points) +
+                               " query points");
     report.time_before = summarize_relative_errors(std::move(time_before));
     report.time_after = summarize_relative_errors(std::move(time_after));
     report.memory_before = summarize_relative_errors(std::move(mem_before));
     report.memory_after = summarize_relative_errors(std::move(mem_after));
+}
+
+}  // namespace calibrate_detail
+
+/// Calibrates `initial` to `reference` over `points` (see the header comment). Deterministic.
+/// Throws invalid_argument when no point gives any reference value, a point is not a valid
+/// analytic query (mbs, seqlen or tp < 1) or the options are invalid.
+template <cost_model Reference>
+[[nodiscard]] calibration_result calibrate(const analytic_cost_model& initial, const Reference& reference,
+                                           std::span<const layer_query> points,
+                                           const calibration_options& options = {}) {
+    using namespace calibrate_detail;
+    if (options.max_roofline_iterations < 1)
+        throw invalid_argument("calibration: max_roofline_iterations must be >= 1");
+    calibration_report report;
+    const sample_table samples = collect_samples(initial, reference, points, report);
+    analytic_factors factors = initial.factors();
+    if (options.fit_time) fit_times(initial, samples, factors, options, report);
+    if (options.fit_memory) fit_memory(initial, samples, factors, report);
+    analytic_cost_model calibrated = initial.with_factors(factors);
+    summarize_errors(initial, calibrated, samples, points.size(), report);
     return {std::move(calibrated), std::move(report)};
 }
 

@@ -396,7 +396,7 @@ inline std::vector<frontier_point> non_dominated(const std::vector<frontier_poin
     r.all_max = replay(p, fastest, sim);
     r.all_min_energy = replay(p, cheapest, sim);
     r.step_ms = opt.step_ms > 0.0 ? opt.step_ms : r.all_max.time_ms / 100.0;
-    if (!std::isfinite(r.step_ms) || r.step_ms < 0.0) throw invalid_argument("energy: --step-ms must be > 0");
+    if (!std::isfinite(r.step_ms) || r.step_ms < 0.0) throw option_error("step_ms", "energy: {} must be > 0");
     if (r.step_ms == 0.0) r.step_ms = 1.0;  // an empty iteration: any step ends at once
     r.sweep.push_back({r.all_min_energy.time_ms, r.all_min_energy.energy_j, cheapest});
     detail::pd_solver pd(p, r.step_ms, opt.exact_breakpoints);
@@ -434,8 +434,8 @@ struct chosen_point {
 [[nodiscard]] inline chosen_point choose_for_target(const energy_problem& p, const frontier_result& r, double target_ms) {
     const double tol = 1e-9 * std::max(1.0, r.all_max.time_ms);
     if (!std::isfinite(target_ms) || target_ms < r.all_max.time_ms - tol)
-        throw invalid_argument("energy: --target-ms " + std::to_string(target_ms) +
-                               " is below the minimum iteration time " + std::to_string(r.all_max.time_ms) + " ms");
+        throw option_error("target_ms", "energy: {} " + std::to_string(target_ms) + " is below the minimum iteration time " +
+                                            std::to_string(r.all_max.time_ms) + " ms");
     const double idle_w = p.idle_power_w * static_cast<double>(p.graph.devices()) * 1e-3;
     auto at_target = [&](double time_ms, double energy_j) { return energy_j + idle_w * std::max(0.0, target_ms - time_ms); };
     chosen_point best;

@@ -121,6 +121,104 @@ struct rr_op {
     return std::max<std::size_t>(32 * period, 8 * workers);
 }
 
+namespace detail {
+
+/// When each worker's operations ended: the list schedule (each worker runs its list in order
+/// as soon as the inputs are there; a flush group waits for the previous group to end).
+struct rr_timeline {
+    std::vector<std::vector<double>> fdone, bdone;  ///< [stage][minibatch] end of its forward / backward
+    std::vector<double> busy;                       ///< [worker] compute time
+};
+
+[[nodiscard]] inline rr_timeline rr_list_schedule(const std::vector<rr_stage>& stages, const std::vector<int>& first_worker,
+                                                  const std::vector<std::vector<rr_op>>& ops, std::size_t n,
+                                                  std::size_t group) {
+    const std::size_t S = stages.size();
+    const double never = -1;
+    rr_timeline t;
+    t.fdone.assign(S, std::vector<double>(n, never));
+    t.bdone = t.fdone;
+    t.busy.assign(ops.size(), 0);
+    std::vector<double> group_end((n + group - 1) / group, 0);
+    std::vector<std::size_t> group_left(group_end.size(), 0);
+    for (const auto& list : ops)
+        for (const auto& o : list) ++group_left[o.group];
+    std::vector<std::size_t> next(ops.size(), 0);
+    std::vector<double> free_at(ops.size(), 0);
+    std::vector<std::size_t> stage_of(ops.size());
+    for (std::size_t k = 0; k < S; ++k)
+        for (int w = first_worker[k]; w < first_worker[k + 1]; ++w) stage_of[static_cast<std::size_t>(w)] = k;
+    std::size_t remaining = 0;
+    for (const auto& l : ops) remaining += l.size();
+    while (remaining > 0) {
+        bool progress = false;
+        for (std::size_t w = 0; w < ops.size(); ++w)
+            while (next[w] < ops[w].size()) {
+                const auto& o = ops[w][next[w]];
+                const std::size_t k = stage_of[w], i = o.minibatch;
+                const auto& s = stages[k];
+                double ready = o.group > 0 ? group_end[o.group - 1] : 0.0;
+                if (o.group > 0 && group_left[o.group - 1] > 0) break;
+                if (!o.backward && k > 0) {
+                    if (t.fdone[k - 1][i] < 0) break;
+                    ready = std::max(ready, t.fdone[k - 1][i] + stages[k - 1].transfer_ms);
+                }
+                if (o.backward && k + 1 < S) {
+                    if (t.bdone[k + 1][i] < 0) break;
+                    ready = std::max(ready, t.bdone[k + 1][i] + s.transfer_ms);
+                }
+                if (o.backward && t.fdone[k][i] < 0) break;
+                const double dur = o.backward ? s.backward_ms + s.sync_ms : s.forward_ms;
+                const double end = std::max(free_at[w], ready) + dur;
+                free_at[w] = end;
+                t.busy[w] += dur;
+                (o.backward ? t.bdone : t.fdone)[k][i] = end;
+                group_end[o.group] = std::max(group_end[o.group], end);
+                --group_left[o.group];
+                ++next[w];
+                --remaining;
+                progress = true;
+            }
+        if (!progress) throw error("1F1B-RR: the schedule deadlocked (internal error)");
+    }
+    return t;
+}
+
+/// The report of stage k: warm-up, weight versions, in-flight and staleness from its workers'
+/// lists, busy fraction and memory.
+[[nodiscard]] inline rr_stage_report rr_report_of_stage(const std::vector<rr_stage>& stages, std::size_t k,
+                                                        const std::vector<int>& warmup, const std::vector<int>& first_worker,
+                                                        const std::vector<std::vector<rr_op>>& ops,
+                                                        const std::vector<double>& busy, double makespan_ms, std::size_t n,
+                                                        bool flush) {
+    const auto& s = stages[k];
+    rr_stage_report rep;
+    rep.warmup = warmup[k];
+    rep.weight_versions = flush ? 1 : warmup[k] + 1;
+    for (int w = first_worker[k]; w < first_worker[k + 1]; ++w) {
+        const auto& list = ops[static_cast<std::size_t>(w)];
+        int in_flight = 0, updates = 0;
+        std::vector<int> updates_at_forward(n, 0);
+        for (const auto& o : list) {
+            if (!o.backward) {
+                ++in_flight;
+                updates_at_forward[o.minibatch] = updates;
+                rep.max_in_flight = std::max(rep.max_in_flight, in_flight);
+            } else {
+                rep.staleness = std::max(rep.staleness, updates - updates_at_forward[o.minibatch]);
+                --in_flight;
+                ++updates;
+            }
+        }
+        rep.busy_fraction = std::max(rep.busy_fraction, busy[static_cast<std::size_t>(w)] / makespan_ms);
+    }
+    if (flush) rep.staleness = 0;  // weights update once per flush, after every backward
+    rep.memory_bytes = rep.weight_versions * s.parameter_bytes + rep.max_in_flight * s.activation_bytes;
+    return rep;
+}
+
+}  // namespace detail
+
 /// Simulates 1F1B-RR (or its flushed variant) on `stages`. Throws invalid_argument for an
 /// empty pipeline, a replica count < 1 or a negative time.
 [[nodiscard]] inline rr_result simulate_1f1b_rr(const std::vector<rr_stage>& stages, const rr_options& opt = {}) {
@@ -142,55 +240,10 @@ struct rr_op {
     res.minibatches = n;
     const std::size_t group = opt.flush ? static_cast<std::size_t>(res.noam * stages[0].replicas) : n;
     const auto ops = detail::rr_worker_ops(stages, warmup, n, group);
-
-    // List scheduling: each worker runs its list in order as soon as the inputs are there.
-    const double never = -1;
-    std::vector<std::vector<double>> fdone(S, std::vector<double>(n, never)), bdone = fdone;
-    std::vector<double> group_end((n + group - 1) / group, 0);
-    std::vector<std::size_t> group_left(group_end.size(), 0);
-    for (const auto& list : ops)
-        for (const auto& o : list) ++group_left[o.group];
-    std::vector<std::size_t> next(ops.size(), 0);
-    std::vector<double> free_at(ops.size(), 0), busy(ops.size(), 0);
-    std::vector<std::size_t> stage_of(ops.size());
-    for (std::size_t k = 0; k < S; ++k)
-        for (int w = first_worker[k]; w < first_worker[k + 1]; ++w) stage_of[static_cast<std::size_t>(w)] = k;
-    std::size_t remaining = 0;
-    for (const auto& l : ops) remaining += l.size();
-    while (remaining > 0) {
-        bool progress = false;
-        for (std::size_t w = 0; w < ops.size(); ++w)
-            while (next[w] < ops[w].size()) {
-                const auto& o = ops[w][next[w]];
-                const std::size_t k = stage_of[w], i = o.minibatch;
-                const auto& s = stages[k];
-                double ready = o.group > 0 ? group_end[o.group - 1] : 0.0;
-                if (o.group > 0 && group_left[o.group - 1] > 0) break;
-                if (!o.backward && k > 0) {
-                    if (fdone[k - 1][i] < 0) break;
-                    ready = std::max(ready, fdone[k - 1][i] + stages[k - 1].transfer_ms);
-                }
-                if (o.backward && k + 1 < S) {
-                    if (bdone[k + 1][i] < 0) break;
-                    ready = std::max(ready, bdone[k + 1][i] + s.transfer_ms);
-                }
-                if (o.backward && fdone[k][i] < 0) break;
-                const double dur = o.backward ? s.backward_ms + s.sync_ms : s.forward_ms;
-                const double end = std::max(free_at[w], ready) + dur;
-                free_at[w] = end;
-                busy[w] += dur;
-                (o.backward ? bdone : fdone)[k][i] = end;
-                group_end[o.group] = std::max(group_end[o.group], end);
-                --group_left[o.group];
-                ++next[w];
-                --remaining;
-                progress = true;
-            }
-        if (!progress) throw error("1F1B-RR: the schedule deadlocked (internal error)");
-    }
+    const detail::rr_timeline t = detail::rr_list_schedule(stages, first_worker, ops, n, group);
 
     // Steady state: completions (input stage backward) of minibatches a..b, a whole number of periods.
-    std::vector<double> done = bdone[0];
+    std::vector<double> done = t.bdone[0];
     std::sort(done.begin(), done.end());
     res.makespan_ms = done.back();
     std::size_t period = 1;
@@ -208,29 +261,7 @@ struct rr_op {
         res.predicted_time_per_minibatch_ms =
             std::max({res.predicted_time_per_minibatch_ms, (s.forward_ms + s.backward_ms + s.sync_ms) / s.replicas,
                       2 * s.transfer_ms / s.replicas, k > 0 ? 2 * stages[k - 1].transfer_ms / s.replicas : 0.0});
-        rr_stage_report rep;
-        rep.warmup = warmup[k];
-        rep.weight_versions = opt.flush ? 1 : warmup[k] + 1;
-        for (int w = first_worker[k]; w < first_worker[k + 1]; ++w) {
-            const auto& list = ops[static_cast<std::size_t>(w)];
-            int in_flight = 0, updates = 0;
-            std::vector<int> updates_at_forward(n, 0);
-            for (const auto& o : list) {
-                if (!o.backward) {
-                    ++in_flight;
-                    updates_at_forward[o.minibatch] = updates;
-                    rep.max_in_flight = std::max(rep.max_in_flight, in_flight);
-                } else {
-                    rep.staleness = std::max(rep.staleness, updates - updates_at_forward[o.minibatch]);
-                    --in_flight;
-                    ++updates;
-                }
-            }
-            rep.busy_fraction = std::max(rep.busy_fraction, busy[static_cast<std::size_t>(w)] / res.makespan_ms);
-        }
-        if (opt.flush) rep.staleness = 0;  // weights update once per flush, after every backward
-        rep.memory_bytes = rep.weight_versions * s.parameter_bytes + rep.max_in_flight * s.activation_bytes;
-        res.stages.push_back(rep);
+        res.stages.push_back(detail::rr_report_of_stage(stages, k, warmup, first_worker, ops, t.busy, res.makespan_ms, n, opt.flush));
     }
     res.vertical_sync_staleness = res.stages.front().staleness;
     return res;

@@ -112,12 +112,12 @@ namespace detail {
 /// arrows of its messages; `id` numbers the flows across replicas.
 inline void write_replica_trace(std::ostream& out, const execution_plan& p, std::uint32_t replica,
                                 const schedule::simulation_result& sim, std::uint64_t& id) {
-    using schedule::detail::num;
+    const auto num = schedule::trace_number;
     const plan_header& h = p.header;
     if (sim.timeline.size() != h.devices) throw invalid_argument("write_plan_trace: the simulation has another device count");
     const std::uint32_t base = replica * h.devices;
     out << (replica == 0 ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << replica << ",\"args\":{\"name\":\"replica " << replica
-        << " (plan " << schedule::detail::escape(h.schedule) << ")\"}}";
+        << " (plan " << schedule::trace_escape(h.schedule) << ")\"}}";
     out << ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << replica << ",\"args\":{\"sort_index\":" << replica << "}}";
     struct span { double start_ms, end_ms; };
     std::vector<std::vector<span>> when(h.devices);  // per device of the replica, per instruction

@@ -45,10 +45,12 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/parallel.hpp"
 #include "pipeplan/plan/buffers.hpp"
 #include "pipeplan/plan/instruction.hpp"
 #include "pipeplan/plan/plan.hpp"
 #include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/op_index.hpp"
 #include "pipeplan/schedule/scenario.hpp"
 #include "pipeplan/schedule/simulator.hpp"
 
@@ -148,13 +150,13 @@ inline void sequence_ops(compute_programs& cp) {
 /// Pass 1 (see the file comment). Throws pipeplan::invalid_argument when the schedule is
 /// malformed for the scenario (missing / duplicated ops, wrong device) or cannot run.
 [[nodiscard]] inline compute_programs lower_compute(const schedule::scenario& sc, const schedule::pipeline_schedule& s) {
-    schedule::detail::op_index idx;
+    schedule::op_index idx;
     idx.build(sc, s);  // the simulator's checks: every op once, on its stage's device
     compute_programs cp;
     cp.stages = sc.stages;
     cp.microbatches = sc.microbatches;
     cp.placement = s.placement;
-    const std::size_t R = s.placement.devices(), M = sc.microbatches, V = sc.stages;
+    const std::size_t R = s.placement.devices();
     const bool split = s.w_share > 0.0;
     cp.ops.resize(R);
     cp.input_from.resize(R);
@@ -166,24 +168,10 @@ inline void sequence_ops(compute_programs& cp) {
             ref_of[id] = {static_cast<std::uint32_t>(r), id - idx.first_of_device[r]};
     auto ref = [&](std::int32_t id) { return id < 0 ? op_ref{} : ref_of[static_cast<std::size_t>(id)]; };
     for (std::size_t r = 0; r < R; ++r)
-        for (const schedule::op& o : s.orders[r]) {
-            const std::size_t k = o.stage * M + o.mb;
-            op_ref in, st;
-            switch (o.kind) {
-                case schedule::op_kind::F:
-                case schedule::op_kind::f:
-                    if (o.stage > 0) in = ref(idx.fwd[k - M]);
-                    break;
-                case schedule::op_kind::R: st = ref(idx.fwd[k]); break;
-                case schedule::op_kind::B:
-                    if (o.stage + 1 < V) in = ref(idx.bwd[k + M]);
-                    st = ref(idx.rec_of(k) != schedule::detail::op_index::none ? idx.rec_of(k) : idx.fwd[k]);
-                    break;
-                case schedule::op_kind::W: st = ref(idx.bwd[k]); break;
-            }
+        for (const schedule::op& o : s.orders[r]) {  // producers by timing.hpp's data flow
             cp.ops[r].push_back(detail::compute_instruction(o, split));
-            cp.input_from[r].push_back(in);
-            cp.stash_from[r].push_back(st);
+            cp.input_from[r].push_back(ref(idx.cross_producer_of(o)));
+            cp.stash_from[r].push_back(ref(idx.local_producer_of(o)));
         }
     detail::sequence_ops(cp);
     return cp;
@@ -478,6 +466,16 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
     return progs;
 }
 
+/// The header fields a schedule determines: devices, chunks, placement, schedule name, and the
+/// element type of the messages. The one place that fills them (lower_into(), join_replicas()).
+inline void set_schedule_fields(plan_header& h, const schedule::pipeline_schedule& s, dtype type) {
+    h.devices = static_cast<std::uint32_t>(s.placement.devices());
+    h.chunks = static_cast<std::uint32_t>(s.placement.chunks());
+    h.placement = s.placement.kind();
+    h.schedule = s.name;
+    h.type = type;
+}
+
 /// lower() into an existing plan (its header reset, its programs replaced), reusing the
 /// memory of its programs' vectors: a trainer that lowers every iteration keeps one plan and
 /// saves the allocation and first-touch cost of a new one (BM_lower_validate_reused). The
@@ -487,11 +485,7 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
     sc.validate();
     const compute_programs cp = lower_compute(sc, s);
     p.header = plan_header{};
-    p.header.devices = static_cast<std::uint32_t>(s.placement.devices());
-    p.header.chunks = static_cast<std::uint32_t>(s.placement.chunks());
-    p.header.placement = s.placement.kind();
-    p.header.schedule = s.name;
-    p.header.type = opt.type;
+    set_schedule_fields(p.header, s, opt.type);
     p.header.predicted_peak_memory_mb.assign(p.header.ranks(), 0.0);  // 0 MB: not predicted here
     p.header.microbatches.resize(sc.microbatches);
     for (std::size_t j = 0; j < sc.microbatches && j < opt.shapes.size(); ++j) p.header.microbatches[j].shape = opt.shapes[j];
@@ -507,6 +501,66 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
                                           const lowering_options& opt = {}) {
     execution_plan p;
     lower_into(p, sc, s, opt);
+    return p;
+}
+
+/// One data-parallel replica for join_replicas(): its scenario and schedule (on devices
+/// 0 .. D − 1, the same placement for every replica) and its micro-batch table entries in the
+/// scenario's micro-batch order (their shapes size the messages).
+struct replica_schedule {
+    const schedule::scenario* sc = nullptr;
+    const schedule::pipeline_schedule* sched = nullptr;
+    std::vector<microbatch_entry> microbatches;        ///< one per scenario micro-batch (replica set by the join)
+    const schedule::simulation_result* sim = nullptr;  ///< the prediction for the header (nullptr: none)
+};
+
+/// The plan-wide facts of join_replicas().
+struct join_options {
+    dtype type = dtype::fp16;
+    std::uint64_t iteration = 0;
+    std::uint8_t zero_stage = 0;  ///< >= 2: gradients are reduce-scattered
+    std::size_t threads = 1;      ///< workers for the per-rank buffer planning (the plan does not depend on it)
+};
+
+/// Lowers every replica (rank = replica · D + device, micro-batches numbered on from the
+/// previous replica's) and joins them into one plan: the schedule's header fields from replica
+/// 0 (set_schedule_fields), dp = the replicas, the micro-batch table in replica order, the
+/// predicted makespan (the slowest replica) and peaks (per rank) from the replicas'
+/// simulations (0 MB per rank for a replica without one), and every rank's buffers planned. Not validated (validate_or_throw()).
+[[nodiscard]] inline execution_plan join_replicas(const std::vector<replica_schedule>& reps, const join_options& o) {
+    if (reps.empty()) throw invalid_argument("join_replicas: no replica");
+    execution_plan p;
+    plan_header& h = p.header;
+    set_schedule_fields(h, *reps.front().sched, o.type);
+    h.iteration = o.iteration;
+    h.dp = static_cast<std::uint32_t>(reps.size());
+    h.zero_stage = o.zero_stage;
+    std::uint32_t mb_offset = 0;
+    for (std::size_t r = 0; r < reps.size(); ++r) {
+        const replica_schedule& rep = reps[r];
+        if (rep.sched->placement.devices() != h.devices || rep.sched->placement.chunks() != h.chunks)
+            throw invalid_argument("join_replicas: replica " + std::to_string(r) + " is placed unlike replica 0");
+        lowering_options lo;
+        lo.type = o.type;
+        lo.reduce = o.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
+        lo.rank_offset = static_cast<std::uint32_t>(r) * h.devices;
+        lo.mb_offset = mb_offset;
+        for (const microbatch_entry& e : rep.microbatches) {
+            lo.shapes.push_back(e.shape);
+            h.microbatches.push_back(e);
+            h.microbatches.back().replica = static_cast<std::uint32_t>(r);
+        }
+        auto progs = insert_communication(lower_compute(*rep.sc, *rep.sched), *rep.sc, lo);
+        for (auto& prog : progs) p.programs.push_back(std::move(prog));
+        if (rep.sim) {
+            h.predicted_makespan_ms = std::max(h.predicted_makespan_ms, rep.sim->makespan_ms);
+            for (double x : rep.sim->peak_memory_mb) h.predicted_peak_memory_mb.push_back(x);
+        } else {
+            h.predicted_peak_memory_mb.insert(h.predicted_peak_memory_mb.end(), h.devices, 0.0);  // 0 MB: not predicted
+        }
+        mb_offset += static_cast<std::uint32_t>(rep.microbatches.size());
+    }
+    parallel_for(p.programs.size(), o.threads, [&](std::size_t k, std::size_t) { plan_buffers(p.programs[k]); });
     return p;
 }
 

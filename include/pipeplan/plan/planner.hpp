@@ -33,6 +33,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -90,7 +92,8 @@ struct planner_options {
     cluster_options cluster;
     int hidden_size = 0;                   ///< the model's hidden size (message sizes); required
     dtype type = dtype::fp16;              ///< activation / gradient element type
-    std::optional<schedule::schedule_name> schedule;  ///< nullopt: choose (see the file comment)
+    /// A built-in or registered schedule (schedule/registry.hpp); nullopt: choose (see the file comment).
+    std::optional<schedule::schedule_id> schedule;
     std::size_t order_search_evaluations = 24;        ///< per adaptive candidate
     std::uint64_t seed = 1;
     std::uint64_t iteration = 0;
@@ -139,6 +142,7 @@ struct planning_times {
 struct plan_result {
     execution_plan plan;
     std::vector<candidate_report> candidates;
+    std::size_t chosen = 0;  ///< index in `candidates` of the plan's candidate (its polished report when polished)
     batching::split_result split;             ///< the split of the chosen plan
     double makespan_ms = 0.0;                 ///< simulated (slowest replica)
     double lower_bound_ms = 0.0;              ///< of the chosen split and placement
@@ -163,13 +167,8 @@ struct plan_outcome {
 
 namespace detail {
 
-/// One replica's scheduled candidate.
-struct scheduled {
-    schedule::scenario sc;                  ///< (reordered) scenario the schedule runs on
-    std::vector<std::uint32_t> order;       ///< order[i] = micro-batch of the replica's split list
-    schedule::pipeline_schedule sched;
-    schedule::simulation_result sim;
-};
+/// One replica's scheduled candidate (order[i] = micro-batch of the replica's split list).
+using scheduled = schedule::ordered_schedule;
 
 using clock = std::chrono::steady_clock;
 inline double ms_since(clock::time_point t0) {
@@ -193,6 +192,7 @@ public:
                                    "accounting (dynapipe's assumes uniform stages)");
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
+        if (opt_.schedule) (void)opt_.schedule->traits();  // a registered schedule
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
@@ -202,6 +202,8 @@ public:
     }
 
     [[nodiscard]] const planner_options& options() const noexcept { return opt_; }
+    /// Sets the iteration number the next plans carry in their header (planner_options::iteration).
+    void set_iteration(std::uint64_t iteration) noexcept { opt_.iteration = iteration; }
 
     /// Plans one iteration of `batch`; throws pipeplan::error when no valid plan exists:
     /// split_error (a sample or the model states do not fit), invalid_argument (bad input),
@@ -292,7 +294,7 @@ public:
             out.error = e.what();
             return out;
         }
-        candidate_run c = run_candidate(kind, "given", scs, ws_.front(), search_order ? opt_.order_search_evaluations : 0);
+        candidate_run c = run_candidate(schedule::traits_of(kind), "given", scs, ws_.front(), search_order ? opt_.order_search_evaluations : 0);
         out.report = c.report;
         if (c.replicas.empty()) return out;
         for (const auto& rep : c.replicas) out.lower_bound_ms = std::max(out.lower_bound_ms, rep.sim.lower_bound_ms);
@@ -359,22 +361,20 @@ private:
                                      std::size_t always, detail::clock::time_point t0) {
         plan_result res;
         const int dp = std::max(1, opt_.config.dp);
-        for (auto& [name, s] : splits)
-            if (dp > 1) batching::balance_result(s, dp);
+        if (dp > 1) balance_over_replicas(splits, always, dp);
         res.times.split_ms = detail::ms_since(t0);
 
         const auto t1 = detail::clock::now();
-        std::size_t best_split = 0;
-        schedule::schedule_name best_kind{};
-        std::vector<detail::scheduled> best = choose(splits, always, res.candidates, best_split, best_kind);
+        choice c = choose(splits, always, res.candidates);
+        std::vector<detail::scheduled>& best = c.replicas;
         if (best.empty()) throw limit_exceeded("plan: no candidate schedule fits in " +
                                                  std::to_string(opt_.config.device_memory_mb) + " MB per device" +
                                                  describe(res.candidates));
-        polish(best_kind, splits[best_split].first, best, res.candidates);
+        res.chosen = polish(*c.kind, splits[c.split].first, best, res.candidates) ? res.candidates.size() - 1 : c.report;
         res.times.schedule_ms = detail::ms_since(t1);
 
         const auto t2 = detail::clock::now();
-        res.split = std::move(splits[best_split].second);
+        res.split = std::move(splits[c.split].second);
         res.plan = assemble(res.split, best);
         res.times.lower_ms = detail::ms_since(t2);
 
@@ -384,6 +384,27 @@ private:
         summarize(res, best);
         res.times.total_ms = detail::ms_since(t0);
         return res;
+    }
+
+    /// Balances every split's micro-batches over the `dp` replicas; a split with fewer
+    /// micro-batches than replicas is no candidate (`always` counts the remaining first ones).
+    /// Throws invalid_argument when no split gives every replica work.
+    static void balance_over_replicas(std::vector<std::pair<std::string, batching::split_result>>& splits,
+                                      std::size_t& always, int dp) {
+        std::vector<std::pair<std::string, batching::split_result>> kept;
+        std::size_t kept_always = 0;
+        for (std::size_t k = 0; k < splits.size(); ++k) {
+            batching::balance_result(splits[k].second, dp);
+            const auto& groups = splits[k].second.dp_groups;
+            if (std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); })) continue;
+            kept_always += k < always ? 1 : 0;
+            kept.push_back(std::move(splits[k]));
+        }
+        if (kept.empty())
+            throw invalid_argument("plan: the batch splits into " + std::to_string(splits.front().second.microbatches.size()) +
+                                   " micro-batches, which leave a replica of " + std::to_string(dp) + " without work");
+        splits = std::move(kept);
+        always = kept_always;
     }
 
     const Model& model_;
@@ -458,64 +479,59 @@ private:
         return bridge::make_scenario_from_split(model_, sub, opt_.config, so);
     }
 
+    using kind_t = const schedule::schedule_traits*;
+
     /// The candidate schedule kinds for this configuration.
-    [[nodiscard]] std::vector<schedule::schedule_name> kinds() const {
-        using schedule::schedule_name;
-        if (opt_.schedule) return {*opt_.schedule};
-        if (opt_.config.virtual_chunks > 1) return {schedule_name::adaptive, schedule_name::interleaved};
-        return {schedule_name::adaptive, schedule_name::one_f_one_b, schedule_name::zb_h1};
+    [[nodiscard]] std::vector<kind_t> kinds() const {
+        using schedule::schedule_name, schedule::traits_of;
+        if (opt_.schedule) return {&opt_.schedule->traits()};
+        if (opt_.config.virtual_chunks > 1) return {&traits_of(schedule_name::adaptive), &traits_of(schedule_name::interleaved)};
+        return {&traits_of(schedule_name::adaptive), &traits_of(schedule_name::one_f_one_b), &traits_of(schedule_name::zb_h1)};
     }
 
-    /// The generator of `kind` under the device memory limit (adaptive: with that in-flight
-    /// limit, 0 = none; `quick` = no preference search, as during the order search).
-    [[nodiscard]] schedule::any_generator generator(schedule::schedule_name kind, std::size_t inflight, bool quick) const {
+    /// The named-schedule options of every kind: the device memory limit, the configuration's
+    /// chunks (interleaved placement when > 1) and in-flight limit `inflight` (0 = none).
+    [[nodiscard]] schedule::named_schedule_options schedule_options(std::size_t inflight = 0) const {
         schedule::named_schedule_options no;
         no.chunks = static_cast<std::size_t>(opt_.config.virtual_chunks);
         no.memory_limit_mb = opt_.config.device_memory_mb;
         no.inflight_limit = inflight;
-        no.quick = quick;
         if (no.chunks > 1) no.placement = schedule::placement_kind::interleaved;
-        return schedule::make_generator(kind, no);
+        return no;
     }
 
     /// The order search for `kind` on `sc` with `evaluations` simulations, from the structured
     /// starts or, when given, from `start` alone: the best order found (the identity, and
-    /// in-flight limit 0, when nothing feasible was found) and adaptive's in-flight limit.
-    std::pair<std::vector<std::uint32_t>, std::size_t> searched_order(schedule::schedule_name kind, const schedule::scenario& sc,
-                                                                       std::size_t evaluations,
+    /// in-flight limit 0, when nothing feasible was found) and the in-flight limit.
+    std::pair<std::vector<std::uint32_t>, std::size_t> searched_order(const schedule::schedule_traits& kind,
+                                                                       const schedule::scenario& sc, std::size_t evaluations,
                                                                        std::vector<std::uint32_t> start = {}) const {
         std::vector<std::uint32_t> order(sc.microbatches);
         std::iota(order.begin(), order.end(), 0u);
-        if (sc.microbatches < 2 || evaluations == 0) return {order, 0};
+        if (sc.microbatches < 2 || evaluations == 0 || !kind.searchable_order) return {order, 0};
         schedule::order_search_options so;
         so.memory_limit_mb = opt_.config.device_memory_mb;
         so.seed = opt_.seed;
         so.max_evaluations = evaluations;
-        so.search_inflight_limit = kind == schedule::schedule_name::adaptive;
         so.start = std::move(start);
         so.simulate_winner = false;  // schedule_in_order() simulates it
-        const auto r = schedule::search_order_with(sc, [&](std::size_t n) { return generator(kind, n, true); }, so);
+        const auto r = schedule::search_named_order(kind, sc, schedule_options(), so);
         if (!r.feasible) return {order, 0};
         return {r.order, r.inflight_limit};
     }
 
-    /// `kind` on `sc` in micro-batch order `order` (relative to sc), simulated.
-    detail::scheduled schedule_in_order(schedule::schedule_name kind, const schedule::scenario& sc,
+    /// `kind` on `sc` in micro-batch order `order` (relative to sc) with that in-flight limit, simulated.
+    detail::scheduled schedule_in_order(const schedule::schedule_traits& kind, const schedule::scenario& sc,
                                         std::vector<std::uint32_t> order, std::size_t inflight,
                                         schedule::simulation_workspace& ws) const {
-        detail::scheduled out;
-        out.sc = schedule::reorder(sc, order);
-        out.order = std::move(order);
-        out.sched = generator(kind, inflight, false)(out.sc);
         schedule::simulation_options simo;
         simo.record_memory_curve = false;
-        schedule::simulate_into(out.sim, out.sc, out.sched, simo, ws);
-        return out;
+        return schedule::schedule_in_order(kind, sc, schedule_options(inflight), std::move(order), simo, ws);
     }
 
-    /// Schedules one replica's scenario with `kind`: the micro-batch order (and adaptive's
-    /// in-flight limit) by order search for every kind, then the schedule in that order.
-    detail::scheduled run_kind(schedule::schedule_name kind, const schedule::scenario& sc,
+    /// Schedules one replica's scenario with `kind`: the micro-batch order (and the in-flight
+    /// limit) by order search of `evaluations` simulations, then the schedule in that order.
+    detail::scheduled run_kind(const schedule::schedule_traits& kind, const schedule::scenario& sc,
                                schedule::simulation_workspace& ws, std::size_t evaluations) const {
         auto [order, inflight] = searched_order(kind, sc, evaluations);
         return schedule_in_order(kind, sc, std::move(order), inflight, ws);
@@ -529,11 +545,11 @@ private:
 
     /// Schedules `kind` on every replica scenario `scs` of a split (its name in the report), each
     /// with an order search of `evaluations` simulations.
-    candidate_run run_candidate(schedule::schedule_name kind, const std::string& split_name,
+    candidate_run run_candidate(const schedule::schedule_traits& kind, const std::string& split_name,
                                 const std::vector<schedule::scenario>& scs, schedule::simulation_workspace& ws,
                                 std::size_t evaluations) const {
         candidate_run c;
-        c.report = candidate_report{std::string(schedule::to_string(kind)), split_name, 0.0, 0.0, true};
+        c.report = candidate_report{kind.name, split_name, 0.0, 0.0, true};
         try {
             for (const auto& sc : scs) {
                 c.replicas.push_back(run_kind(kind, sc, ws, evaluations));
@@ -549,12 +565,19 @@ private:
         return c;
     }
 
+    /// The chosen candidate: its replicas, split (index), kind and report (index).
+    struct choice {
+        std::vector<detail::scheduled> replicas;  ///< empty when no candidate is feasible
+        std::size_t split = 0;
+        kind_t kind = nullptr;
+        std::size_t report = 0;
+    };
+
     /// Tries every candidate kind on every replica of every split (in parallel over
     /// opt_.threads workers), reports them in the order split, then kind, and returns the
-    /// fastest feasible one (ties: the earlier); empty when none is feasible.
-    std::vector<detail::scheduled> choose(const std::vector<std::pair<std::string, batching::split_result>>& splits,
-                                          std::size_t always, std::vector<candidate_report>& reports,
-                                          std::size_t& best_split, schedule::schedule_name& best_kind) {
+    /// fastest feasible one (ties: the earlier).
+    choice choose(const std::vector<std::pair<std::string, batching::split_result>>& splits, std::size_t always,
+                  std::vector<candidate_report>& reports) {
         const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
         std::vector<std::vector<schedule::scenario>> scs(splits.size());
         for (std::size_t k = 0; k < splits.size(); ++k)
@@ -567,27 +590,25 @@ private:
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks, opt_.threads)));
         parallel_for(tasks, opt_.threads, [&](std::size_t t, std::size_t worker) {
             const std::size_t k = picked[t / ks.size()];
-            runs[t] = run_candidate(ks[t % ks.size()], splits[k].first, scs[k], ws_[worker], opt_.order_search_evaluations);
+            runs[t] = run_candidate(*ks[t % ks.size()], splits[k].first, scs[k], ws_[worker], opt_.order_search_evaluations);
         });
-        std::vector<detail::scheduled> best;
+        choice best;
         double best_ms = std::numeric_limits<double>::infinity();
         for (std::size_t t = 0; t < tasks; ++t) {
             reports.push_back(runs[t].report);
             if (runs[t].report.feasible && runs[t].report.makespan_ms < best_ms) {
                 best_ms = runs[t].report.makespan_ms;
-                best = std::move(runs[t].replicas);
-                best_split = picked[t / ks.size()];
-                best_kind = ks[t % ks.size()];
+                best = {std::move(runs[t].replicas), picked[t / ks.size()], ks[t % ks.size()], reports.size() - 1};
             }
         }
         return best;
     }
 
     /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind.
-    [[nodiscard]] schedule::schedule_name screening_kind() const {
+    [[nodiscard]] kind_t screening_kind() const {
         const auto ks = kinds();
-        return std::find(ks.begin(), ks.end(), schedule::schedule_name::zb_h1) != ks.end() ? schedule::schedule_name::zb_h1
-                                                                                            : ks.back();
+        const kind_t zb = &schedule::traits_of(schedule::schedule_name::zb_h1);
+        return std::find(ks.begin(), ks.end(), zb) != ks.end() ? zb : ks.back();
     }
 
     /// The splits (indices into `scs`, ascending) to schedule with every kind: the first
@@ -598,7 +619,9 @@ private:
         std::vector<std::size_t> idx(scs.size());
         for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = k;
         if (idx.size() <= always + opt_.scheduled_extra_splits) return idx;
-        const schedule::schedule_name kind = screening_kind();
+        const kind_t kind = screening_kind();
+        schedule::named_schedule_options quick = schedule_options();
+        quick.quick = true;
         std::vector<double> quick_ms(scs.size(), 0.0);
         parallel_for(scs.size() - always, opt_.threads, [&](std::size_t e, std::size_t) {
             const std::size_t k = always + e;
@@ -607,7 +630,7 @@ private:
                 so.memory_limit_mb = opt_.config.device_memory_mb;
                 so.max_evaluations = schedule::order_search_starts;
                 so.simulate_winner = false;
-                const auto r = schedule::search_order_with(sc, [&](std::size_t) { return generator(kind, 0, true); }, so);
+                const auto r = schedule::search_order_with(sc, [&](std::size_t) { return schedule::make_generator(*kind, quick); }, so);
                 quick_ms[k] = std::max(quick_ms[k], r.makespan_ms);  // infinite when infeasible
             }
         });
@@ -621,10 +644,10 @@ private:
     /// The polish (planner_options::polish_above_ratio): every replica of the chosen candidate
     /// (`kind`) more than that factor over its lower bound has its order search continued from
     /// its order; a faster feasible schedule replaces it, and the candidate is reported again,
-    /// polished, when any replica improved.
-    void polish(schedule::schedule_name kind, const std::string& split_name, std::vector<detail::scheduled>& reps,
+    /// polished, when any replica improved (then true).
+    bool polish(const schedule::schedule_traits& kind, const std::string& split_name, std::vector<detail::scheduled>& reps,
                 std::vector<candidate_report>& reports) {
-        if (opt_.polish_evaluations == 0) return;
+        if (opt_.polish_evaluations == 0) return false;
         bool improved = false;
         for (auto& rep : reps) {
             if (rep.sc.microbatches < 2 || !(rep.sim.makespan_ms > opt_.polish_above_ratio * rep.sim.lower_bound_ms)) continue;
@@ -639,63 +662,47 @@ private:
             rep = std::move(next);
             improved = true;
         }
-        if (!improved) return;
-        candidate_report c{std::string(schedule::to_string(kind)), split_name, 0.0, 0.0, true, true};
+        if (!improved) return false;
+        candidate_report c{kind.name, split_name, 0.0, 0.0, true, true};
         for (const auto& rep : reps) {
             c.makespan_ms = std::max(c.makespan_ms, rep.sim.makespan_ms);
             for (double p : rep.sim.peak_memory_mb) c.peak_memory_mb = std::max(c.peak_memory_mb, p);
         }
         reports.push_back(std::move(c));
+        return true;
     }
 
-    /// Lowers every replica and joins them into one plan with the header filled.
+    /// Lowers every replica and joins them into one plan with the header filled (join_replicas).
     [[nodiscard]] execution_plan assemble(const batching::split_result& s, const std::vector<detail::scheduled>& reps) const {
-        execution_plan p;
-        plan_header& h = p.header;
-        const auto& first = reps.front().sched;
-        h.iteration = opt_.iteration;
-        h.devices = static_cast<std::uint32_t>(first.placement.devices());
-        h.dp = static_cast<std::uint32_t>(reps.size());
-        h.chunks = static_cast<std::uint32_t>(first.placement.chunks());
-        h.placement = first.placement.kind();
-        h.schedule = first.name;
-        h.type = opt_.type;
-        h.zero_stage = static_cast<std::uint8_t>(opt_.config.zero_stage);
-        std::uint32_t mb_offset = 0;
+        std::vector<replica_schedule> parts(reps.size());
         for (std::size_t r = 0; r < reps.size(); ++r) {
             const auto mbs = replica_mbs(s, r);
-            lowering_options lo;
-            lo.type = opt_.type;
-            lo.reduce = opt_.config.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
-            lo.rank_offset = static_cast<std::uint32_t>(r) * h.devices;
-            lo.mb_offset = mb_offset;
+            parts[r].sc = &reps[r].sc;
+            parts[r].sched = &reps[r].sched;
+            parts[r].sim = &reps[r].sim;
             for (std::uint32_t j : reps[r].order) {
-                const auto& rec = s.per_microbatch[std::size_t(mbs[j])];
-                const tensor_shape shape{static_cast<std::uint32_t>(rec.shape.mbs), static_cast<std::uint32_t>(rec.shape.seqlen_tokens),
-                                         static_cast<std::uint32_t>(rec.shape.dec_seqlen_tokens),
-                                         static_cast<std::uint32_t>(opt_.hidden_size)};
-                lo.shapes.push_back(shape);
-                microbatch_entry e;
-                e.replica = static_cast<std::uint32_t>(r);
+                const std::size_t k = static_cast<std::size_t>(mbs[j]);
+                const auto& rec = s.per_microbatch[k];
+                microbatch_entry& e = parts[r].microbatches.emplace_back();
                 if (rec.rows.empty()) {
-                    for (int id : s.microbatches[std::size_t(mbs[j])]) e.sample_ids.push_back(static_cast<std::uint32_t>(id));
+                    for (int id : s.microbatches[k]) e.sample_ids.push_back(static_cast<std::uint32_t>(id));
                 } else {  // packed: the samples row by row, and each row's sample count
                     for (const auto& row : rec.rows) {
                         for (int id : row) e.sample_ids.push_back(static_cast<std::uint32_t>(id));
                         e.row_sizes.push_back(static_cast<std::uint32_t>(row.size()));
                     }
                 }
-                e.shape = shape;
-                h.microbatches.push_back(std::move(e));
+                e.shape = tensor_shape{static_cast<std::uint32_t>(rec.shape.mbs), static_cast<std::uint32_t>(rec.shape.seqlen_tokens),
+                                       static_cast<std::uint32_t>(rec.shape.dec_seqlen_tokens),
+                                       static_cast<std::uint32_t>(opt_.hidden_size)};
             }
-            auto progs = insert_communication(lower_compute(reps[r].sc, reps[r].sched), reps[r].sc, lo);
-            for (auto& prog : progs) p.programs.push_back(std::move(prog));
-            h.predicted_makespan_ms = std::max(h.predicted_makespan_ms, reps[r].sim.makespan_ms);
-            for (double x : reps[r].sim.peak_memory_mb) h.predicted_peak_memory_mb.push_back(x);
-            mb_offset += static_cast<std::uint32_t>(reps[r].order.size());
         }
-        parallel_for(p.programs.size(), opt_.threads, [&](std::size_t k, std::size_t) { plan_buffers(p.programs[k]); });
-        return p;
+        join_options jo;
+        jo.type = opt_.type;
+        jo.iteration = opt_.iteration;
+        jo.zero_stage = static_cast<std::uint8_t>(opt_.config.zero_stage);
+        jo.threads = opt_.threads;
+        return join_replicas(parts, jo);
     }
 
     void summarize(plan_result& res, std::vector<detail::scheduled>& reps) const {
@@ -711,6 +718,70 @@ private:
         res.schedule = std::move(reps.front().sched);
         res.simulation = std::move(reps.front().sim);
     }
+};
+
+/// Planners for threads that plan iterations concurrently (plan_prefetcher, serve_plans): each
+/// call borrows an idle planner (a new one when every planner is busy), so a planner keeps its
+/// shape costs and scratch memory across the iterations it plans, and at most as many planners
+/// exist as calls ever ran at once. A plan equals a fresh planner's (planners are deterministic
+/// and reusable). The cost model is held by reference and must outlive the pool.
+template <cost_model Model>
+class planner_pool {
+public:
+    planner_pool(const Model& model, planner_options options) : model_(model), opt_(std::move(options)) {
+        idle_.push_back(std::make_unique<planner<Model>>(model_, opt_));  // validates the options now
+    }
+
+    /// Plans `batch` as iteration `iteration` (planner::plan()); safe to call from many threads.
+    [[nodiscard]] plan_result plan(std::span<const batching::sample> batch, std::uint64_t iteration) {
+        return with_planner(iteration, [&](planner<Model>& p) { return p.plan(batch); });
+    }
+
+    /// Plans the given micro-batches of `batch` as iteration `iteration` (planner::plan_microbatches()).
+    [[nodiscard]] plan_result plan_microbatches(std::span<const batching::sample> batch,
+                                                std::vector<std::vector<int>> microbatches, std::uint64_t iteration) {
+        return with_planner(iteration, [&](planner<Model>& p) { return p.plan_microbatches(batch, std::move(microbatches)); });
+    }
+
+    /// How many planners the pool holds (idle ones; all of them between calls).
+    [[nodiscard]] std::size_t size() {
+        const std::lock_guard lock(mutex_);
+        return idle_.size();
+    }
+
+private:
+    /// Runs `f` on an idle planner set to `iteration`, which is idle again afterwards (also when f throws).
+    template <class F>
+    plan_result with_planner(std::uint64_t iteration, F&& f) {
+        std::unique_ptr<planner<Model>> p = borrow();
+        struct give_back {
+            planner_pool& pool;
+            std::unique_ptr<planner<Model>>& p;
+            ~give_back() {
+                const std::lock_guard lock(pool.mutex_);
+                pool.idle_.push_back(std::move(p));
+            }
+        } back{*this, p};
+        p->set_iteration(iteration);
+        return f(*p);
+    }
+
+    std::unique_ptr<planner<Model>> borrow() {
+        {
+            const std::lock_guard lock(mutex_);
+            if (!idle_.empty()) {
+                auto p = std::move(idle_.back());
+                idle_.pop_back();
+                return p;
+            }
+        }
+        return std::make_unique<planner<Model>>(model_, opt_);
+    }
+
+    const Model& model_;
+    planner_options opt_;
+    std::mutex mutex_;
+    std::vector<std::unique_ptr<planner<Model>>> idle_;
 };
 
 /// One-shot form: plan_iteration(model, batch, options).

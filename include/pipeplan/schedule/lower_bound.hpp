@@ -21,6 +21,7 @@
 
 #include "pipeplan/schedule/placement.hpp"
 #include "pipeplan/schedule/scenario.hpp"
+#include "pipeplan/schedule/timing.hpp"
 
 namespace pipeplan::schedule {
 
@@ -40,14 +41,21 @@ struct lower_bound_parts {
         throw invalid_argument("lower_bound: the placement has " + std::to_string(pl.virtual_stages()) +
                                " virtual stages, the scenario " + std::to_string(V));
     const bool split = w_share > 0.0;
+    const op_model model(sc, split ? w_share : 0.0);  // durations and message sizes (timing.hpp)
     std::vector<std::size_t> dev(V);
     for (std::size_t v = 0; v < V; ++v) dev[v] = pl.device_of(v);
     const bool free_net = sc.network.is_free();
-    auto msg = [&](std::size_t j, std::size_t a, std::size_t b) {
-        const std::size_t da = dev[a], db = dev[b];
+    // The message op `from` sends to stage b, uncontended.
+    auto msg = [&](op from, std::size_t b) {
+        const std::size_t da = dev[from.stage], db = dev[b];
         if (free_net || da == db) return 0.0;
-        return sc.network.latency(da, db) + sc.network.wire_ms(sc.activation(j), da, db);
+        return sc.network.latency(da, db) + sc.network.wire_ms(model.message_mb(from), da, db);
     };
+    auto at = [](op_kind k, std::size_t j, std::size_t v) {
+        return op{k, static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(v)};
+    };
+    auto fwd = [&](std::size_t j, std::size_t v) { return model.duration_ms(at(op_kind::F, j, v)); };
+    auto bwd = [&](std::size_t j, std::size_t v) { return model.duration_ms(at(op_kind::B, j, v)); };  // B alone when split
     lower_bound_parts r;
     r.device_bound_ms.assign(D, 0.0);
     std::vector<double> work(D, 0.0);
@@ -61,15 +69,14 @@ struct lower_bound_parts {
         // pf[v]: earliest arrival of micro-batch j's input at stage v; sb[v]: backward chain
         // that must follow stage v's backward (stages below v + messages).
         pf[0] = 0.0;
-        for (std::size_t v = 1; v < V; ++v) pf[v] = pf[v - 1] + sc.fwd(j, v - 1) + msg(j, v - 1, v);
-        sb[0] = split ? sc.bwd(j, 0) * w_share : 0.0;
-        for (std::size_t v = 1; v < V; ++v)
-            sb[v] = sb[v - 1] + sc.bwd(j, v - 1) * (split ? 1.0 - w_share : 1.0) + msg(j, v, v - 1);
+        for (std::size_t v = 1; v < V; ++v) pf[v] = pf[v - 1] + fwd(j, v - 1) + msg(at(op_kind::F, j, v - 1), v);
+        sb[0] = model.duration_ms(at(op_kind::W, j, 0));  // 0 without a split
+        for (std::size_t v = 1; v < V; ++v) sb[v] = sb[v - 1] + bwd(j, v - 1) + msg(at(op_kind::B, j, v), v - 1);
         for (std::size_t d = 0; d < D; ++d) {
             fill[d] = std::min(fill[d], pf[first[d]]);
             drain[d] = std::min(drain[d], split ? 0.0 : sb[first[d]]);
         }
-        const double path = pf[V - 1] + sc.fwd(j, V - 1) + sc.bwd(j, V - 1) * (split ? 1.0 - w_share : 1.0) + sb[V - 1];
+        const double path = pf[V - 1] + fwd(j, V - 1) + bwd(j, V - 1) + sb[V - 1];
         r.longest_path_ms = std::max(r.longest_path_ms, path);
     }
     r.bound_ms = r.longest_path_ms;

@@ -5,8 +5,8 @@
 // - device order: each op after the previous op of its device (delay 0);
 // - data: the simulator's dependencies (timing.hpp's data flow: forward output to the next
 //   stage, gradient to the previous stage, F/R to B, B to W), built by the simulator's own
-//   detail::build_nodes, durations from timing.hpp's op_model. A message between two devices
-//   delays its edge by the network's latency + wire time of op_model's message size.
+//   detail::build_nodes over op_index, durations from timing.hpp's op_model. A message between
+//   two devices delays its edge by the network's latency + wire time of op_model's message size.
 // The earliest-start times of this DAG are the simulator's start times whenever links never
 // queue (a free network, or at most one message at a time per link); the simulator also models
 // link queueing, which a DAG with fixed delays cannot.
@@ -42,7 +42,7 @@ struct op_graph {
 /// Builds the op graph of `sched` on `sc`; throws pipeplan::invalid_argument as simulate()
 /// does for a malformed schedule.
 [[nodiscard]] inline op_graph make_op_graph(const scenario& sc, const pipeline_schedule& sched) {
-    detail::op_index idx;
+    op_index idx;
     idx.build(sc, sched);
     std::vector<detail::sim_node> nodes;
     std::vector<std::uint8_t> pending;
@@ -63,7 +63,7 @@ struct op_graph {
             g.edges.push_back({i - 1, i, 0.0});
     for (std::size_t i = 0; i < N; ++i)
         for (const std::int32_t succ : {nodes[i].cross, nodes[i].local}) {
-            if (succ == detail::op_index::none) continue;
+            if (succ == op_index::none) continue;
             const auto to = static_cast<std::uint32_t>(succ);
             const std::size_t a = g.device[i], b = g.device[to];
             const double delay =

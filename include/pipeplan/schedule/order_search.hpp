@@ -179,48 +179,24 @@ private:
     std::vector<std::uint32_t> orders_;
 };
 
-}  // namespace detail
+/// Throws when the caller's start order is not a permutation of the M micro-batches.
+inline void check_start_order(const std::vector<std::uint32_t>& start, std::size_t M) {
+    std::vector<char> seen(M, 0);
+    bool perm = start.size() == M;
+    for (std::size_t k = 0; perm && k < M; ++k) perm = start[k] < M && !seen[start[k]]++;
+    if (!perm)
+        throw invalid_argument("order search: the start order is not a permutation of the " + std::to_string(M) +
+                               " micro-batches");
+}
 
-/// Searches the order (see the file comment). `factory(inflight_limit)` returns the generator
-/// to use (inflight_limit 0 = none); it is only varied when opt.search_inflight_limit.
-template <class Factory>
-    requires schedule_generator<std::invoke_result_t<const Factory&, std::size_t>>
-[[nodiscard]] order_search_result search_order_with(const scenario& sc, const Factory& factory,
-                                                    const order_search_options& opt = {}) {
+/// The structured starts, in the order they are evaluated (see the file comment): the given
+/// order, longest-work-first, shortest-first, big/small alternating, and with M >= 4 the light
+/// ends — the two lightest micro-batches first and last (either way round), the others by work
+/// in between (either direction). The fill before the last stage starts and the drain after the
+/// first stage ends are then as short as the scenario allows (the terms the lower bound takes
+/// from its lightest micro-batches); the middle keeps neighbours alike.
+inline std::vector<std::vector<std::uint32_t>> structured_starts(const scenario& sc) {
     const std::size_t M = sc.microbatches;
-    order_search_result best;
-    splitmix64 rng(opt.seed);
-    std::size_t limit = 0;
-    order_evaluator evaluator(sc);
-    detail::evaluation_memo memo;
-    auto eval = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
-        ++best.evaluations;
-        if (const auto* known = memo.find(order, lim)) return *known;
-        const auto r = evaluator.makespan(factory(lim), order, opt.memory_limit_mb);
-        memo.add(order, lim, r);
-        return r;
-    };
-    auto keep_if_better = [&](const std::vector<std::uint32_t>& order, std::size_t lim, double ms, double peak) {
-        if (ms >= best.makespan_ms) return;
-        best.makespan_ms = ms;
-        best.peak_memory_mb = peak;
-        best.order = order;
-        best.inflight_limit = lim;
-        best.feasible = true;
-    };
-    auto consider = [&](const std::vector<std::uint32_t>& order, std::size_t lim) {
-        const auto [ms, peak] = eval(order, lim);
-        keep_if_better(order, lim, ms, peak);
-    };
-    // 1. structured starts (or the caller's start alone).
-    if (!opt.start.empty()) {
-        std::vector<char> seen(M, 0);
-        bool perm = opt.start.size() == M;
-        for (std::size_t k = 0; perm && k < M; ++k) perm = opt.start[k] < M && !seen[opt.start[k]]++;
-        if (!perm)
-            throw invalid_argument("order search: the start order is not a permutation of the " + std::to_string(M) +
-                                   " micro-batches");
-    }
     std::vector<std::uint32_t> id(M);
     std::iota(id.begin(), id.end(), 0u);
     std::vector<double> work(M);
@@ -234,50 +210,80 @@ template <class Factory>
         zig.push_back(desc[lo++]);
         if (lo < hi) zig.push_back(desc[--hi]);
     }
-    best.order = opt.start.empty() ? id : opt.start;
-    if (!opt.start.empty()) consider(opt.start, 0);
-    else for (const auto* o : {&id, &desc, &asc, &zig}) consider(*o, 0);
-    // Light ends: the two lightest micro-batches first and last (either way round), the others
-    // by work in between (either direction). The fill before the last stage starts and the
-    // drain after the first stage ends are then as short as the scenario allows (the terms the
-    // lower bound takes from its lightest micro-batches); the middle keeps neighbours alike.
-    if (M >= 4 && opt.start.empty()) {
-        const std::uint32_t light = desc[M - 1], second = desc[M - 2];
-        for (const auto& [head, tail] : {std::pair{light, second}, std::pair{second, light}})
-            for (const bool down : {true, false}) {
-                std::vector<std::uint32_t> o{head};
-                if (down) o.insert(o.end(), desc.begin(), desc.end() - 2);
-                else o.insert(o.end(), asc.begin() + 2, asc.end());
-                o.push_back(tail);
-                consider(o, 0);
-            }
+    std::vector<std::vector<std::uint32_t>> out{id, desc, asc, zig};
+    if (M < 4) return out;
+    const std::uint32_t light = desc[M - 1], second = desc[M - 2];
+    for (const auto& [head, tail] : {std::pair{light, second}, std::pair{second, light}})
+        for (const bool down : {true, false}) {
+            std::vector<std::uint32_t> o{head};
+            if (down) o.insert(o.end(), desc.begin(), desc.end() - 2);
+            else o.insert(o.end(), asc.begin() + 2, asc.end());
+            o.push_back(tail);
+            out.push_back(std::move(o));
+        }
+    return out;
+}
+
+/// A random neighbour of `cur` (M >= 2): two micro-batches swapped, or one moved elsewhere.
+inline std::vector<std::uint32_t> random_move(const std::vector<std::uint32_t>& cur, splitmix64& rng) {
+    const std::size_t M = cur.size();
+    auto cand = cur;
+    const std::size_t i = rng.below(M);
+    std::size_t j = rng.below(M - 1);
+    if (j >= i) ++j;
+    if (rng() & 1u) {
+        std::swap(cand[i], cand[j]);
+    } else {
+        const auto x = cand[i];
+        cand.erase(cand.begin() + static_cast<std::ptrdiff_t>(i));
+        cand.insert(cand.begin() + static_cast<std::ptrdiff_t>(j), x);
     }
-    // 2. in-flight limit on the best start.
-    auto choose_limit = [&] {
-        if (!opt.search_inflight_limit) return;
-        const std::size_t S = sc.stages, top = std::min<std::size_t>(2 * S, M);
+    return cand;
+}
+
+/// One search's evaluations (memoized) and its best (order, limit) so far.
+template <class Factory>
+class order_search_state {
+public:
+    order_search_state(const scenario& sc, const Factory& factory, const order_search_options& opt)
+        : sc_(sc), factory_(factory), opt_(opt), evaluator_(sc) {}
+
+    /// Makespan and peak of `order` with in-flight limit `lim` (counted; looked up when known).
+    std::pair<double, double> eval(const std::vector<std::uint32_t>& order, std::size_t lim) {
+        ++best.evaluations;
+        if (const auto* known = memo_.find(order, lim)) return *known;
+        const auto r = evaluator_.makespan(factory_(lim), order, opt_.memory_limit_mb);
+        memo_.add(order, lim, r);
+        return r;
+    }
+    void keep_if_better(const std::vector<std::uint32_t>& order, std::size_t lim, double ms, double peak) {
+        if (ms >= best.makespan_ms) return;
+        best.makespan_ms = ms;
+        best.peak_memory_mb = peak;
+        best.order = order;
+        best.inflight_limit = lim;
+        best.feasible = true;
+    }
+    void consider(const std::vector<std::uint32_t>& order, std::size_t lim) {
+        const auto [ms, peak] = eval(order, lim);
+        keep_if_better(order, lim, ms, peak);
+    }
+    /// The in-flight limit on the best order, from {none, 1 .. 2·S} (coarsely for large S).
+    void choose_limit() {
+        if (!opt_.search_inflight_limit) return;
+        const std::size_t top = std::min<std::size_t>(2 * sc_.stages, sc_.microbatches);
         const std::size_t step = std::max<std::size_t>(1, top / 8);
         const auto order = best.order;
         for (std::size_t l = 1; l <= top; l += step) consider(order, l);
-    };
-    choose_limit();
-    limit = best.inflight_limit;
-    // 3. local search.
-    if (M >= 2) {
+    }
+    /// Local search from the best order with limit `limit` until the evaluation budget is spent:
+    /// a move is kept when it does not increase the makespan.
+    void local_search(std::size_t limit) {
+        splitmix64 rng(opt_.seed);
         auto cur = best.order;
         double cur_ms = best.makespan_ms;
-        while (best.evaluations + (opt.search_inflight_limit ? 8 : 0) < opt.max_evaluations) {
-            auto cand = cur;
-            const std::size_t i = rng.below(M);
-            std::size_t j = rng.below(M - 1);
-            if (j >= i) ++j;
-            if (rng() & 1u) {
-                std::swap(cand[i], cand[j]);
-            } else {
-                const auto x = cand[i];
-                cand.erase(cand.begin() + static_cast<std::ptrdiff_t>(i));
-                cand.insert(cand.begin() + static_cast<std::ptrdiff_t>(j), x);
-            }
+        while (best.evaluations + (opt_.search_inflight_limit ? 8 : 0) < opt_.max_evaluations) {
+            auto cand = random_move(cur, rng);
             const auto [ms, peak] = eval(cand, limit);
             if (ms <= cur_ms) {
                 keep_if_better(cand, limit, ms, peak);
@@ -286,13 +292,52 @@ template <class Factory>
             }
         }
     }
-    if (opt.search_inflight_limit) {
-        consider(best.order, 0);
-        choose_limit();
+    /// The winner's peak when it came from replay_facts (opt.simulate_winner).
+    void settle_peak() {
+        if (opt_.simulate_winner && best.feasible && std::isnan(best.peak_memory_mb))
+            best.peak_memory_mb = evaluator_(factory_(best.inflight_limit), best.order, opt_.memory_limit_mb).second;
     }
-    if (opt.simulate_winner && best.feasible && std::isnan(best.peak_memory_mb))  // settled by replay_facts
-        best.peak_memory_mb = evaluator(factory(best.inflight_limit), best.order, opt.memory_limit_mb).second;
-    return best;
+
+    order_search_result best;
+
+private:
+    const scenario& sc_;
+    const Factory& factory_;
+    const order_search_options& opt_;
+    order_evaluator evaluator_;
+    evaluation_memo memo_;
+};
+
+}  // namespace detail
+
+/// Searches the order (see the file comment). `factory(inflight_limit)` returns the generator
+/// to use (inflight_limit 0 = none); it is only varied when opt.search_inflight_limit.
+template <class Factory>
+    requires schedule_generator<std::invoke_result_t<const Factory&, std::size_t>>
+[[nodiscard]] order_search_result search_order_with(const scenario& sc, const Factory& factory,
+                                                    const order_search_options& opt = {}) {
+    const std::size_t M = sc.microbatches;
+    if (!opt.start.empty()) detail::check_start_order(opt.start, M);
+    detail::order_search_state<Factory> st(sc, factory, opt);
+    // 1. structured starts (or the caller's start alone).
+    if (!opt.start.empty()) {
+        st.best.order = opt.start;
+        st.consider(opt.start, 0);
+    } else {
+        const auto starts = detail::structured_starts(sc);
+        st.best.order = starts.front();
+        for (const auto& o : starts) st.consider(o, 0);
+    }
+    // 2. in-flight limit on the best start.
+    st.choose_limit();
+    // 3. local search, then the limit chosen again on the final order.
+    if (M >= 2) st.local_search(st.best.inflight_limit);
+    if (opt.search_inflight_limit) {
+        st.consider(st.best.order, 0);
+        st.choose_limit();
+    }
+    st.settle_peak();
+    return std::move(st.best);
 }
 
 /// search_order_with() for a fixed generator (no in-flight limit to vary).

@@ -12,6 +12,9 @@
 //   and, on the same stage, R(j, v) if the schedule has one, else B(j, v); R(j, v) feeds
 //   B(j, v); B(j, v) feeds B(j, v−1) (a message) and W(j, v) (split backward). B(j, v) of the
 //   last stage needs only its own forward (or R). Every message carries activation_mb[j].
+//   These rules are written once, below: cross_successor() / cross_producer() between stages,
+//   local_successor() / local_producer() within one; the simulator, op_index's lookups, the
+//   lowering to rank programs (plan/lower.hpp) and input_count() all use them.
 // Memory of (j, v) after each op: F and R keep stored_mb; f keeps (1 − r_s)·stored_mb plus its
 //   input activation_mb[j] (the checkpoint); B frees everything (with W ops it keeps the share
 //   w·stored_mb until W); W frees the rest. While F, f, R or B of (j, v) runs the device holds
@@ -20,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "pipeplan/schedule/op.hpp"
 #include "pipeplan/schedule/scenario.hpp"
@@ -90,18 +94,49 @@ struct cross_target {
     return {};
 }
 
-/// Number of inputs `o` waits for (its in-degree in the data flow): a forward on stage 0
-/// none, other forwards 1; R 1 (its f); B 1 (its activations) + 1 (the gradient) below the
-/// last stage; W 1 (its B).
-[[nodiscard]] constexpr std::uint8_t input_count(op o, std::size_t stages) noexcept {
-    switch (o.kind) {
+/// The op of another stage whose output `o` takes as its data input (the inverse of
+/// cross_successor()): F/f(j, v) ← the forward of stage v − 1 (kind F: whether it was
+/// checkpointed is the schedule's choice), B(j, v) ← B(j, v + 1). `has` is false for the
+/// first forward, the last stage's B, R and W.
+[[nodiscard]] constexpr cross_target cross_producer(op o, std::size_t stages) noexcept {
+    if (is_forward(o.kind) && o.stage > 0) return {true, {op_kind::F, o.mb, o.stage - 1}};
+    if (o.kind == op_kind::B && o.stage + 1 < stages) return {true, {op_kind::B, o.mb, o.stage + 1}};
+    return {};
+}
+
+/// The kind of the op of the same (micro-batch, stage) that an op of kind `k` feeds:
+/// F/f → R when the schedule recomputes (j, v) (`recomputed`), else B; R → B; B → W when the
+/// schedule splits backwards (`split_backward`); nothing after W (or after B without a split).
+[[nodiscard]] constexpr std::optional<op_kind> local_successor(op_kind k, bool recomputed, bool split_backward) noexcept {
+    switch (k) {
         case op_kind::F:
-        case op_kind::f: return o.stage > 0 ? 1 : 0;
-        case op_kind::B: return static_cast<std::uint8_t>(1 + (o.stage + 1 < stages ? 1 : 0));
-        case op_kind::R:
-        case op_kind::W: return 1;
+        case op_kind::f: return recomputed ? op_kind::R : op_kind::B;
+        case op_kind::R: return op_kind::B;
+        case op_kind::B: return split_backward ? std::optional<op_kind>(op_kind::W) : std::nullopt;
+        case op_kind::W: return std::nullopt;
     }
-    return 0;
+    return std::nullopt;
+}
+
+/// The kind of the op of the same (micro-batch, stage) whose output an op of kind `k` reads
+/// (the inverse of local_successor()): R ← the forward (kind F: f or F); B ← R when
+/// `recomputed`, else the forward; W ← B; nothing before a forward.
+[[nodiscard]] constexpr std::optional<op_kind> local_producer(op_kind k, bool recomputed) noexcept {
+    switch (k) {
+        case op_kind::F:
+        case op_kind::f: return std::nullopt;
+        case op_kind::R: return op_kind::F;
+        case op_kind::B: return recomputed ? op_kind::R : op_kind::F;
+        case op_kind::W: return op_kind::B;
+    }
+    return std::nullopt;
+}
+
+/// Number of inputs `o` waits for (its in-degree in the data flow): its cross_producer() and
+/// its local_producer() — a forward on stage 0 none, other forwards 1; R 1 (its f); B 1 (its
+/// activations) + 1 (the gradient) below the last stage; W 1 (its B).
+[[nodiscard]] constexpr std::uint8_t input_count(op o, std::size_t stages) noexcept {
+    return static_cast<std::uint8_t>((cross_producer(o, stages).has ? 1 : 0) + (local_producer(o.kind, false) ? 1 : 0));
 }
 
 }  // namespace pipeplan::schedule

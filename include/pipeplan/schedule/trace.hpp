@@ -22,14 +22,14 @@
 
 namespace pipeplan::schedule {
 
-namespace detail {
-inline std::string num(double x) {
+/// A number as Chrome trace files carry it: the shortest text that reads back exactly.
+inline std::string trace_number(double x) {
     char buf[64];
     const auto r = std::to_chars(buf, buf + sizeof buf, x);
     return std::string(buf, r.ptr);
 }
 /// The text of a JSON/XML string value with `"`, `\\`, `<`, `>`, `&` and control characters escaped.
-inline std::string escape(std::string_view in) {
+inline std::string trace_escape(std::string_view in) {
     std::string o;
     for (char c : in) {
         switch (c) {
@@ -50,6 +50,8 @@ inline std::string escape(std::string_view in) {
     }
     return o;
 }
+
+namespace detail {
 inline const char* category(op_kind k) {
     switch (k) {
         case op_kind::F: return "forward";
@@ -97,9 +99,9 @@ inline void write_chrome_trace(std::ostream& out, const simulation_result& r, co
     if (!std::isfinite(latest_ms * 1000.0))
         throw error("the simulation's times (up to " + std::to_string(latest_ms) +
                     " ms) are too large for a trace in microseconds");
-    using detail::num;
+    const auto num = trace_number;
     out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-    out << R"({"name":"process_name","ph":"M","pid":0,"args":{"name":"pipeline )" << detail::escape(s.name) << "\"}}";
+    out << R"({"name":"process_name","ph":"M","pid":0,"args":{"name":"pipeline )" << trace_escape(s.name) << "\"}}";
     for (std::size_t d = 0; d < r.timeline.size(); ++d)
         out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << d << ",\"args\":{\"name\":\"device "
             << d << "\"}}";

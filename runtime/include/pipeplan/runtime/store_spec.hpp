@@ -40,8 +40,8 @@ struct redis_address {
 /// pipeplan::invalid_argument naming the accepted forms (and the spec, password redacted).
 [[nodiscard]] inline std::variant<std::string, redis_address> parse_store_spec(std::string_view spec) {
     const auto bad = [&](const std::string& why) {
-        return invalid_argument("--store '" + redacted_spec(spec) + "': " + why +
-                                " (use dir:PATH or redis://[[USER]:PASSWORD@]HOST:PORT)");
+        return option_error("store", "{} '" + redacted_spec(spec) + "': " + why +
+                                         " (use dir:PATH or redis://[[USER]:PASSWORD@]HOST:PORT)");
     };
     if (spec.substr(0, 4) == "dir:") {
         if (spec.size() == 4) throw bad("empty path");

@@ -1,7 +1,8 @@
-// pipeplan/runtime/cpu/run.hpp — `pipeplan run-cpu` as a library call: split a batch for the
-// tiny model, plan every iteration, optionally pass the plans through a plan store (each rank
-// reads its own plan back, as a multi-node job does), train K iterations on the CPU backend and
-// check every iteration against the single-thread reference. Plans are made ahead by a
+// pipeplan/runtime/cpu/run.hpp — `pipeplan run-cpu` as a library call: plan every iteration
+// of a batch for the tiny model with the library's planner (tiny_planner, plans.hpp),
+// optionally pass the plans through a plan store (each rank reads its own plan back, as a
+// multi-node job does), train K iterations on the CPU backend and check every iteration
+// against the single-thread reference. Plans are made ahead by a
 // plan_prefetcher (two planner threads, two iterations ahead) while the cluster trains.
 //
 // Every iteration trains on the same batch; the reference applies the same optimizer to its
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "pipeplan/plan/serialize.hpp"
+#include "pipeplan/runtime/cpu/plans.hpp"
 #include "pipeplan/runtime/cpu/split.hpp"
 #include "pipeplan/runtime/cpu/trainer.hpp"
 #include "pipeplan/plan/identity.hpp"
@@ -64,12 +67,13 @@ struct run_cpu_report {
     bool ok = true;                     ///< every iteration within tolerance
 };
 
-/// Effective chunks of a run (see run_cpu_options::chunks).
+/// Effective chunks of a run (see run_cpu_options::chunks): the schedule's chunk rule decides.
 [[nodiscard]] inline std::size_t effective_chunks(const run_cpu_options& o) {
-    const bool interleaved = o.schedule == schedule::schedule_name::interleaved;
-    if (o.chunks == 0) return interleaved ? 2 : 1;
-    if (!interleaved && o.chunks != 1)
-        throw invalid_argument("--chunks " + std::to_string(o.chunks) + " needs --schedule interleaved");
+    const bool splits = schedule::traits_of(o.schedule).chunks == schedule::chunk_rule::splits_into_chunks;
+    if (o.chunks == 0) return splits ? 2 : 1;
+    if (!splits && o.chunks != 1)
+        throw option_error("chunks", "{} " + std::to_string(o.chunks) + " needs a schedule that splits stages into chunks "
+                                     "(interleaved), not '" + std::string(schedule::to_string(o.schedule)) + "'");
     return o.chunks;
 }
 
@@ -94,44 +98,49 @@ template <class Store>
     return out;
 }
 
-/// The tiny model, the batch split for it and the plan of any iteration: what run-cpu trains
-/// and serve-plans serves.
-struct tiny_job {
-    model_config model;
-    tiny_batch batch;
-    tiny_plan_options plan_options;
+/// The tiny model of `o` (blocks = S · C · blocks_per_stage, seeded by o.seed) and its planner.
+[[nodiscard]] inline std::shared_ptr<tiny_planner> make_tiny_planner(const run_cpu_options& o) {
+    const std::size_t chunks = effective_chunks(o);
+    if (o.devices == 0) throw option_error("devices", "run-cpu: {} must be >= 1");
+    if (o.dp == 0) throw option_error("dp", "run-cpu: {} must be >= 1");
+    if (o.blocks_per_stage == 0) throw option_error("blocks_per_stage", "run-cpu: {} must be >= 1");
+    model_config c;
+    c.blocks = o.devices * chunks * o.blocks_per_stage;
+    c.seed = o.seed;
+    return std::make_shared<tiny_planner>(c, tiny_split_options{o.devices, chunks, o.dp, o.mbs, o.max_seqlen_tokens},
+                                          o.schedule);
+}
 
-    [[nodiscard]] plan::execution_plan plan(std::uint64_t iteration) const {
-        tiny_plan_options po = plan_options;
-        po.iteration = iteration;
-        return plan_tiny(model, batch.split, batch.lengths_tokens, po);
-    }
+/// The tiny model, a batch and the plan of any iteration of it: what run-cpu trains.
+struct tiny_job {
+    std::shared_ptr<tiny_planner> planner;
+    std::vector<batching::sample> batch;
+    std::vector<std::size_t> lengths_tokens;  ///< every sample's length (what its micro-batch pads to)
+
+    [[nodiscard]] const model_config& model() const noexcept { return planner->model(); }
+    [[nodiscard]] plan::execution_plan plan(std::uint64_t iteration) const { return planner->plan(batch, iteration); }
 };
 
-/// Splits `batch` for the tiny model of `o` (blocks = S · C · blocks_per_stage, seeded by o.seed).
+/// The job of `batch` under `o` (see make_tiny_planner()).
 [[nodiscard]] inline tiny_job make_tiny_job(std::span<const batching::sample> batch, const run_cpu_options& o) {
-    const std::size_t chunks = effective_chunks(o);
-    if (o.devices == 0 || o.dp == 0 || o.blocks_per_stage == 0)
-        throw invalid_argument("run-cpu: --stages and --dp must be >= 1");
     tiny_job job;
-    job.model.blocks = o.devices * chunks * o.blocks_per_stage;
-    job.model.seed = o.seed;
-    job.batch = split_for_tiny(job.model, batch, tiny_split_options{o.devices, chunks, o.dp, o.mbs, o.max_seqlen_tokens});
-    job.plan_options = tiny_plan_options{o.schedule, o.devices, chunks, 0};
+    job.planner = make_tiny_planner(o);
+    job.batch.assign(batch.begin(), batch.end());
+    job.lengths_tokens = tiny_lengths(batch, job.planner->split_options());
     return job;
 }
 
 /// Runs the job (see the file comment). `Store` is any plan_store; pass nullptr for none.
 template <class Store>
 [[nodiscard]] run_cpu_report run_cpu(std::span<const batching::sample> batch, const run_cpu_options& o, Store* store) {
-    if (o.iterations == 0) throw invalid_argument("run-cpu: --iterations must be >= 1");
+    if (o.iterations == 0) throw option_error("iterations", "run-cpu: {} must be >= 1");
     const tiny_job job = make_tiny_job(batch, o);
-    const model_config& c = job.model;
-    const tiny_batch& b = job.batch;
+    const model_config& c = job.model();
+    const std::vector<std::size_t>& lengths = job.lengths_tokens;
     run_cpu_report rep;
     rep.ranks = o.devices * o.dp;
     rep.samples = batch.size();
-    rep.tokens = std::accumulate(b.lengths_tokens.begin(), b.lengths_tokens.end(), std::size_t{0});
+    rep.tokens = std::accumulate(lengths.begin(), lengths.end(), std::size_t{0});
     rep.schedule = std::string(schedule::to_string(o.schedule));
     std::vector<std::uint64_t> ids(batch.size());
     std::iota(ids.begin(), ids.end(), std::uint64_t{0});
@@ -149,8 +158,8 @@ template <class Store>
                                                 prefetch_options{2, 2, 0, o.iterations});
     for (std::size_t it = 0; it < o.iterations; ++it) {
         const plan::execution_plan p = *ahead.next(o.timeout);
-        const iteration_result r = cluster.run(through_store(p, store, o, it), b.lengths_tokens);
-        const step_result ref = reference_step(c, ref_params, ids, b.lengths_tokens);
+        const iteration_result r = cluster.run(through_store(p, store, o, it), lengths);
+        const step_result ref = reference_step(c, ref_params, ids, lengths);
         ref_opt.step(ref_params, ref.grads, std::vector{whole_model(ref_params)});
         run_cpu_iteration ri{r.loss, ref.loss, max_relative_error(r.grads, ref.grads, whole_model(ref_params)),
                              p.header.microbatches.size()};

@@ -11,15 +11,20 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "pipeplan/batching/baselines.hpp"
 #include "pipeplan/batching/dp_balance.hpp"
 #include "pipeplan/batching/split_dp.hpp"
-#include "pipeplan/runtime/cpu/plans.hpp"
+#include "pipeplan/runtime/cpu/tiny_model.hpp"
 
 namespace pipeplan::runtime::cpu {
+
+/// Sample ids (indices into the batch) of each micro-batch: [replica][micro-batch] → ids.
+using replica_split = std::vector<std::vector<std::vector<std::uint32_t>>>;
 
 /// The tiny model as a pipeplan cost model (see the file comment). Units: ms and MB.
 struct tiny_cost_model {
@@ -67,8 +72,9 @@ struct tiny_batch {
     replica_split split;
 };
 
-[[nodiscard]] inline tiny_batch split_for_tiny(const model_config& c, std::span<const batching::sample> batch,
-                                               const tiny_split_options& o) {
+/// The pipeline the tiny model of `c` runs on under `o` (S, C, dp; blocks per virtual stage).
+/// Throws when its blocks do not divide into the virtual stages.
+[[nodiscard]] inline batching::pipeline_config tiny_pipeline(const model_config& c, const tiny_split_options& o) {
     if (o.devices == 0 || o.chunks == 0 || o.dp == 0) throw invalid_argument("split: devices, chunks and dp must be >= 1");
     const std::size_t stages = o.devices * o.chunks;
     if (c.blocks < stages || c.blocks % stages != 0)
@@ -80,16 +86,40 @@ struct tiny_batch {
     cfg.layers_per_stage = static_cast<int>(c.blocks / stages);
     cfg.dp = static_cast<int>(o.dp);
     cfg.device_memory_mb = 1e9;  // the CPU backend has no memory limit worth modelling
+    return cfg;
+}
+
+/// The length rules of the tiny model: input + target tokens, truncated, never rounded.
+[[nodiscard]] inline batching::split_options tiny_split_rules(const tiny_split_options& o) {
     batching::split_options so;
     so.lengths.round_to_tokens = 1;
     so.lengths.max_seqlen_tokens = static_cast<int>(o.max_seqlen_tokens);
-    const tiny_cost_model model{c};
-    batching::split_result r = o.mbs == 0 ? batching::split_dp(model, batch, cfg, so)
-                                          : batching::split_fixed_mbs(model, batch, cfg, static_cast<int>(o.mbs),
-                                                                      batching::fixed_order::dataset, so);
+    return so;
+}
+
+/// Every sample's length under the tiny model's rules (what its micro-batches pad to).
+[[nodiscard]] inline std::vector<std::size_t> tiny_lengths(std::span<const batching::sample> batch, const tiny_split_options& o) {
+    std::vector<std::size_t> out;
+    for (const auto& sh : batching::padded_shapes(batch, tiny_split_rules(o).lengths, false))
+        out.push_back(static_cast<std::size_t>(sh.seqlen_tokens));
+    return out;
+}
+
+/// The fixed-size split of `batch` (o.mbs samples per micro-batch, dataset order) under the tiny
+/// model's cost model.
+[[nodiscard]] inline batching::split_result tiny_fixed_split(const model_config& c, std::span<const batching::sample> batch,
+                                                             const tiny_split_options& o) {
+    return batching::split_fixed_mbs(tiny_cost_model{c}, batch, tiny_pipeline(c, o), static_cast<int>(o.mbs),
+                                     batching::fixed_order::dataset, tiny_split_rules(o));
+}
+
+[[nodiscard]] inline tiny_batch split_for_tiny(const model_config& c, std::span<const batching::sample> batch,
+                                               const tiny_split_options& o) {
+    const batching::pipeline_config cfg = tiny_pipeline(c, o);
+    const batching::split_options so = tiny_split_rules(o);
+    batching::split_result r = o.mbs == 0 ? batching::split_dp(tiny_cost_model{c}, batch, cfg, so) : tiny_fixed_split(c, batch, o);
     tiny_batch out;
-    for (const auto& sh : batching::padded_shapes(batch, so.lengths, false))
-        out.lengths_tokens.push_back(static_cast<std::size_t>(sh.seqlen_tokens));
+    out.lengths_tokens = tiny_lengths(batch, o);
     std::vector<std::vector<int>> groups;
     if (o.dp > 1) {
         batching::balance_result(r, static_cast<int>(o.dp));

@@ -1,0 +1,174 @@
+// pipeplan/schedule/op_index.hpp — the ops of a schedule indexed by (kind, micro-batch, stage).
+//
+// Op ids number the schedule's ops device by device (device 0's order, then device 1's, ...);
+// op_index finds an op's id from its kind, micro-batch and stage, and the ids of the ops that
+// feed it or that it feeds by timing.hpp's data-flow rules. build() checks that the schedule
+// runs every op exactly once on its stage's device. The simulator, the op graph and the lowering
+// to rank programs (plan/lower.hpp) share it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeplan/core/error.hpp"
+#include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/timing.hpp"
+
+namespace pipeplan::schedule {
+
+/// The ops of a schedule by (kind, micro-batch, stage) (see the file comment).
+struct op_index {
+    static constexpr std::int32_t none = -1;
+    std::size_t V = 0;  ///< virtual stages
+    std::size_t M = 0;  ///< micro-batches
+    /// [v · M + j] → op id (stage-major: a device's ops are contiguous); R and W tables only
+    /// when the schedule has such ops (empty otherwise: saves memory on big runs).
+    std::vector<std::int32_t> fwd, rec, bwd, wgt;
+    std::vector<op> ops;                         ///< by id
+    std::vector<std::uint32_t> device_of_stage;  ///< [v]
+    std::vector<std::uint32_t> first_of_device;  ///< prefix offsets: device d owns ids [first[d], first[d+1])
+
+    [[nodiscard]] std::int32_t rec_of(std::size_t k) const noexcept { return rec.empty() ? none : rec[k]; }
+    [[nodiscard]] std::int32_t wgt_of(std::size_t k) const noexcept { return wgt.empty() ? none : wgt[k]; }
+    /// Whether the schedule recomputes (R) the (micro-batch, stage) of key k = v · M + j.
+    [[nodiscard]] bool recomputed(std::size_t k) const noexcept { return rec_of(k) != none; }
+    /// Whether the schedule splits its backwards into B and W.
+    [[nodiscard]] bool split_backward() const noexcept { return !wgt.empty(); }
+
+    /// The id of the op of kind `kind` (F and f share one table) at key k = v · M + j, or none.
+    [[nodiscard]] std::int32_t id_of(op_kind kind, std::size_t k) const noexcept {
+        switch (kind) {
+            case op_kind::F:
+            case op_kind::f: return fwd[k];
+            case op_kind::R: return rec_of(k);
+            case op_kind::B: return bwd[k];
+            case op_kind::W: return wgt_of(k);
+        }
+        return none;
+    }
+
+    /// The ids of the ops around `o` by timing.hpp's data flow (none where there is none): the op
+    /// of another stage that produces its data input / receives its output, and the op of its own
+    /// stage that it reads / feeds.
+    [[nodiscard]] std::int32_t cross_producer_of(op o) const noexcept { return id_of_target(cross_producer(o, V)); }
+    [[nodiscard]] std::int32_t cross_successor_of(op o) const noexcept { return id_of_target(cross_successor(o, V)); }
+    [[nodiscard]] std::int32_t local_producer_of(op o) const noexcept {
+        const std::size_t k = key(o);
+        const auto kind = local_producer(o.kind, recomputed(k));
+        return kind ? id_of(*kind, k) : none;
+    }
+    [[nodiscard]] std::int32_t local_successor_of(op o) const noexcept {
+        const std::size_t k = key(o);
+        const auto kind = local_successor(o.kind, recomputed(k), split_backward());
+        return kind ? id_of(*kind, k) : none;
+    }
+
+    /// (Re)builds the index; reuses the vectors' capacity. Throws pipeplan::invalid_argument when
+    /// the schedule does not fit the scenario or misses, repeats or misplaces an op.
+    void build(const scenario& sc, const pipeline_schedule& s) {
+        V = sc.stages;
+        M = sc.microbatches;
+        check_shape(s);
+        allocate(s);
+        for (std::size_t d = 0; d < s.orders.size(); ++d) {
+            first_of_device.push_back(static_cast<std::uint32_t>(ops.size()));
+            for (const op& o : s.orders[d]) add(s, d, o);
+        }
+        first_of_device.push_back(static_cast<std::uint32_t>(ops.size()));
+        check_complete(s);
+    }
+
+private:
+    [[nodiscard]] std::size_t key(op o) const noexcept { return o.stage * M + o.mb; }
+    [[nodiscard]] std::int32_t id_of_target(cross_target t) const noexcept {
+        return t.has ? id_of(t.to.kind, key(t.to)) : none;
+    }
+
+    void check_shape(const pipeline_schedule& s) const {
+        const std::size_t D = s.placement.devices();
+        if (s.placement.virtual_stages() != V)
+            throw invalid_argument("simulate: schedule '" + s.name + "' places " +
+                                   std::to_string(s.placement.virtual_stages()) + " virtual stages, the scenario has " +
+                                   std::to_string(V));
+        if (s.orders.size() != D)
+            throw invalid_argument("simulate: schedule '" + s.name + "' has " + std::to_string(s.orders.size()) +
+                                   " device orders for " + std::to_string(D) + " devices");
+    }
+
+    /// Clears the tables and sizes them for `s` (R and W tables only when it has such ops).
+    void allocate(const pipeline_schedule& s) {
+        ops.clear();
+        first_of_device.clear();
+        std::size_t n = 0;
+        bool any_r = false, any_w = false;
+        for (const auto& o : s.orders) {
+            n += o.size();
+            for (const op& x : o) {
+                any_r |= x.kind == op_kind::R;
+                any_w |= x.kind == op_kind::W;
+            }
+        }
+        if (n > static_cast<std::size_t>(INT32_MAX)) throw invalid_argument("simulate: too many ops");
+        fwd.assign(M * V, none);
+        if (any_r) rec.assign(M * V, none);
+        else rec.clear();
+        bwd.assign(M * V, none);
+        if (any_w) wgt.assign(M * V, none);
+        else wgt.clear();
+        ops.reserve(n);
+        device_of_stage.resize(V);
+        for (std::size_t v = 0; v < V; ++v) device_of_stage[v] = static_cast<std::uint32_t>(s.placement.device_of(v));
+        first_of_device.reserve(s.orders.size() + 1);
+    }
+
+    /// Indexes op `o` of device `d`'s order.
+    void add(const pipeline_schedule& s, std::size_t d, const op& o) {
+        auto bad = [&](const std::string& why) {
+            throw invalid_argument("simulate: schedule '" + s.name + "', device " + std::to_string(d) + ", op " +
+                                   to_string(o) + " (stage " + std::to_string(o.stage) + "): " + why);
+        };
+        if (o.mb >= M) bad("micro-batch out of range (the scenario has " + std::to_string(M) + ")");
+        if (o.stage >= V) bad("stage out of range (the scenario has " + std::to_string(V) + ")");
+        if (device_of_stage[o.stage] != d)
+            bad("the placement runs that stage on device " + std::to_string(device_of_stage[o.stage]));
+        const std::size_t k = key(o);
+        std::int32_t* slot = nullptr;
+        switch (o.kind) {
+            case op_kind::F:
+            case op_kind::f: slot = &fwd[k]; break;
+            case op_kind::R: slot = &rec[k]; break;
+            case op_kind::B: slot = &bwd[k]; break;
+            case op_kind::W:
+                if (!(s.w_share > 0.0)) bad("W op in a schedule without a B/W split (w_share = 0)");
+                slot = &wgt[k];
+                break;
+        }
+        if (*slot != none) bad("appears twice");
+        *slot = static_cast<std::int32_t>(ops.size());
+        ops.push_back(o);
+    }
+
+    /// Every (micro-batch, stage) has its F and B (and W with a split); an R follows an f.
+    void check_complete(const pipeline_schedule& s) const {
+        const bool split = s.w_share > 0.0;
+        for (std::size_t j = 0; j < M; ++j)
+            for (std::size_t v = 0; v < V; ++v) {
+                const std::size_t k = v * M + j;
+                auto missing = [&](char what) {
+                    throw invalid_argument("simulate: schedule '" + s.name + "' has no " + std::string(1, what) +
+                                           " op for micro-batch " + std::to_string(j) + " on stage " + std::to_string(v));
+                };
+                if (fwd[k] == none) missing('F');
+                if (bwd[k] == none) missing('B');
+                if (split && wgt_of(k) == none) missing('W');
+                if (recomputed(k) && ops[static_cast<std::size_t>(fwd[k])].kind != op_kind::f)
+                    throw invalid_argument("simulate: schedule '" + s.name + "' recomputes (R) micro-batch " +
+                                           std::to_string(j) + " on stage " + std::to_string(v) +
+                                           " whose forward was not checkpointed (f)");
+            }
+    }
+};
+
+}  // namespace pipeplan::schedule

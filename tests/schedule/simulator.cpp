@@ -1,0 +1,100 @@
+// Tests of pipeplan/schedule/simulator.hpp: the event replay (links, memory model, malformed schedules, memory limits).
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "check.hpp"
+#include "pipeplan/schedule.hpp"
+#include "pipeplan/schedule/scenario_json.hpp"
+
+using namespace pipeplan::schedule;
+using pipeplan::test::check_schedule;
+using pipeplan::test::random_scenario;
+using pipeplan::test::two_stage;
+
+namespace {
+/// S = 3, M = 4 equal micro-batches (forward 1, backward 2 ms; model 100, stored 10, peak 20 MB).
+scenario uniform_scenario_for_limits() { return pipeplan::test::uniform_scenario(3, 4); }
+}  // namespace
+
+TEST_CASE("simulator: latency and per-link bandwidth (messages queue on a link)") {
+    network_model nw;
+    nw.latency_ms = 0.5;
+    nw.bandwidth_gbps = 8.0;  // 5 MB -> 5 ms on the wire
+    const scenario sc = two_stage(5.0, nw);
+    const auto r = check_schedule(sc, gpipe{}(sc));
+    // F0 on s0 ends at 1, wire 1..6, arrives 6.5; F1 ends at 2, waits for the link until 6,
+    // arrives 11.5.
+    CHECK(r.timeline[1][0].start_ms == doctest::Approx(6.5));
+    CHECK(r.timeline[1][1].start_ms == doctest::Approx(11.5));
+    // Free network: pure dependencies.
+    const scenario free = two_stage(5.0, {});
+    const auto f = simulate(free, gpipe{});
+    CHECK(f.timeline[1][0].start_ms == doctest::Approx(1.0));
+    CHECK(f.makespan_ms == doctest::Approx(15.0));  // s1: F 1-5, B 5-13; s0: B1 13-15
+    // Intra-node links use the intra-node figures.
+    network_model node = nw;
+    node.devices_per_node = 2;
+    const auto n = simulate(two_stage(5.0, node), gpipe{});
+    CHECK(n.timeline[1][0].start_ms == doctest::Approx(1.0));
+}
+
+TEST_CASE("simulator: memory model (stored, peak, checkpoints, W residual)") {
+    const scenario sc = two_stage(5.0, {});
+    const auto r = simulate(sc, gpipe{});
+    // Stage 0: F0 (peak 20), holds 10; F1 holds 20 total, peak 10 + 20; B0: 10 + 20.
+    CHECK(r.peak_memory_mb[0] == doctest::Approx(100 + 10 + 20));
+    CHECK(r.memory_mb[0].front().memory_mb == doctest::Approx(100));
+    CHECK(r.memory_mb[0].back().memory_mb == doctest::Approx(100));
+    // A checkpointed forward keeps only activation_mb.
+    pipeline_schedule s{"ck", stage_placement::linear(2),
+                        {{{op_kind::f, 0, 0}, {op_kind::f, 1, 0}, {op_kind::R, 0, 0}, {op_kind::B, 0, 0}, {op_kind::B, 1, 0}},
+                         {{op_kind::F, 0, 1}, {op_kind::B, 0, 1}, {op_kind::F, 1, 1}, {op_kind::B, 1, 1}}},
+                        0.0};
+    const auto c = check_schedule(sc, s);
+    // After f0 f1: 100 + 5 + 5; R0 runs with 105 + 20 = 125 (f1's checkpoint + R0's peak).
+    CHECK(c.peak_memory_mb[0] == doctest::Approx(125));
+    // B1 recomputes inline: forward + backward time.
+    const auto& last = c.timeline[0].back();
+    CHECK(last.end_ms - last.start_ms == doctest::Approx(1 + 2));
+}
+
+TEST_CASE("simulator: malformed schedules are rejected") {
+    const scenario sc = two_stage(0.0, {});
+    pipeline_schedule s = one_f_one_b{}(sc);
+    auto bad = s;
+    std::swap(bad.orders[1][0], bad.orders[1][1]);  // B0 before F0 on the last stage
+    CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("deadlocks"), pipeplan::invalid_argument);
+    bad = s;
+    bad.orders[0].pop_back();
+    CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("has no B op"), pipeplan::invalid_argument);
+    bad = s;
+    bad.orders[0].push_back(bad.orders[0].front());
+    CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("twice"), pipeplan::invalid_argument);
+    bad = s;
+    bad.orders[0].front().stage = 1;
+    CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("device 1"), pipeplan::invalid_argument);
+}
+
+TEST_CASE("memory limits: fixed orders fail naming device, op, peak and limit") {
+    const scenario sc = uniform_scenario_for_limits();
+    const pipeline_schedule s = one_f_one_b{}(sc);
+    const simulation_result r = simulate(sc, s);
+    // Stage 0 of 1F1B, S = 3, M = 4: F0 F1 F2 B0 F3 B1 B2 B3; peak while F2 runs with F0, F1
+    // stored: 100 + 2·10 + 20 = 140 MB.
+    CHECK(r.peak_memory_mb[0] == 140.0);
+    CHECK(r.peak_memory_op[0] == op{op_kind::F, 2, 0});
+    CHECK_NOTHROW(check_memory_limit(r, s, 140.0));
+    CHECK_THROWS_WITH_AS(check_memory_limit(r, s, 130.0),
+                         doctest::Contains("exceeds the memory limit on device 0: peak 140.000000 MB during op F2 "
+                                           "(stage 0), limit 130.000000 MB"),
+                         pipeplan::limit_exceeded);
+}
