@@ -315,7 +315,7 @@ TEST_CASE("join_replicas: one replica is lower()'s plan; more number ranks and m
             for (std::size_t j = 0; j < c.sc.microbatches; ++j) {
                 const tensor_shape shape{static_cast<std::uint32_t>(1 + j), 8, 0, 16};
                 lo.shapes.push_back(shape);
-                rep.microbatches.push_back({0, {}, shape});
+                rep.microbatches.push_back({0, {}, shape, {}});
             }
             join_options jo;
             jo.type = lo.type;

@@ -43,6 +43,7 @@
 #include "pipeplan/plan/identity.hpp"
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/plan.hpp"
+#include "pipeplan/plan/plan_file.hpp"
 #include "pipeplan/plan/serialize.hpp"
 
 namespace pipeplan::plan {
@@ -56,10 +57,6 @@ inline constexpr std::uint64_t max_manifest_bytes = std::uint64_t(1) << 24;
     return "rank_" + std::to_string(r) + (json ? ".json" : ".plan");
 }
 
-/// Reads a plan file of either format (binary by its magic, else JSON).
-[[nodiscard]] inline execution_plan read_plan_file(const std::filesystem::path& path) {
-    return execution_plan_from_bytes(read_file_bytes(path), path.string());
-}
 
 namespace detail {
 

@@ -297,16 +297,5 @@ inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::st
     return rank_plan{std::move(h), std::move(ps.front())};
 }
 
-/// Reads a plan in either format: binary when `bytes` starts with the binary magic, else JSON
-/// (`file` names it in errors).
-[[nodiscard]] inline execution_plan execution_plan_from_bytes(std::string_view bytes, const std::string& file = "<memory>") {
-    if (bytes.substr(0, binary_magic.size()) == binary_magic) return execution_plan_from_binary(bytes, file);
-    return execution_plan_from_json(bytes, file);
-}
-/// Reads a rank file (exactly one program) in either format.
-[[nodiscard]] inline rank_plan rank_plan_from_bytes(std::string_view bytes, const std::string& file = "<memory>") {
-    if (bytes.substr(0, binary_magic.size()) == binary_magic) return rank_plan_from_binary(bytes, file);
-    return rank_plan_from_json(bytes, file);
-}
 
 }  // namespace pipeplan::plan

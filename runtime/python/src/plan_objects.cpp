@@ -15,6 +15,7 @@
 
 #include "binding.hpp"
 #include "pipeplan/core/file.hpp"
+#include "pipeplan/plan/plan_file.hpp"
 #include "pipeplan/plan/export.hpp"
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/serialize.hpp"

@@ -102,7 +102,8 @@ struct tiny_plan_options {
         for (const auto& ids : split[k])
             parts[k].microbatches.push_back({0, ids, {static_cast<std::uint32_t>(ids.size()),
                                                       static_cast<std::uint32_t>(padded_length(ids, lengths_tokens)), 0,
-                                                      static_cast<std::uint32_t>(c.hidden)}});
+                                                      static_cast<std::uint32_t>(c.hidden)},
+                                                  {}});
     }
     plan::join_options jo;
     jo.type = plan::dtype::fp64;  // the tiny model's activations and gradients are double
