@@ -84,7 +84,7 @@ TEST_CASE("pipeplan run-cpu: bad input is a clear error") {
     CHECK(r.err.find("unknown schedule 'nope'") != std::string::npos);
     r = run_cli({"run-cpu", "--batch", batch, "--stages", "2", "--store", "ftp://x"});
     CHECK(r.exit_code != 0);
-    CHECK(r.err.find("dir:PATH or redis://HOST:PORT") != std::string::npos);
+    CHECK(r.err.find("dir:PATH or redis://[[USER]:PASSWORD@]HOST:PORT") != std::string::npos);
     r = run_cli({"run-cpu", "--batch", batch, "--stages", "2", "--chunks", "3"});
     CHECK(r.exit_code != 0);
     CHECK(r.err.find("--chunks 3 needs a schedule that splits stages into chunks") != std::string::npos);

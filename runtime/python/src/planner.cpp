@@ -18,6 +18,7 @@
 #include "binding.hpp"
 #include "cost_models.hpp"
 #include "pipeplan/batching/sample.hpp"
+#include "pipeplan/plan/identity.hpp"
 #include "pipeplan/plan/planner.hpp"
 
 namespace pipeplan::python {
@@ -237,6 +238,8 @@ public:
         }
         // The iteration is only recorded in the header (the planner's choices do not depend on it).
         out.r.plan.header.iteration = iteration;
+        // The plan identity every rank file carries (as `pipeplan plan --out` writes them).
+        plan::stamp_identity(out.r.plan);
         out.microbatches = with_rows(out.r);
         return out;
     }
