@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)pipeplan::plan::validate(p);
     } catch (const pipeplan::error&) {
     }
-    const pipeplan::runtime::directory_store store(scratch() / "store", pipeplan::runtime::store_secret{"fuzzing-shared-secret"});
+    pipeplan::runtime::directory_store store(scratch() / "store", pipeplan::runtime::store_secret{"fuzzing-shared-secret"});
     const pipeplan::runtime::plan_key key{"fuzz", 1, 0};
     fs::create_directories(store.path_of(key).parent_path());
     write(store.path_of(key), parts.back());
