@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Side by side with DynaPipe's published planner on real batches (issue 8; docs/batching.md).
 
-Draws global batches from $PIPEPLAN_DATA_DIR/lengths exactly as the tests' draw_batch does
-(seeded splitmix64 Fisher-Yates, samples taken while input + target tokens fit the budget),
-then for each batch runs, through the reference harness ../shared/reference/dynapipe (its
+Draws global batches from $PIPEPLAN_DATA_DIR/lengths with mixed_batches.py (share 0: exactly
+the tests' draw_batch, seeded splitmix64 Fisher-Yates, samples taken while input + target tokens
+fit the budget; share p: each sample is with probability p a synthetic long-target one, inputs
+40-150 and targets 80-300 tokens), then for each batch runs, through the reference harness ../shared/reference/dynapipe (its
 modules imported in this process, the cost model built once):
   * DynaPipe's default planner (dyna_split.run_split: elkai/LKH TSP order + its DP), its
     realised objective priced by its own per-micro-batch cost (dyna_eval.mb_cost);
@@ -14,6 +15,7 @@ Prints one JSON line per batch and a markdown table at the end.
 
   DYNAREF_WORK=/work/dynaref-work PIPEPLAN=build/examples/cli/pipeplan \\
     /usr/bin/python3 benchmarks/batching/dynapipe_side_by_side.py --model t5_11b --tokens 65536 --seeds 1-10
+  ... --tokens 65536,262144 --seeds 1-3 --shares 0,0.1,0.25,0.5 --orders auto,lexicographic,tour
 
 Run from the project root after ../shared/reference/dynapipe/build.sh. Nothing is written
 inside the repository (scratch files go to $DYNAREF_WORK/side_by_side).
@@ -25,7 +27,9 @@ import os
 import subprocess
 import sys
 
-MASK = (1 << 64) - 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mixed_batches import batch_name, draw_mixed, read_lengths, values_of, write_batch  # noqa: E402
+
 REF = os.environ.get("DYNAREF_DIR", os.path.join("..", "shared", "reference", "dynapipe"))
 DATA = os.environ.get("PIPEPLAN_DATA_DIR", os.path.join("..", "shared", "data"))
 PIPEPLAN = os.environ.get("PIPEPLAN", "build/examples/cli/pipeplan")
@@ -34,52 +38,6 @@ SETTINGS = {
     "gpt_6.7b": ["--tp", "2", "--layers-per-stage", "8"],
 }
 COMMON = ["--stages", "4", "--memory-mb", "36000", "--max-seqlen", "4096"]
-
-
-class SplitMix64:
-    def __init__(self, seed):
-        self.s = seed & MASK
-
-    def __call__(self):
-        self.s = (self.s + 0x9E3779B97F4A7C15) & MASK
-        z = self.s
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        return z ^ (z >> 31)
-
-
-def read_lengths(path):
-    rows = []
-    with open(path, newline="") as f:
-        header = f.readline().strip().split(",")
-        i_in, i_tg = header.index("input_tokens"), header.index("target_tokens")
-        for line in f:
-            c = line.rstrip("\r\n").split(",")
-            rows.append((int(c[i_in]), int(c[i_tg])))
-    return rows
-
-
-def draw_batch(samples, budget, seed):
-    """tests/batching/real_batches.hpp draw_batch."""
-    idx = list(range(len(samples)))
-    rng = SplitMix64(seed)
-    for i in range(len(idx), 1, -1):
-        j = rng() % i
-        idx[i - 1], idx[j] = idx[j], idx[i - 1]
-    out, total = [], 0
-    for i in idx:
-        total += samples[i][0] + samples[i][1]
-        if total > budget:
-            break
-        out.append(samples[i])
-    return out
-
-
-def write_batch(path, batch):
-    with open(path, "w") as f:
-        f.write("input_tokens,target_tokens\n")
-        for a, b in batch:
-            f.write(f"{a},{b}\n")
 
 
 def require_harness():
@@ -176,26 +134,19 @@ class Dynapipe:
         return {"dynapipe_objective_ms": obj, "max_abs_rel": worst, "dynapipe_memory_limit": limit}
 
 
-def seeds_of(spec):
-    out = []
-    for part in spec.split(","):
-        a, _, b = part.partition("-")
-        out += list(range(int(a), int(b or a) + 1))
-    return out
-
-
 def print_table(results, orders):
     """Markdown: per batch, objectives (ms) in DynaPipe's accounting (pipeplan's splits priced by
     DynaPipe's own cost function) and in pipeplan's; `TSP` = pipeplan's exact DP on DynaPipe's
     TSP order; Δ = default vs DynaPipe's planner (dynapipe acc.) or vs the DP on the TSP order."""
     names = {"auto": "default", "lexicographic": "lexicographic", "tour": "tour"}
     cols = [names.get(o, o) for o in orders] + ["TSP"]
-    print("| tokens | seed | samples | DynaPipe planner | " + " | ".join(cols) + " | Δ default | "
+    print("| tokens | long share | seed | samples (long) | DynaPipe planner | " + " | ".join(cols) + " | Δ default | "
           + " | ".join("pp " + c for c in cols) + " | Δ default |")
-    print("|" + "---|" * (6 + 2 * len(cols)))
+    print("|" + "---|" * (7 + 2 * len(cols)))
     for r in results:
         d = r["dynapipe_planner_ms"]
-        cells = [str(r["tokens"]), str(r["seed"]), str(r["samples"]), f"{d:.1f}"]
+        cells = [f"{r['tokens']:,}", f"{round(100 * r.get('share', 0))} %", str(r["seed"]),
+                 f"{r['samples']} ({r.get('long_samples', 0)})", f"{d:.1f}"]
         cells += [f"{r[f'dynapipe_{o}_by_dynapipe_ms']:.1f}" for o in orders] + [f"{r['dynapipe_tsp_ms']:.1f}"]
         cells.append(f"{100 * (r['dynapipe_auto_by_dynapipe_ms'] / d - 1):+.2f} %")
         cells += [f"{r[f'pipeplan_{o}_ms']:.1f}" for o in orders + ["tsp"]]
@@ -206,9 +157,12 @@ def print_table(results, orders):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="t5_11b", choices=sorted(SETTINGS))
-    ap.add_argument("--tokens", type=int, default=65536)
+    ap.add_argument("--tokens", default="65536", help="token budget(s), comma-separated")
+    ap.add_argument("--shares", default="0", help="shares of long-target samples (mixed_batches.py), comma-separated")
     ap.add_argument("--seeds", default="1-10")
     ap.add_argument("--orders", default="auto,lexicographic,tour")
+    ap.add_argument("--reuse-dynapipe", action="store_true",
+                    help="reuse DynaPipe's split of a batch from an earlier run ($DYNAREF_WORK/side_by_side/*_dyn.json)")
     ap.add_argument("--table-from", nargs="+", metavar="LOG",
                     help="only print the table from the JSON lines of earlier runs")
     a = ap.parse_args()
@@ -223,21 +177,29 @@ def main():
     orders = a.orders.split(",")
     dyna = Dynapipe(a.model)
     results = []
-    for seed in seeds_of(a.seeds):
-        batch = draw_batch(lengths, a.tokens, seed)
-        tag = f"{a.model}_{a.tokens}_{seed}"
+    grid = [(t, sh, s) for t in values_of(a.tokens, int) for sh in values_of(a.shares, float)
+            for s in values_of(a.seeds, int)]
+    for tokens, share, seed in grid:
+        batch = draw_mixed(lengths, tokens, seed, share)
+        tag = f"{a.model}_" + batch_name(tokens, seed, share)[:-len(".csv")]
         bcsv = os.path.join(work, tag + ".csv")
         write_batch(bcsv, batch)
-        dyn = dyna.split(bcsv)
-        with open(os.path.join(work, tag + "_dyn.json"), "w") as f:
-            json.dump(dyn, f)
+        dyn_json = os.path.join(work, tag + "_dyn.json")
+        if a.reuse_dynapipe and os.path.isfile(dyn_json):
+            with open(dyn_json) as f:
+                dyn = json.load(f)
+        else:
+            dyn = dyna.split(bcsv)
+            with open(dyn_json, "w") as f:
+                json.dump(dyn, f)
         dyn_eval = dyna.price(bcsv, dyn)
         dyn_obj = dyn_eval["dynapipe_objective_ms"]
         # DynaPipe's TSP order: its micro-batches are contiguous ranges of it.
         tsp = [i for mb in dyn["microbatches"] for i in mb]
         tcsv = os.path.join(work, tag + "_tsp.csv")
         write_batch(tcsv, [batch[i] for i in tsp])
-        row = {"model": a.model, "tokens": a.tokens, "seed": seed, "samples": len(batch),
+        row = {"model": a.model, "tokens": tokens, "share": share, "seed": seed, "samples": len(batch),
+               "long_samples": sum(x[2] for x in batch),
                "dynapipe_planner_ms": dyn_obj, "dynapipe_split_wall_s": dyn.get("split_wall_s"),
                "dynapipe_limit": f"{dyn.get('recompute')}/{dyn_eval.get('dynapipe_memory_limit')}"}
         for acc in ("dynapipe", "pipeplan"):

@@ -29,14 +29,14 @@ constexpr scenario gpt{"gpt_6.7b", "superni_gpt.csv", 2, 4, 8};
 constexpr scenario t5{"t5_11b", "superni_llama.csv", 4, 4, 6};
 
 void run(benchmark::State& state, const scenario& sc, long long tokens, pb::accounting_mode accounting,
-         pb::ordering_method order = pb::ordering_method::automatic) {
+         pb::ordering_method order = pb::ordering_method::automatic, double long_share = 0) {
     const auto mode = pb::profile_mode_for(accounting, interpolation_mode::recommended);
     const profile_cost_model* m = pipeplan::test::find_profile_model(sc.model_name, mode);
     if (!m) {
         state.SkipWithError("../shared/data is absent: no profiles or lengths to benchmark on");
         return;
     }
-    const auto batch = pipeplan::test::draw_batch(sc.lengths_file, tokens, 42);
+    const auto batch = pipeplan::test::draw_mixed_batch(sc.lengths_file, tokens, 42, long_share);
     pb::pipeline_config cfg;
     cfg.stages = sc.stages;
     cfg.layers_per_stage = sc.layers;
@@ -69,6 +69,13 @@ void BM_split_t5_lexicographic(benchmark::State& s) {
 }
 void BM_split_t5_tour(benchmark::State& s) {
     run(s, t5, s.range(0), pb::accounting_mode::pipeplan, pb::ordering_method::tour);
+}
+// T5 on SuperNI with range(1) % synthetic long-target samples (draw_mixed_batch), both accountings.
+void BM_split_t5_mixed(benchmark::State& s) {
+    run(s, t5, s.range(0), pb::accounting_mode::pipeplan, pb::ordering_method::automatic, s.range(1) / 100.0);
+}
+void BM_split_t5_mixed_dynapipe(benchmark::State& s) {
+    run(s, t5, s.range(0), pb::accounting_mode::dynapipe, pb::ordering_method::automatic, s.range(1) / 100.0);
 }
 
 // The ordering study (docs/batching.md): over 10 seeded T5 batches, the DP objective on the
@@ -131,6 +138,8 @@ BENCHMARK(BM_split_gpt_dynapipe)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_split_t5_dynapipe)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_split_t5_lexicographic)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_split_t5_tour)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_split_t5_mixed)->Args({65536, 25})->Args({65536, 50})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_split_t5_mixed_dynapipe)->Args({65536, 25})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_t5_ordering_study)
     ->Args({65536, 0})
     ->Args({65536, 1})

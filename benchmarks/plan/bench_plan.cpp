@@ -4,7 +4,7 @@
 // BM_plan_*: one planner re-planning one batch; *_fresh: a new planner per iteration (one
 // `pipeplan plan` run, cold shape-cost cache); *_new_batches: one planner, 8 seeded batches in turn.
 // Targets (issue 9): GPT-6.7B 65,536 tokens (S 4, tp 2, L 8, 36 GB) <= 10 ms, T5-11B 65,536
-// tokens (S 4, tp 4, L 6) <= 25 ms, 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
+// tokens (S 4, tp 4, L 6) <= 25 ms (also with 25 % long-target samples: BM_plan_t5_mixed_fresh), 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
 // worst arena / live set. Skips (with a message) when ../shared/data is absent.
 // Report mode (no timing): `bench_plan --arena_report` plans GPT-6.7B and T5-11B 65,536-token
@@ -41,11 +41,14 @@ struct setup {
     const char* lengths_file;
     int tp, stages, layers, hidden;
     int max_seqlen_tokens = 0;  ///< 0 = no truncation
+    double long_share = 0;      ///< share of long-target samples (draw_mixed_batch), 0 = real samples only
 };
 constexpr setup gpt{"gpt_6.7b", "superni_gpt.csv", 2, 4, 8, 4096};
 constexpr setup t5{"t5_11b", "superni_llama.csv", 4, 4, 6, 1024};
 /// T5 on the GPT length mixture (longer targets), truncated at 4096 as the side-by-side runs do.
 constexpr setup t5_gpt_lengths{"t5_11b", "superni_gpt.csv", 4, 4, 6, 1024, 4096};
+/// T5 on SuperNI with 25 % synthetic long-target samples (inputs 40–150, targets 80–300 tokens).
+constexpr setup t5_mixed{"t5_11b", "superni_llama.csv", 4, 4, 6, 1024, 0, 0.25};
 
 pp::planner_options options_of(const setup& s) {
     pp::planner_options o;
@@ -72,7 +75,7 @@ void run_planner(benchmark::State& state, const setup& s, long long tokens, reus
     }
     std::vector<std::vector<pipeplan::batching::sample>> batches;
     for (std::uint64_t seed = 42; seed < (mode == reuse::new_batches ? 50u : 43u); ++seed)
-        batches.push_back(pipeplan::test::draw_batch(s.lengths_file, tokens, seed));
+        batches.push_back(pipeplan::test::draw_mixed_batch(s.lengths_file, tokens, seed, s.long_share));
     const pp::planner_options o = options_of(s);
     pp::planner<pipeplan::profile_cost_model> planner(*m, o);
     pp::plan_result r;
@@ -107,6 +110,7 @@ void BM_plan_gpt_fresh(benchmark::State& s) { run_planner(s, gpt, s.range(0), re
 void BM_plan_t5_fresh(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::fresh_planner); }
 void BM_plan_t5_gpt_lengths(benchmark::State& s) { run_planner(s, t5_gpt_lengths, s.range(0)); }
 void BM_plan_t5_gpt_lengths_fresh(benchmark::State& s) { run_planner(s, t5_gpt_lengths, s.range(0), reuse::fresh_planner); }
+void BM_plan_t5_mixed_fresh(benchmark::State& s) { run_planner(s, t5_mixed, s.range(0), reuse::fresh_planner); }
 void BM_plan_gpt_new_batches(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::new_batches); }
 void BM_plan_t5_new_batches(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::new_batches); }
 
@@ -277,6 +281,7 @@ BENCHMARK(BM_plan_gpt_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_plan_t5_mixed_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_gpt_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);

@@ -49,4 +49,36 @@ inline std::vector<batching::sample> draw_batch(const std::string& file, long lo
     return out;
 }
 
+/// draw_batch with a share of synthetic long-target samples (chain-of-thought math: input tokens
+/// uniform in [40, 150], target tokens uniform in [80, 300]): each slot is, with probability
+/// `long_share`, such a sample (drawn from a second splitmix64 stream, seed ^ 0x5851F42D4C957F2D)
+/// instead of the next real one. long_share 0 gives draw_batch's batch. The same generator as
+/// benchmarks/batching/mixed_batches.py (the DynaPipe side by side), sample for sample.
+inline std::vector<batching::sample> draw_mixed_batch(const std::string& file, long long token_budget,
+                                                      std::uint64_t seed, double long_share) {
+    const auto& all = length_samples(file);
+    std::vector<std::size_t> idx(all.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    splitmix64 rng(seed);
+    for (std::size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[rng() % i]);
+    splitmix64 mix(seed ^ 0x5851F42D4C957F2DULL);
+    const auto threshold = static_cast<std::uint64_t>(long_share * static_cast<double>(1ULL << 53));
+    std::vector<batching::sample> out;
+    long long total = 0;
+    for (std::size_t k = 0;;) {
+        batching::sample s;
+        if (long_share > 0 && (mix() >> 11) < threshold) {
+            s.input_tokens = 40 + static_cast<int>(mix() % 111);
+            s.target_tokens = 80 + static_cast<int>(mix() % 221);
+        } else {
+            if (k == idx.size()) break;
+            s = all[idx[k++]];
+        }
+        total += static_cast<long long>(s.input_tokens) + s.target_tokens;
+        if (total > token_budget) break;
+        out.push_back(s);
+    }
+    return out;
+}
+
 }  // namespace pipeplan::test

@@ -83,6 +83,45 @@ TEST_CASE("real T5-11B 65,536-token batch: properties; the default order is no w
     for (const auto& rec : r.per_microbatch) CHECK(rec.shape.dec_seqlen_tokens > 0);
 }
 
+TEST_CASE("mixed batches: draw_mixed_batch is mixed_batches.py, sample for sample" * PIPEPLAN_NEEDS_DATA()) {
+    // benchmarks/batching/mixed_batches.py --tokens 65536 --seed 1 --share 0.25: 350 samples, 77
+    // long-target ones, the first three at rows 10, 12 and 13; share 0 is draw_batch's batch.
+    const auto b = pipeplan::test::draw_mixed_batch("superni_llama.csv", 65536, 1, 0.25);
+    REQUIRE(b.size() == 350);
+    CHECK(b[10].input_tokens == 48);
+    CHECK(b[10].target_tokens == 83);
+    CHECK(b[12].input_tokens == 47);
+    CHECK(b[12].target_tokens == 132);
+    CHECK(b[13].input_tokens == 150);
+    CHECK(b[13].target_tokens == 103);
+    CHECK(b[0].input_tokens == 101);
+    CHECK(b[0].target_tokens == 5);
+    const auto plain = pipeplan::test::draw_batch("superni_llama.csv", 65536, 1);
+    const auto zero = pipeplan::test::draw_mixed_batch("superni_llama.csv", 65536, 1, 0);
+    REQUIRE(plain.size() == zero.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) CHECK(plain[i].target_tokens == zero[i].target_tokens);
+}
+
+TEST_CASE("real T5-11B batches with long-target samples: the default order is no worse than each candidate" *
+          PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile_model("t5_11b", interpolation_mode::dynapipe);
+    for (const double share : {0.1, 0.25, 0.5}) {
+        const auto batch = pipeplan::test::draw_mixed_batch("superni_llama.csv", 65536, 7, share);
+        pb::split_options opt;
+        opt.accounting = pb::accounting_mode::dynapipe;
+        const auto r = pb::split_dp(m, batch, t5_config(), opt);
+        check_result(r, batch.size());
+        const pb::split_context<profile_cost_model> ctx(m, batch, t5_config(), opt);
+        for (const auto& rung : ctx.ladder()) {
+            if (rung.kind != r.limit || rung.recompute != r.recompute) continue;
+            for (const auto& c : pb::automatic_candidate_orders(ctx.shapes())) {
+                INFO("share " << share << " order " << c.name);
+                CHECK(r.objective_ms <= pb::split_dp_ordered(ctx, c.ids, rung).objective_ms);
+            }
+        }
+    }
+}
+
 TEST_CASE("pipeplan accounting on real profiles equals the per-device sum by hand" * PIPEPLAN_NEEDS_DATA()) {
     const auto& m = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const pb::stage_cost_evaluator<profile_cost_model> ev(m, gpt_config(), pb::accounting_mode::pipeplan);

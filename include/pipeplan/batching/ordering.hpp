@@ -5,7 +5,10 @@
 // its first sample's length). Encoder-decoder: a 2-D order of (encoder, decoder) lengths in which
 // neighbours have similar shapes — lexicographic (encoder, then decoder, descending), or a tour:
 // a nearest-neighbour path over the distinct shapes from the largest one, improved by 2-opt,
-// with distance |Δ encoder| + w · |Δ decoder| tokens (docs/batching.md compares them).
+// with distance |Δ encoder| + w · |Δ decoder| tokens, or decoder bands: samples grouped by
+// decoder length in bands of fixed width, encoder length descending and ascending in alternate
+// bands (a boustrophedon path over the 2-D shapes). automatic_candidate_orders lists the orders
+// the default (DP-guided) search solves (docs/batching.md compares them).
 #pragma once
 
 #include <algorithm>
@@ -148,6 +151,48 @@ inline void two_opt_path(std::vector<std::pair<int, int>>& pts, std::size_t wind
         return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)];
     });
     return ids;
+}
+
+/// Samples in bands of `band_tokens` decoder tokens (longest decoders first); inside a band by
+/// encoder length, descending in the first band and alternating (descending, ascending, ...) so
+/// that consecutive bands meet at similar encoder lengths; ties by decoder length descending,
+/// then id. Deterministic; band_tokens must be >= 1.
+[[nodiscard]] inline std::vector<int> decoder_band_order(std::span<const sample_shape> shapes, int band_tokens) {
+    if (band_tokens < 1) throw invalid_argument("decoder band width must be >= 1 token");
+    std::vector<int> ids(shapes.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    int top = 0;
+    for (const auto& s : shapes) top = std::max(top, s.dec_seqlen_tokens / band_tokens);
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) {
+        const auto& x = shapes[static_cast<std::size_t>(a)];
+        const auto& y = shapes[static_cast<std::size_t>(b)];
+        const int bx = x.dec_seqlen_tokens / band_tokens, by = y.dec_seqlen_tokens / band_tokens;
+        if (bx != by) return bx > by;
+        if (x.seqlen_tokens != y.seqlen_tokens)
+            return (top - bx) % 2 == 0 ? x.seqlen_tokens > y.seqlen_tokens : x.seqlen_tokens < y.seqlen_tokens;
+        return x.dec_seqlen_tokens > y.dec_seqlen_tokens;
+    });
+    return ids;
+}
+
+/// One candidate order of the default encoder-decoder search, with the name docs and benchmarks use.
+struct candidate_order {
+    std::string name;
+    std::vector<int> ids;
+};
+
+/// The orders the default (`automatic`) encoder-decoder search solves, in this order:
+/// lexicographic, tour w = 1/4, tour w = 1, decoder bands of 48 and 64 tokens. No single one is
+/// best across batches (docs/batching.md): lexicographic wins on short targets, a tour or the
+/// bands where long-target samples are mixed in.
+[[nodiscard]] inline std::vector<candidate_order> automatic_candidate_orders(std::span<const sample_shape> shapes) {
+    std::vector<candidate_order> out;
+    out.push_back({"lexicographic", order_samples(shapes, true, ordering_method::lexicographic)});
+    out.push_back({"tour w=1/4", order_samples(shapes, true, ordering_method::tour, 1)});
+    out.push_back({"tour w=1", order_samples(shapes, true, ordering_method::tour, 4)});
+    out.push_back({"decoder bands 48", decoder_band_order(shapes, 48)});
+    out.push_back({"decoder bands 64", decoder_band_order(shapes, 64)});
+    return out;
 }
 
 }  // namespace pipeplan::batching

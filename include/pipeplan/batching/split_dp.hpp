@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -258,12 +259,49 @@ template <cost_model Model>
 
 }  // namespace detail
 
+namespace detail {
+
+/// DP-guided refinement from `start`: up to `passes` times, re-order the samples inside each
+/// micro-batch of the chain's incumbent split (decoder length descending, then encoder length
+/// descending, alternately) and solve the new order (`solve(order, bound)`, exact below the
+/// incumbent's objective); stop after two passes without gain. The incumbent stays contiguous in
+/// each new order, so the chain's objective never rises. The orders are kept in `keep`.
+template <class Solve>
+void refine_chain(const std::vector<sample_shape>& shapes, split_result start, int passes,
+                  std::vector<std::vector<int>>& keep, Solve&& solve) {
+    split_result incumbent = std::move(start);
+    int misses = 0;
+    for (int pass = 0; pass < passes && misses < 2; ++pass) {
+        std::vector<int> order;
+        order.reserve(shapes.size());
+        for (auto mb : incumbent.microbatches) {
+            std::stable_sort(mb.begin(), mb.end(), [&](int a, int b) {
+                const auto& x = shapes[static_cast<std::size_t>(a)];
+                const auto& y = shapes[static_cast<std::size_t>(b)];
+                return pass % 2 == 0 ? x.dec_seqlen_tokens > y.dec_seqlen_tokens : x.seqlen_tokens > y.seqlen_tokens;
+            });
+            order.insert(order.end(), mb.begin(), mb.end());
+        }
+        keep.push_back(std::move(order));
+        split_result r = solve(std::span<const int>(keep.back()), incumbent.objective_ms);
+        if (r.objective_ms < incumbent.objective_ms) {
+            incumbent = std::move(r);
+            misses = 0;
+        } else {
+            ++misses;
+        }
+    }
+}
+
+}  // namespace detail
+
 /// Splits `batch` into micro-batches minimising (S − 1) · t_max / C + Σ t / dp exactly over the
 /// contiguous partitions of the chosen order, under the first rung of the memory ladder where
-/// a split exists. Encoder-decoder with ordering `automatic`: the lexicographic order and a tour
-/// (decoder weight 1/4) are solved, sharing the shape tables; the better split is then refined
-/// (up to options.refine_passes re-orderings inside its micro-batches, each solved exactly) —
-/// never worse than lexicographic. The result is exact for the final order.
+/// a split exists. Encoder-decoder with ordering `automatic`: the automatic_candidate_orders
+/// (lexicographic, two tours, two decoder-band orders) are solved, sharing the shape tables, each
+/// pruned by the best objective so far; the two best splits are then refined (each up to
+/// options.refine_passes re-orderings inside its micro-batches, solved exactly) — never worse
+/// than any candidate order alone. The result is exact for the final order.
 /// `cache` (optional, batching/cost_cache.hpp) keeps the shape costs for later splits with the
 /// same model, configuration and accounting; the result is the same with or without it.
 /// `alternatives` (optional) receives up to options.alternative_splits runner-ups: distinct
@@ -291,8 +329,7 @@ template <cost_model Model>
     const bool refine = enc_dec && options.order == ordering_method::automatic;
     std::vector<std::vector<int>> orders;
     if (refine) {
-        orders.push_back(order_samples(ctx.shapes(), true, ordering_method::lexicographic));
-        orders.push_back(order_samples(ctx.shapes(), true, ordering_method::tour, 1));
+        for (auto& c : automatic_candidate_orders(ctx.shapes())) orders.push_back(std::move(c.ids));
     } else {
         orders.push_back(order_samples(ctx.shapes(), enc_dec, options.order));
     }
@@ -305,47 +342,36 @@ template <cost_model Model>
         // One order: the reweighted splits come with its solve; several: from the final order.
         const bool single = orders.size() == 1 && !refine;
         std::vector<std::vector<int>> refined;  // keeps the refined orders alive
-        const auto consider = [&](std::span<const int> order) {
+        // Solves `order` (exact below `bound`); the result becomes the best when it is better.
+        const auto solve = [&](std::span<const int> order, double bound) {
             split_dp_stats st;
             std::vector<split_result> alts, rws;
-            split_result r = split_dp_ordered(ctx, order, rung, &st, &tables,
-                                              have ? std::min(best.objective_ms, options.objective_bound_ms)
-                                                   : options.objective_bound_ms,
+            split_result r = split_dp_ordered(ctx, order, rung, &st, &tables, std::min(bound, options.objective_bound_ms),
                                               alternatives ? &alts : nullptr, reweighted && single ? &rws : nullptr);
             if (stats) {
                 stats->capped_solves += st.capped_solves;
                 stats->range_entries += st.range_entries;
                 ++stats->orders;
             }
-            const bool better = !have || r.objective_ms < best.objective_ms;
-            if (better) {
-                best = std::move(r);
+            if (!have || r.objective_ms < best.objective_ms) {
+                best = r;
                 have = true;
                 best_order = order;
                 if (alternatives) *alternatives = std::move(alts);
                 if (reweighted) *reweighted = std::move(rws);
             }
-            return better;
+            return r;
         };
-        for (const auto& order : orders) (void)consider(order);
-        // DP-guided refinement: re-order the samples inside each micro-batch of the best split
-        // (decoder length descending, then encoder length descending, alternately) and solve
-        // again. The best split stays contiguous in the new order, so the objective never rises.
-        const auto& shapes = ctx.shapes();
-        int misses = 0;
-        for (int pass = 0; refine && pass < options.refine_passes && misses < 2; ++pass) {
-            std::vector<int> order;
-            order.reserve(shapes.size());
-            for (auto mb : best.microbatches) {
-                std::stable_sort(mb.begin(), mb.end(), [&](int a, int b) {
-                    const auto& x = shapes[static_cast<std::size_t>(a)];
-                    const auto& y = shapes[static_cast<std::size_t>(b)];
-                    return pass % 2 == 0 ? x.dec_seqlen_tokens > y.dec_seqlen_tokens : x.seqlen_tokens > y.seqlen_tokens;
-                });
-                order.insert(order.end(), mb.begin(), mb.end());
-            }
-            refined.push_back(std::move(order));
-            misses = consider(refined.back()) ? 0 : misses + 1;
+        std::vector<split_result> starts;
+        for (const auto& order : orders) starts.push_back(solve(order, have ? best.objective_ms : options.objective_bound_ms));
+        if (refine) {
+            // DP-guided refinement of the two best candidates (each a chain of its own).
+            std::vector<std::size_t> rank(starts.size());
+            std::iota(rank.begin(), rank.end(), std::size_t{0});
+            std::stable_sort(rank.begin(), rank.end(),
+                             [&](std::size_t x, std::size_t y) { return starts[x].objective_ms < starts[y].objective_ms; });
+            for (std::size_t k = 0; k < std::min<std::size_t>(2, rank.size()); ++k)
+                detail::refine_chain(ctx.shapes(), std::move(starts[rank[k]]), options.refine_passes, refined, solve);
         }
         if (reweighted && !single)  // the main solve is bounded by its own optimum: nearly free
             (void)split_dp_ordered(ctx, best_order, rung, nullptr, &tables, best.objective_ms, nullptr, reweighted);
