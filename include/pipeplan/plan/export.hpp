@@ -71,13 +71,12 @@ namespace pipeplan::plan {
     if (replica >= h.dp || p.programs.size() != h.ranks())
         throw invalid_argument("to_torch_csv: replica " + std::to_string(replica) + " out of range or plan incomplete");
     const auto local = local_microbatch_numbers(h);
-    const auto pl = h.stage_placement();
     std::string out;
     for (std::uint32_t d = 0; d < h.devices; ++d) {
         const rank_program& prog = p.programs[replica * h.devices + d];
         std::vector<std::uint32_t> stages;
         for (std::uint32_t v = 0; v < h.virtual_stages(); ++v)
-            if (pl.device_of(v) == d) stages.push_back(v);
+            if (h.device_of_stage(v) == d) stages.push_back(v);
         bool first = true;
         for (const instruction& x : prog.instructions) {
             const std::uint32_t mb = x.mb < local.size() ? local[x.mb] : x.mb;

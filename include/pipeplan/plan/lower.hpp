@@ -82,6 +82,7 @@ struct lowering_options {
     reduce_mode reduce = reduce_mode::all_reduce;
     std::uint32_t rank_offset = 0;     ///< rank of device 0 (replica * devices)
     std::uint32_t mb_offset = 0;       ///< micro-batch table index of micro-batch 0
+    send_rule sends = send_rule::buffered;  ///< recorded in the header (send_rule.hpp)
 };
 
 namespace detail {
@@ -487,9 +488,8 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
     sc.validate();
     const compute_programs cp = lower_compute(sc, s);
     p.header = plan_header{};
-    p.header.devices = static_cast<std::uint32_t>(s.placement.devices());
-    p.header.chunks = static_cast<std::uint32_t>(s.placement.chunks());
-    p.header.placement = s.placement.kind();
+    set_placement(p.header, s.placement);
+    p.header.sends = opt.sends;
     p.header.schedule = s.name;
     p.header.type = opt.type;
     p.header.microbatches.resize(sc.microbatches);
@@ -500,7 +500,7 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
 
 /// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
 /// mb_offset 0). The header's schedule fields (placement, chunks, devices, schedule name,
-/// dtype) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
+/// dtype, send rule) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
 /// the rest. The scenario is validated first (scenario::validate(): sizes and scenario_limits).
 [[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
                                           const lowering_options& opt = {}) {

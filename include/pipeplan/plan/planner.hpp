@@ -90,6 +90,9 @@ struct planner_options {
     cluster_options cluster;
     int hidden_size = 0;                   ///< the model's hidden size (message sizes); required
     dtype type = dtype::fp16;              ///< activation / gradient element type
+    /// The send rule of the transport the plan is for (send_rule.hpp: buffered for CPU threads
+    /// and gloo, blocking or grouped for NCCL): recorded in the header, validated under.
+    send_rule sends = send_rule::buffered;
     std::optional<schedule::schedule_name> schedule;  ///< nullopt: choose (see the file comment)
     std::size_t order_search_evaluations = 24;        ///< per adaptive candidate
     std::uint64_t seed = 1;
@@ -581,10 +584,9 @@ private:
         plan_header& h = p.header;
         const auto& first = reps.front().sched;
         h.iteration = opt_.iteration;
-        h.devices = static_cast<std::uint32_t>(first.placement.devices());
+        set_placement(h, first.placement);
         h.dp = static_cast<std::uint32_t>(reps.size());
-        h.chunks = static_cast<std::uint32_t>(first.placement.chunks());
-        h.placement = first.placement.kind();
+        h.sends = opt_.sends;
         h.schedule = first.name;
         h.type = opt_.type;
         h.zero_stage = static_cast<std::uint8_t>(opt_.config.zero_stage);

@@ -31,6 +31,9 @@ struct tiny_plan_options {
     std::size_t devices = 2;  ///< pipeline devices per replica (S)
     std::size_t chunks = 2;   ///< virtual stages per device for interleaved
     std::uint64_t iteration = 0;
+    /// The send rule of the transport that runs the plan (plan/send_rule.hpp): buffered for the
+    /// thread transport, grouped for the CUDA transports.
+    plan::send_rule sends = plan::send_rule::buffered;
 };
 
 /// Padded length of micro-batch `ids` (its longest sample).
@@ -86,6 +89,7 @@ struct tiny_plan_options {
         const schedule::pipeline_schedule s = schedule::make_generator(o.schedule, so)(sc);
         plan::lowering_options lo;
         lo.type = plan::dtype::fp64;  // the tiny model's activations and gradients are double
+        lo.sends = o.sends;
         lo.rank_offset = static_cast<std::uint32_t>(k * o.devices);
         lo.mb_offset = mb_offset;
         for (const auto& ids : split[k])
