@@ -40,6 +40,16 @@ SETTINGS = {
 COMMON = ["--stages", "4", "--memory-mb", "36000", "--max-seqlen", "4096"]
 
 
+def draw_batch(samples, budget, seed):
+    """tests/batching/real_batches.hpp draw_batch: (input, target) pairs (mixed_batches.draw_mixed, share 0)."""
+    return [(a, b) for a, b, _ in draw_mixed(samples, budget, seed, 0)]
+
+
+def seeds_of(spec):
+    """Seeds from "1-10" or "1,3,5"."""
+    return values_of(spec, int)
+
+
 def require_harness():
     """The scratch folder ($DYNAREF_WORK/...) once everything a run needs is there; otherwise
     exits with one line saying what is missing (no traceback): DynaPipe's reference harness

@@ -86,10 +86,11 @@ def draw_mixed(samples, budget, seed, share):
 
 
 def write_batch(path, batch):
+    """A batch CSV: input_tokens,target_tokens,long."""
     with open(path, "w") as f:
         f.write("input_tokens,target_tokens,long\n")
-        for a, b, is_long in batch:
-            f.write(f"{a},{b},{is_long}\n")
+        for sample in batch:  # (input, target) or (input, target, long)
+            f.write(f"{sample[0]},{sample[1]},{sample[2] if len(sample) > 2 else 0}\n")
 
 
 def batch_name(tokens, seed, share):
