@@ -254,7 +254,7 @@ public:
     }
 
 private:
-    /// plan() under the budget in opt_.config.device_memory_mb: the splits of the first
+    /// plan() with schedules under budget_mb_: the splits of the first
     /// recomputation mode that fits, then (planner_options::compare_recompute) those of each later
     /// mode of the ladder, each mode's splits one group (choose()).
     [[nodiscard]] plan_result plan_under_budget(std::span<const batching::sample> batch) {
@@ -441,7 +441,7 @@ private:
         choice c = choose(splits, groups, res.candidates);
         std::vector<detail::scheduled>& best = c.replicas;
         if (best.empty()) throw limit_exceeded("plan: no candidate schedule fits in " +
-                                                 std::to_string(opt_.config.device_memory_mb) + " MB per device" +
+                                                 std::to_string(budget_mb_) + " MB per device" +
                                                  describe(res.candidates));
         res.chosen = polish(*c.kind, splits[c.split].first, best, res.candidates) ? res.candidates.size() - 1 : c.report;
         res.times.schedule_ms = detail::ms_since(t1);
@@ -488,6 +488,8 @@ private:
     planner_options opt_;
     std::vector<schedule::simulation_workspace> ws_;  ///< one per worker thread
     batching::shape_cost_cache costs_;  ///< shape costs shared by the splits of every iteration
+    /// The schedules' memory limit: the device memory, or less while within_memory() re-plans.
+    double budget_mb_ = opt_.config.device_memory_mb;
 
     /// The split under the available memory alone, when it differs from `preferred`. When the
     /// preferred split needed no recomputation, its micro-batches also fit the available rung at
@@ -511,23 +513,26 @@ private:
         }
     }
 
-    /// Runs `plan_once` (a plan under opt_.config.device_memory_mb) until its plan's arena plus
-    /// model state fits the device memory on every rank, lowering the budget by the excess each
-    /// time; throws limit_exceeded after planner_options::memory_replans re-plans.
+    /// Runs `plan_once` until its plan's arena plus model state fits the device memory on every
+    /// rank, lowering the budget by the excess each time: the split's device memory and the
+    /// schedules' limit (budget_mb_) both, or when no plan exists so (a sample alone no longer
+    /// fits the split's budget) the schedules' limit alone. Throws limit_exceeded after
+    /// planner_options::memory_replans re-plans.
     template <class F>
     plan_result within_memory(F&& plan_once) {
         const auto t0 = detail::clock::now();
         const double device_mb = opt_.config.device_memory_mb;
         struct restore {
-            double& budget;
+            double& split;
+            double& schedules;
             double device;
-            ~restore() { budget = device; }
-        } guard{opt_.config.device_memory_mb, device_mb};
+            ~restore() { split = schedules = device; }
+        } guard{opt_.config.device_memory_mb, budget_mb_, device_mb};
         for (std::size_t attempt = 1;; ++attempt) {
-            plan_result r = plan_once();
+            plan_result r = attempt == 1 ? plan_once() : replan(plan_once, device_mb);
             double need_mb = 0.0;
             for (std::size_t k = 0; k < r.arena_mb.size(); ++k) need_mb = std::max(need_mb, r.arena_mb[k] + r.model_state_mb[k]);
-            r.budget_mb = opt_.config.device_memory_mb;
+            r.budget_mb = budget_mb_;
             r.memory_attempts = attempt;
             r.times.total_ms = detail::ms_since(t0);
             if (need_mb <= device_mb) return r;
@@ -536,7 +541,26 @@ private:
                                      std::to_string(need_mb) + " MB (arena + model state) on some rank, over the " +
                                      std::to_string(device_mb) + " MB per device, after " + std::to_string(attempt) + " plans");
             // at least 0.1 % less each time, so the budget strictly decreases
-            opt_.config.device_memory_mb -= std::max(need_mb - device_mb, 1e-3 * device_mb);
+            budget_mb_ -= std::max(need_mb - device_mb, 1e-3 * device_mb);
+        }
+    }
+
+    /// plan_once() with the split's device memory at budget_mb_, or when that finds no plan, at
+    /// `device_mb` (the schedules' limit alone lowered).
+    template <class F>
+    plan_result replan(F& plan_once, double device_mb) {
+        opt_.config.device_memory_mb = budget_mb_;
+        try {
+            return plan_once();
+        } catch (const error&) {
+            opt_.config.device_memory_mb = device_mb;
+        }
+        try {
+            return plan_once();
+        } catch (const error& e) {
+            throw limit_exceeded("plan: the plans under " + std::to_string(device_mb) +
+                                 " MB per device need more (arena + model state) on some rank, and under a budget of " +
+                                 std::to_string(budget_mb_) + " MB no plan exists: " + e.what());
         }
     }
 
@@ -601,7 +625,7 @@ private:
     [[nodiscard]] schedule::named_schedule_options schedule_options(std::size_t inflight = 0) const {
         schedule::named_schedule_options no;
         no.chunks = static_cast<std::size_t>(opt_.config.virtual_chunks);
-        no.memory_limit_mb = opt_.config.device_memory_mb;
+        no.memory_limit_mb = budget_mb_;
         no.inflight_limit = inflight;
         if (no.chunks > 1) no.placement = schedule::placement_kind::interleaved;
         return no;
@@ -617,7 +641,7 @@ private:
         std::iota(order.begin(), order.end(), 0u);
         if (sc.microbatches < 2 || evaluations == 0 || !kind.searchable_order) return {order, 0};
         schedule::order_search_options so;
-        so.memory_limit_mb = opt_.config.device_memory_mb;
+        so.memory_limit_mb = budget_mb_;
         so.seed = opt_.seed;
         so.max_evaluations = evaluations;
         so.start = std::move(start);
@@ -668,7 +692,7 @@ private:
             c.report.feasible = false;  // the generator cannot meet the memory limit
             c.report.makespan_ms = std::numeric_limits<double>::infinity();
         }
-        c.report.feasible = c.report.feasible && c.report.peak_memory_mb <= opt_.config.device_memory_mb;
+        c.report.feasible = c.report.feasible && c.report.peak_memory_mb <= budget_mb_;
         return c;
     }
 
@@ -760,7 +784,7 @@ private:
             const std::size_t k = g.begin + always + e;
             for (const auto& sc : scs[k]) {
                 schedule::order_search_options so;
-                so.memory_limit_mb = opt_.config.device_memory_mb;
+                so.memory_limit_mb = budget_mb_;
                 so.max_evaluations = schedule::order_search_starts;
                 so.simulate_winner = false;
                 const auto r = schedule::search_order_with(sc, [&](std::size_t) { return schedule::make_generator(*kind, quick); }, so);
@@ -790,7 +814,7 @@ private:
             if (order == identity) continue;
             detail::scheduled next = schedule_in_order(kind, rep.sc, std::move(order), inflight, ws_.front());
             const double peak = *std::max_element(next.sim.peak_memory_mb.begin(), next.sim.peak_memory_mb.end());
-            if (!(next.sim.makespan_ms < rep.sim.makespan_ms) || peak > opt_.config.device_memory_mb) continue;
+            if (!(next.sim.makespan_ms < rep.sim.makespan_ms) || peak > budget_mb_) continue;
             for (std::uint32_t& j : next.order) j = rep.order[j];  // relative to the replica's own scenario
             rep = std::move(next);
             improved = true;
