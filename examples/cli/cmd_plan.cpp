@@ -87,11 +87,8 @@ plan_facts facts_of(const plan::plan_result& r) {
     for (const auto& prog : r.plan.programs)
         for (const auto& x : prog.instructions) f.checkpointed_forwards += x.kind == plan::instr_kind::forward && x.mode;
     const schedule::scenario& sc = r.scenario;
-    const std::size_t devices = r.plan.header.devices;
     auto device_of = [&](std::size_t s) { return sc.placement.empty() ? s : static_cast<std::size_t>(sc.placement[s]); };
-    std::vector<double> per_device(devices, 0.0);
-    for (std::size_t s = 0; s < sc.model_state_mb.size(); ++s) per_device[device_of(s) % devices] += sc.model_state_mb[s];
-    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) f.model_state_mb.push_back(per_device[k % devices]);
+    f.model_state_mb = r.model_state_mb;
     for (const auto& m : r.plan.header.microbatches)
         f.shapes.push_back({m.sample_ids.size(), m.shape.microbatch_size, m.shape.seqlen, m.shape.dec_seqlen});
     std::set<std::pair<std::size_t, std::size_t>> pairs;  // neighbouring stages on different devices
@@ -164,6 +161,10 @@ void print_summary(const plan::plan_result& r) {
     fmt::print("  chosen: {} on {} micro-batches: makespan {:.1f} ms, lower bound {:.1f} ms (ratio {:.3f})\n",
                r.plan.header.schedule, r.plan.header.microbatches.size(), r.makespan_ms, r.lower_bound_ms,
                r.lower_bound_ms > 0 ? r.makespan_ms / r.lower_bound_ms : 1.0);
+    if (r.memory_attempts > 1)
+        fmt::print("  memory: planned under a budget of {:.1f} MB ({} plans): at the device memory, some rank's arena + "
+                   "model state did not fit\n",
+                   r.budget_mb, r.memory_attempts);
     const plan_facts f = facts_of(r);
     print_facts(f);
     fmt::print("  {:>5} {:>14} {:>15} {:>10} {:>13} {:>13} {:>11}\n", "rank", "peak_mem_mb", "model_state_mb", "arena_mb",

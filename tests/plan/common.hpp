@@ -5,11 +5,28 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/batching/sample.hpp"
 #include "pipeplan/core/random.hpp"
 #include "pipeplan/schedule/registry.hpp"
 #include "pipeplan/schedule/scenario.hpp"
 
 namespace pipeplan::test {
+
+/// A seeded batch of about `tokens` tokens: mostly short samples, one in eight with up to 2000
+/// input tokens, targets up to 120 tokens (the planner tests' synthetic batch).
+inline std::vector<batching::sample> mixed_length_batch(long long tokens, std::uint64_t seed) {
+    splitmix64 rng(seed);
+    std::vector<batching::sample> b;
+    long long n = 0;
+    while (n < tokens) {
+        batching::sample s;
+        s.input_tokens = 16 + static_cast<int>(rng.below(rng.below(8) == 0 ? 2000 : 400));
+        s.target_tokens = 1 + static_cast<int>(rng.below(120));
+        n += s.input_tokens + s.target_tokens;
+        b.push_back(s);
+    }
+    return b;
+}
 
 /// A seeded scenario with `stages` stages and `mbs` micro-batches of random sizes (costs
 /// proportional to a size in [1, 4]), activation messages and transient memory.

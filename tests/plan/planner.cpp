@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "batching/real_batches.hpp"
+#include "common.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/core/parallel.hpp"
 #include "pipeplan/cost/profile.hpp"
@@ -22,17 +23,7 @@ using namespace pipeplan::plan;
 namespace {
 
 std::vector<batching::sample> synthetic_batch(long long tokens, std::uint64_t seed) {
-    splitmix64 rng(seed);
-    std::vector<batching::sample> b;
-    long long n = 0;
-    while (n < tokens) {
-        batching::sample s;
-        s.input_tokens = 16 + static_cast<int>(rng.below(rng.below(8) == 0 ? 2000 : 400));
-        s.target_tokens = 1 + static_cast<int>(rng.below(120));
-        n += s.input_tokens + s.target_tokens;
-        b.push_back(s);
-    }
-    return b;
+    return test::mixed_length_batch(tokens, seed);
 }
 
 planner_options gpt_options(int stages = 4, int chunks = 1, int dp = 1) {

@@ -23,6 +23,13 @@
 // its order search continues from its best order (the polish). Data parallelism: micro-batches are balanced over the dp
 // replicas (batching/dp_balance.hpp); each replica is scheduled alone with the winning schedule
 // kind judged by the slowest replica; rank = replica · S + device.
+// Recomputation: the splits above are those of the first mode of the ladder under which a split
+// exists; when that mode recomputes, the splits of each later mode are candidates too
+// (compare_recompute), each scheduled
+// only when its busy-time bound is below the fastest candidate so far.
+// Memory: the lowered plan's arena (buffers, laid out by plan/buffers.hpp) plus the model state
+// must fit the device memory on every rank; when it does not, the whole plan is made again
+// under a budget smaller by the excess (memory_replans).
 #pragma once
 
 #include <algorithm>
@@ -125,6 +132,16 @@ struct planner_options {
     /// plan does not depend on it: candidates are compared in a fixed order (split, then kind)
     /// and ties go to the earlier one, so any thread count gives byte-identical plans.
     std::size_t threads = 1;
+    /// When the preferred split needed recomputation: also split under every later mode of
+    /// split_options::recompute_ladder (e.g. full after selective), each mode with its own
+    /// preferred, available and reweighted splits, and schedule each such split whose busy-time
+    /// lower bound is below the fastest candidate so far. (Not when the first mode fits: the
+    /// later modes' splits would triple the split time of a GPT-6.7B 65k plan at 36000 MB.) The first mode under which a split
+    /// exists is not always the fastest: more recomputation allows fewer, larger micro-batches.
+    bool compare_recompute = true;
+    /// How often the planner re-plans under a smaller budget when the lowered plan's arena plus
+    /// model state exceeds the device memory on some rank (see plan_result::memory_attempts).
+    std::size_t memory_replans = 8;
 };
 
 /// One schedule tried.
@@ -152,6 +169,11 @@ struct plan_result {
     std::vector<double> peak_memory_mb;       ///< per rank, simulated
     std::vector<double> arena_mb;             ///< per rank, planned arena
     std::vector<double> live_peak_mb;         ///< per rank, largest simultaneously-live set
+    std::vector<double> model_state_mb;       ///< per rank, the model state of its stages
+    /// The memory budget the plan was made under (MB): the device memory, or less when the plan
+    /// made under the device memory needed more (arena + model state) than the device has.
+    double budget_mb = 0.0;
+    std::size_t memory_attempts = 1;          ///< plans made to find one within the device memory
     planning_times times;
     /// Replica 0's scenario, schedule and simulation (for traces and charts).
     schedule::scenario scenario;
@@ -211,30 +233,11 @@ public:
     /// Plans one iteration of `batch`; throws pipeplan::error when no valid plan exists:
     /// split_error (a sample or the model states do not fit), invalid_argument (bad input),
     /// limit_exceeded (no candidate schedule fits the device memory), plan_error.
+    /// The plan's arena plus model state fits the device memory on every rank: a plan made under
+    /// the device memory that needs more is made again under a budget smaller by the excess
+    /// (planner_options::memory_replans times at most; plan_result::budget_mb says which).
     [[nodiscard]] plan_result plan(std::span<const batching::sample> batch) {
-        const auto t0 = detail::clock::now();
-        std::vector<std::pair<std::string, batching::split_result>> splits;
-        batching::split_options so = opt_.split;
-        so.alternative_splits = static_cast<int>(opt_.alternative_splits);
-        so.fill_weights = opt_.fill_weights;
-        std::vector<batching::split_result> runner_ups, reweighted;
-        splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_,
-                                                            opt_.alternative_splits > 0 ? &runner_ups : nullptr,
-                                                            opt_.fill_weights.empty() ? nullptr : &reweighted));
-        if (opt_.compare_splits) {
-            if (auto alt = available_split(batch, splits.front().second)) splits.emplace_back("available", std::move(*alt));
-        }
-        const std::size_t always = splits.size();  // scheduled in full; the extras below are screened
-        const auto add = [&](std::string name, batching::split_result&& s) {
-            const bool known = std::any_of(splits.begin(), splits.end(), [&](const auto& k) {
-                return k.second.microbatches == s.microbatches;
-            });
-            if (!known) splits.emplace_back(std::move(name), std::move(s));
-        };
-        for (std::size_t k = 0; k < reweighted.size(); ++k)
-            add("fill weight " + format_weight(opt_.fill_weights[k]), std::move(reweighted[k]));
-        for (std::size_t k = 0; k < runner_ups.size(); ++k) add("runner-up " + std::to_string(k + 1), std::move(runner_ups[k]));
-        return finish(std::move(splits), always, t0);
+        return within_memory([&] { return plan_under_budget(batch); });
     }
 
     /// plan() without exceptions: the result, or the error's message.
@@ -250,6 +253,71 @@ public:
         return out;
     }
 
+private:
+    /// plan() with schedules under budget_mb_: the splits of the first
+    /// recomputation mode that fits, then (planner_options::compare_recompute) those of each later
+    /// mode of the ladder, each mode's splits one group (choose()).
+    [[nodiscard]] plan_result plan_under_budget(std::span<const batching::sample> batch) {
+        const auto t0 = detail::clock::now();
+        std::vector<named_split> splits;
+        std::vector<split_group> groups;
+        add_group(batch, opt_.split, splits, groups);
+        const auto& ladder = opt_.split.recompute_ladder;
+        const auto first = std::find(ladder.begin(), ladder.end(), splits.front().second.recompute);
+        if (opt_.compare_recompute && first != ladder.end() && first != ladder.begin())
+            for (auto r = first + 1; r != ladder.end(); ++r) {
+                batching::split_options so = opt_.split;
+                so.recompute_ladder = {*r};
+                try {
+                    add_group(batch, so, splits, groups);
+                } catch (const error&) {
+                    // no split under this mode
+                }
+            }
+        return finish(std::move(splits), std::move(groups), t0);
+    }
+
+    using named_split = std::pair<std::string, batching::split_result>;
+    /// Splits [begin, end) of one recomputation mode; the first `always` are scheduled in full,
+    /// the others after screening (screen()).
+    struct split_group {
+        std::size_t begin = 0, always = 0, end = 0;
+    };
+
+    /// Appends the splits under options `base` as one group: the exact DP's (named by its
+    /// recomputation mode when not the first group), the available-memory split, the reweighted
+    /// splits and runner-ups; a split already in `splits` (same micro-batches and mode) is left out.
+    void add_group(std::span<const batching::sample> batch, batching::split_options base, std::vector<named_split>& splits,
+                   std::vector<split_group>& groups) {
+        split_group g{splits.size(), 0, 0};
+        const std::string prefix = groups.empty() ? "" : std::string(to_string(base.recompute_ladder.front())) + " ";
+        batching::split_options so = base;
+        so.alternative_splits = static_cast<int>(opt_.alternative_splits);
+        so.fill_weights = opt_.fill_weights;
+        std::vector<batching::split_result> runner_ups, reweighted;
+        batching::split_result pref = batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_,
+                                                         opt_.alternative_splits > 0 ? &runner_ups : nullptr,
+                                                         opt_.fill_weights.empty() ? nullptr : &reweighted);
+        const auto add = [&](std::string name, batching::split_result&& s) {
+            for (std::size_t k = 0; k < splits.size(); ++k)  // (in this group: the same micro-batches)
+                if (splits[k].second.microbatches == s.microbatches && (k >= g.begin || splits[k].second.recompute == s.recompute))
+                    return;
+            splits.emplace_back(prefix + name, std::move(s));
+        };
+        std::optional<batching::split_result> alt;
+        if (opt_.compare_splits) alt = available_split(batch, base, pref);
+        add("preferred", std::move(pref));
+        if (alt) add("available", std::move(*alt));
+        g.always = splits.size() - g.begin;  // scheduled in full; the extras below are screened
+        for (std::size_t k = 0; k < reweighted.size(); ++k)
+            add("fill weight " + format_weight(opt_.fill_weights[k]), std::move(reweighted[k]));
+        for (std::size_t k = 0; k < runner_ups.size(); ++k) add("runner-up " + std::to_string(k + 1), std::move(runner_ups[k]));
+        g.end = splits.size();
+        if (g.end > g.begin) groups.push_back(g);
+    }
+
+public:
+
     /// Plans the given micro-batches of `batch` (sample ids, each sample in exactly one) instead
     /// of splitting it: they are priced under the first rung of the memory ladder where all fit
     /// and scheduled like a split (e.g. to price another planner's split with this one). Packed
@@ -260,12 +328,14 @@ public:
     [[nodiscard]] plan_result plan_microbatches(std::span<const batching::sample> batch,
                                                 std::vector<std::vector<int>> microbatches,
                                                 batching::packed_layout layout = {}) {
-        const auto t0 = detail::clock::now();
         check_microbatches(batch.size(), microbatches, layout);
-        const batching::split_context<Model> ctx(model_, batch, opt_.config, opt_.split);
-        std::vector<std::pair<std::string, batching::split_result>> splits;
-        splits.emplace_back("given", ctx.assemble_first_fitting("given", std::move(microbatches), std::move(layout)));
-        return finish(std::move(splits), 1, t0);
+        return within_memory([&] {
+            const auto t0 = detail::clock::now();
+            const batching::split_context<Model> ctx(model_, batch, opt_.config, opt_.split);
+            std::vector<named_split> splits;
+            splits.emplace_back("given", ctx.assemble_first_fitting("given", microbatches, layout));
+            return finish(std::move(splits), {split_group{0, 1, 1}}, t0);
+        });
     }
 
     /// What simulate_split() returns: the split's schedule simulated per replica (no lowering).
@@ -359,19 +429,19 @@ private:
     }
 
     /// Balances the splits over the replicas, chooses, lowers and validates (plan()'s common part).
-    /// The first `always` splits are scheduled in full, the others after screening.
-    [[nodiscard]] plan_result finish(std::vector<std::pair<std::string, batching::split_result>> splits,
-                                     std::size_t always, detail::clock::time_point t0) {
+    /// Each group's first `always` splits are scheduled in full, the others after screening.
+    [[nodiscard]] plan_result finish(std::vector<named_split> splits, std::vector<split_group> groups,
+                                     detail::clock::time_point t0) {
         plan_result res;
         const int dp = std::max(1, opt_.config.dp);
-        if (dp > 1) balance_over_replicas(splits, always, dp);
+        if (dp > 1) balance_over_replicas(splits, groups, dp);
         res.times.split_ms = detail::ms_since(t0);
 
         const auto t1 = detail::clock::now();
-        choice c = choose(splits, always, res.candidates);
+        choice c = choose(splits, groups, res.candidates);
         std::vector<detail::scheduled>& best = c.replicas;
         if (best.empty()) throw limit_exceeded("plan: no candidate schedule fits in " +
-                                                 std::to_string(opt_.config.device_memory_mb) + " MB per device" +
+                                                 std::to_string(budget_mb_) + " MB per device" +
                                                  describe(res.candidates));
         res.chosen = polish(*c.kind, splits[c.split].first, best, res.candidates) ? res.candidates.size() - 1 : c.report;
         res.times.schedule_ms = detail::ms_since(t1);
@@ -390,38 +460,45 @@ private:
     }
 
     /// Balances every split's micro-batches over the `dp` replicas; a split with fewer
-    /// micro-batches than replicas is no candidate (`always` counts the remaining first ones).
-    /// Throws invalid_argument when no split gives every replica work.
-    static void balance_over_replicas(std::vector<std::pair<std::string, batching::split_result>>& splits,
-                                      std::size_t& always, int dp) {
-        std::vector<std::pair<std::string, batching::split_result>> kept;
-        std::size_t kept_always = 0;
-        for (std::size_t k = 0; k < splits.size(); ++k) {
-            batching::balance_result(splits[k].second, dp);
-            const auto& groups = splits[k].second.dp_groups;
-            if (std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); })) continue;
-            kept_always += k < always ? 1 : 0;
-            kept.push_back(std::move(splits[k]));
+    /// micro-batches than replicas is no candidate (the groups keep the others, an emptied group
+    /// is dropped). Throws invalid_argument when no split gives every replica work.
+    static void balance_over_replicas(std::vector<named_split>& splits, std::vector<split_group>& groups, int dp) {
+        std::vector<named_split> kept;
+        std::vector<split_group> kept_groups;
+        for (const split_group& g : groups) {
+            split_group h{kept.size(), 0, 0};
+            for (std::size_t k = g.begin; k < g.end; ++k) {
+                batching::balance_result(splits[k].second, dp);
+                const auto& parts = splits[k].second.dp_groups;
+                if (std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p.empty(); })) continue;
+                h.always += k < g.begin + g.always ? 1 : 0;
+                kept.push_back(std::move(splits[k]));
+            }
+            h.end = kept.size();
+            if (h.end > h.begin) kept_groups.push_back(h);
         }
         if (kept.empty())
             throw invalid_argument("plan: the batch splits into " + std::to_string(splits.front().second.microbatches.size()) +
                                    " micro-batches, which leave a replica of " + std::to_string(dp) + " without work");
         splits = std::move(kept);
-        always = kept_always;
+        groups = std::move(kept_groups);
     }
 
     const Model& model_;
     planner_options opt_;
     std::vector<schedule::simulation_workspace> ws_;  ///< one per worker thread
     batching::shape_cost_cache costs_;  ///< shape costs shared by the splits of every iteration
+    /// The schedules' memory limit: the device memory, or less while within_memory() re-plans.
+    double budget_mb_ = opt_.config.device_memory_mb;
 
     /// The split under the available memory alone, when it differs from `preferred`. When the
     /// preferred split needed no recomputation, its micro-batches also fit the available rung at
     /// the same costs, so only strictly better objectives are searched for (the bound prunes the
     /// DP); a split that is not strictly better is not a candidate.
     [[nodiscard]] std::optional<batching::split_result> available_split(std::span<const batching::sample> batch,
+                                                                       const batching::split_options& base,
                                                                        const batching::split_result& preferred) {
-        batching::split_options so = opt_.split;
+        batching::split_options so = base;
         so.limit_ladder = {batching::memory_limit_kind::available};
         const bool bounded = preferred.limit == batching::memory_limit_kind::preferred &&
                              preferred.recompute == recompute_mode::none;
@@ -433,6 +510,57 @@ private:
             return alt;
         } catch (const error&) {
             return std::nullopt;  // no split under the available memory alone: keep the preferred one
+        }
+    }
+
+    /// Runs `plan_once` until its plan's arena plus model state fits the device memory on every
+    /// rank, lowering the budget by the excess each time: the split's device memory and the
+    /// schedules' limit (budget_mb_) both, or when no plan exists so (a sample alone no longer
+    /// fits the split's budget) the schedules' limit alone. Throws limit_exceeded after
+    /// planner_options::memory_replans re-plans.
+    template <class F>
+    plan_result within_memory(F&& plan_once) {
+        const auto t0 = detail::clock::now();
+        const double device_mb = opt_.config.device_memory_mb;
+        struct restore {
+            double& split;
+            double& schedules;
+            double device;
+            ~restore() { split = schedules = device; }
+        } guard{opt_.config.device_memory_mb, budget_mb_, device_mb};
+        for (std::size_t attempt = 1;; ++attempt) {
+            plan_result r = attempt == 1 ? plan_once() : replan(plan_once, device_mb);
+            double need_mb = 0.0;
+            for (std::size_t k = 0; k < r.arena_mb.size(); ++k) need_mb = std::max(need_mb, r.arena_mb[k] + r.model_state_mb[k]);
+            r.budget_mb = budget_mb_;
+            r.memory_attempts = attempt;
+            r.times.total_ms = detail::ms_since(t0);
+            if (need_mb <= device_mb) return r;
+            if (attempt > opt_.memory_replans)
+                throw limit_exceeded("plan: the plan under a budget of " + std::to_string(r.budget_mb) + " MB needs " +
+                                     std::to_string(need_mb) + " MB (arena + model state) on some rank, over the " +
+                                     std::to_string(device_mb) + " MB per device, after " + std::to_string(attempt) + " plans");
+            // at least 0.1 % less each time, so the budget strictly decreases
+            budget_mb_ -= std::max(need_mb - device_mb, 1e-3 * device_mb);
+        }
+    }
+
+    /// plan_once() with the split's device memory at budget_mb_, or when that finds no plan, at
+    /// `device_mb` (the schedules' limit alone lowered).
+    template <class F>
+    plan_result replan(F& plan_once, double device_mb) {
+        opt_.config.device_memory_mb = budget_mb_;
+        try {
+            return plan_once();
+        } catch (const error&) {
+            opt_.config.device_memory_mb = device_mb;
+        }
+        try {
+            return plan_once();
+        } catch (const error& e) {
+            throw limit_exceeded("plan: the plans under " + std::to_string(device_mb) +
+                                 " MB per device need more (arena + model state) on some rank, and under a budget of " +
+                                 std::to_string(budget_mb_) + " MB no plan exists: " + e.what());
         }
     }
 
@@ -497,7 +625,7 @@ private:
     [[nodiscard]] schedule::named_schedule_options schedule_options(std::size_t inflight = 0) const {
         schedule::named_schedule_options no;
         no.chunks = static_cast<std::size_t>(opt_.config.virtual_chunks);
-        no.memory_limit_mb = opt_.config.device_memory_mb;
+        no.memory_limit_mb = budget_mb_;
         no.inflight_limit = inflight;
         if (no.chunks > 1) no.placement = schedule::placement_kind::interleaved;
         return no;
@@ -513,7 +641,7 @@ private:
         std::iota(order.begin(), order.end(), 0u);
         if (sc.microbatches < 2 || evaluations == 0 || !kind.searchable_order) return {order, 0};
         schedule::order_search_options so;
-        so.memory_limit_mb = opt_.config.device_memory_mb;
+        so.memory_limit_mb = budget_mb_;
         so.seed = opt_.seed;
         so.max_evaluations = evaluations;
         so.start = std::move(start);
@@ -564,7 +692,7 @@ private:
             c.report.feasible = false;  // the generator cannot meet the memory limit
             c.report.makespan_ms = std::numeric_limits<double>::infinity();
         }
-        c.report.feasible = c.report.feasible && c.report.peak_memory_mb <= opt_.config.device_memory_mb;
+        c.report.feasible = c.report.feasible && c.report.peak_memory_mb <= budget_mb_;
         return c;
     }
 
@@ -578,16 +706,35 @@ private:
 
     /// Tries every candidate kind on every replica of every split (in parallel over
     /// opt_.threads workers), reports them in the order split, then kind, and returns the
-    /// fastest feasible one (ties: the earlier).
-    choice choose(const std::vector<std::pair<std::string, batching::split_result>>& splits, std::size_t always,
+    /// fastest feasible one (ties: the earlier). Group by group (one per recomputation mode):
+    /// a split of a later group runs only when its busy-time bound is below the fastest so far.
+    choice choose(const std::vector<named_split>& splits, const std::vector<split_group>& groups,
                   std::vector<candidate_report>& reports) {
         const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
         std::vector<std::vector<schedule::scenario>> scs(splits.size());
         for (std::size_t k = 0; k < splits.size(); ++k)
             for (std::size_t r = 0; r < dp; ++r)
                 scs[k].push_back(replica_scenario(splits[k].second, replica_mbs(splits[k].second, r)));
+        choice best;
+        double best_ms = std::numeric_limits<double>::infinity();
+        for (const split_group& g : groups) {
+            std::vector<std::size_t> picked;
+            for (std::size_t k : screen(scs, g)) {
+                double bound_ms = 0.0;
+                for (const auto& sc : scs[k]) bound_ms = std::max(bound_ms, busy_bound_ms(sc));
+                if (bound_ms < best_ms) picked.push_back(k);  // (the first group: best_ms is infinite)
+            }
+            run_splits(splits, scs, picked, reports, best, best_ms);
+        }
+        return best;
+    }
+
+    /// Schedules every candidate kind on the splits `picked` (in parallel), reports them in the
+    /// order split, then kind, and keeps in `best` the fastest feasible one strictly below `best_ms`.
+    void run_splits(const std::vector<named_split>& splits,
+                    const std::vector<std::vector<schedule::scenario>>& scs, const std::vector<std::size_t>& picked,
+                    std::vector<candidate_report>& reports, choice& best, double& best_ms) {
         const auto ks = kinds();
-        const std::vector<std::size_t> picked = screen(scs, always);
         const std::size_t tasks = picked.size() * ks.size();
         std::vector<candidate_run> runs(tasks);
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks, opt_.threads)));
@@ -595,8 +742,6 @@ private:
             const std::size_t k = picked[t / ks.size()];
             runs[t] = run_candidate(*ks[t % ks.size()], splits[k].first, scs[k], ws_[worker], opt_.order_search_evaluations);
         });
-        choice best;
-        double best_ms = std::numeric_limits<double>::infinity();
         for (std::size_t t = 0; t < tasks; ++t) {
             reports.push_back(runs[t].report);
             if (runs[t].report.feasible && runs[t].report.makespan_ms < best_ms) {
@@ -604,7 +749,15 @@ private:
                 best = {std::move(runs[t].replicas), picked[t / ks.size()], ks[t % ks.size()], reports.size() - 1};
             }
         }
-        return best;
+    }
+
+    /// A lower bound on every schedule of `sc`: the most work (forwards and backwards) one
+    /// device has (schedules only add work, e.g. recomputation ops).
+    [[nodiscard]] static double busy_bound_ms(const schedule::scenario& sc) {
+        std::vector<double> busy(sc.device_count(), 0.0);
+        for (std::size_t v = 0; v < sc.stages; ++v)
+            for (std::size_t j = 0; j < sc.microbatches; ++j) busy[sc.device_of(v)] += sc.fwd(j, v) + sc.bwd(j, v);
+        return *std::max_element(busy.begin(), busy.end());
     }
 
     /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind.
@@ -614,23 +767,24 @@ private:
         return std::find(ks.begin(), ks.end(), zb) != ks.end() ? zb : ks.back();
     }
 
-    /// The splits (indices into `scs`, ascending) to schedule with every kind: the first
-    /// `always`, and of the others all when there are at most opt_.scheduled_extra_splits, else
+    /// The splits of group `g` (indices into `scs`, ascending) to schedule with every kind: its
+    /// first `always`, and of the others all when there are at most opt_.scheduled_extra_splits, else
     /// the best by one quick simulation each (see planner_options::scheduled_extra_splits).
     [[nodiscard]] std::vector<std::size_t> screen(const std::vector<std::vector<schedule::scenario>>& scs,
-                                                  std::size_t always) const {
-        std::vector<std::size_t> idx(scs.size());
-        for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+                                                  const split_group& g) const {
+        std::vector<std::size_t> idx(g.end - g.begin);
+        for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = g.begin + k;
+        const std::size_t always = g.always;
         if (idx.size() <= always + opt_.scheduled_extra_splits) return idx;
         const kind_t kind = screening_kind();
         schedule::named_schedule_options quick = schedule_options();
         quick.quick = true;
         std::vector<double> quick_ms(scs.size(), 0.0);
-        parallel_for(scs.size() - always, opt_.threads, [&](std::size_t e, std::size_t) {
-            const std::size_t k = always + e;
+        parallel_for(idx.size() - always, opt_.threads, [&](std::size_t e, std::size_t) {
+            const std::size_t k = g.begin + always + e;
             for (const auto& sc : scs[k]) {
                 schedule::order_search_options so;
-                so.memory_limit_mb = opt_.config.device_memory_mb;
+                so.memory_limit_mb = budget_mb_;
                 so.max_evaluations = schedule::order_search_starts;
                 so.simulate_winner = false;
                 const auto r = schedule::search_order_with(sc, [&](std::size_t) { return schedule::make_generator(*kind, quick); }, so);
@@ -660,7 +814,7 @@ private:
             if (order == identity) continue;
             detail::scheduled next = schedule_in_order(kind, rep.sc, std::move(order), inflight, ws_.front());
             const double peak = *std::max_element(next.sim.peak_memory_mb.begin(), next.sim.peak_memory_mb.end());
-            if (!(next.sim.makespan_ms < rep.sim.makespan_ms) || peak > opt_.config.device_memory_mb) continue;
+            if (!(next.sim.makespan_ms < rep.sim.makespan_ms) || peak > budget_mb_) continue;
             for (std::uint32_t& j : next.order) j = rep.order[j];  // relative to the replica's own scenario
             rep = std::move(next);
             improved = true;
@@ -717,6 +871,12 @@ private:
             res.arena_mb.push_back(static_cast<double>(prog.arena_bytes) / 1e6);
             res.live_peak_mb.push_back(static_cast<double>(prog.live_peak_bytes) / 1e6);
         }
+        for (const auto& r : reps)  // rank = replica · devices + device
+            for (std::size_t d = 0; d < r.sched.placement.devices(); ++d) {
+                double state_mb = 0.0;
+                for (std::size_t c = 0; c < r.sched.placement.chunks(); ++c) state_mb += r.sc.model_state_mb[r.sched.placement.stage_of(d, c)];
+                res.model_state_mb.push_back(state_mb);
+            }
         for (const auto& r : reps) res.simulations.push_back(r.sim);
         res.scenario = std::move(reps.front().sc);
         res.schedule = std::move(reps.front().sched);

@@ -1,0 +1,142 @@
+// The planner's memory promise: every rank of an accepted plan fits its arena (the lowered
+// buffers) plus its model state in the device memory, and more device memory never gives a
+// slower plan (the recomputation modes are compared, not taken first-fit).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "batching/real_batches.hpp"
+#include "common.hpp"
+#include "pipeplan/cost/analytic.hpp"
+#include "pipeplan/cost/profile.hpp"
+#include "pipeplan/plan/planner.hpp"
+#include "profile_models.hpp"
+#include "support.hpp"
+
+using namespace pipeplan;
+using namespace pipeplan::plan;
+
+namespace {
+
+planner_options mem_options(int tp, int stages, int layers_per_stage, int hidden_size, double memory_mb) {
+    planner_options o;
+    o.config.stages = stages;
+    o.config.layers_per_stage = layers_per_stage;
+    o.config.tp = tp;
+    o.config.device_memory_mb = memory_mb;
+    o.hidden_size = hidden_size;
+    return o;
+}
+
+/// Checks arena + model state <= the device memory on every rank; returns the largest sum.
+double mem_check_fits(const plan_result& r, double memory_mb) {
+    REQUIRE(r.arena_mb.size() == r.plan.programs.size());
+    REQUIRE(r.model_state_mb.size() == r.plan.programs.size());
+    double worst = 0.0;
+    for (std::size_t k = 0; k < r.arena_mb.size(); ++k) {
+        INFO("rank " << k << ": arena " << r.arena_mb[k] << " MB + model state " << r.model_state_mb[k] << " MB");
+        CHECK(r.arena_mb[k] + r.model_state_mb[k] <= memory_mb);
+        worst = std::max(worst, r.arena_mb[k] + r.model_state_mb[k]);
+    }
+    CHECK(r.budget_mb <= memory_mb);
+    return worst;
+}
+
+/// Plans `batch` at every limit of `limits_mb` (ascending): every accepted plan fits, and (when
+/// `monotone`) the makespan never grows by more than 0.5 % with more memory. Returns how many
+/// plans were accepted.
+template <class Model>
+std::size_t mem_sweep(const Model& model, const std::vector<batching::sample>& batch, planner_options o,
+                  const std::vector<double>& limits_mb, bool monotone = true) {
+    double best_ms = 0.0;
+    std::size_t accepted = 0;
+    for (double limit : limits_mb) {
+        o.config.device_memory_mb = limit;
+        const plan_outcome q = try_plan_iteration(model, batch, o);
+        if (!q.ok()) {
+            INFO("limit " << limit << " MB refused after a plan at a smaller limit: " << q.error);
+            CHECK(accepted == 0);  // a limit that allows a plan allows one at every larger limit
+            continue;
+        }
+        const plan_result& r = *q.result;
+        ++accepted;
+        const double need = mem_check_fits(r, limit);
+        MESSAGE("limit " << limit << " MB: " << r.makespan_ms << " ms, " << r.plan.header.microbatches.size()
+                         << " micro-batches, " << to_string(r.split.recompute) << " recompute, needs " << need
+                         << " MB, budget " << r.budget_mb << " MB (" << r.memory_attempts << " plans)");
+        if (monotone && accepted > 1) {
+            INFO("limit " << limit << " MB: " << r.makespan_ms << " ms after " << best_ms << " ms at a smaller limit");
+            CHECK(r.makespan_ms <= best_ms * 1.005);
+        }
+        best_ms = accepted == 1 ? r.makespan_ms : std::min(best_ms, r.makespan_ms);
+    }
+    return accepted;
+}
+
+std::vector<double> mem_limits(double from_mb, double to_mb, double step_mb) {
+    std::vector<double> v;
+    for (double m = from_mb; m <= to_mb + 1e-9; m += step_mb) v.push_back(m);
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("planner memory: synthetic batches, a sweep of limits: arena + model state fit") {
+    const analytic_cost_model gpt = make_analytic_model("gpt-6.7b");
+    for (std::uint64_t seed : {1u, 2u}) {
+        const auto batch = test::mixed_length_batch(32768, seed);
+        INFO("seed " << seed);
+        // fits everywhere; not monotone within one recomputation mode (docs/plans.md)
+        const std::size_t n = mem_sweep(gpt, batch, mem_options(2, 4, 8, 4096, 0), mem_limits(10000, 24000, 1000), false);
+        CHECK(n >= 8);
+    }
+}
+
+TEST_CASE("planner memory: a plan over the device memory is made again under a smaller budget") {
+    // The lowered plan holds message buffers the simulator does not count, and its arena wastes
+    // some memory to fragmentation: at some limits the plan chosen by simulation does not fit.
+    // There the planner without re-plans refuses (limit_exceeded) and with them finds one that fits.
+    const analytic_cost_model gpt = make_analytic_model("gpt-6.7b");
+    const auto batch = test::mixed_length_batch(32768, 3);
+    // Where no plan fits (message buffers alone may not), the error is limit_exceeded.
+    std::size_t replanned = 0;
+    for (double limit : mem_limits(10000, 24000, 250)) {
+        auto o = mem_options(2, 4, 8, 4096, limit);
+        o.memory_replans = 0;
+        const plan_outcome once = try_plan_iteration(gpt, batch, o);
+        if (once.ok() || once.error.find("arena + model state") == std::string::npos) continue;
+        INFO("limit " << limit << " MB: " << once.error);
+        o.memory_replans = 8;
+        try {
+            const plan_result r = plan_iteration(gpt, batch, o);
+            mem_check_fits(r, limit);
+            CHECK(r.memory_attempts >= 2);
+            CHECK(r.budget_mb < limit);
+            ++replanned;
+        } catch (const limit_exceeded& e) {
+            MESSAGE("limit " << limit << " MB: no plan fits: " << std::string(e.what()));
+        }
+    }
+    CHECK(replanned > 0);
+}
+
+TEST_CASE("planner memory: real GPT-6.7B and T5-11B batches over many limits" * PIPEPLAN_NEEDS_DATA()) {
+    const auto& gpt = test::profile_model("gpt_6.7b", interpolation_mode::recommended);
+    // Monotone across the change of recomputation mode (full below ~18000 MB, selective above;
+    // docs/plans.md): the first mode that fits is not taken blindly.
+    for (std::uint64_t seed : {1u, 2u, 4u}) {
+        INFO("GPT seed " << seed);
+        const auto batch = test::draw_batch("superni_gpt.csv", 65536, seed);
+        CHECK(mem_sweep(gpt, batch, mem_options(2, 4, 8, 4096, 0), mem_limits(15000, 18750, 250)) >= 14);
+    }
+    // Fits everywhere; within one recomputation mode the makespan is not monotone (docs/plans.md).
+    const auto& t5 = test::profile_model("t5_11b", interpolation_mode::recommended);
+    for (std::uint64_t seed : {1u, 2u}) {
+        INFO("T5 seed " << seed);
+        const auto batch = test::draw_batch("superni_llama.csv", 65536, seed);
+        CHECK(mem_sweep(t5, batch, mem_options(4, 4, 6, 1024, 0), mem_limits(12000, 36000, 3000), false) >= 8);
+    }
+}
