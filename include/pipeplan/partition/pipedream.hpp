@@ -17,8 +17,10 @@
 // time per minibatch; data parallelism on the same workers is (C + 4 (W-1) P / (B W) / W_{l-1}) / W
 // level by level. Straight pipelines give every stage one worker (exactly W stages).
 //
-// Where several partitions tie, the printed one is PipeDream's: each cell keeps its one-stage
-// value unless a candidate is strictly faster, candidates come in PipeDream's order (the last
+// Where several partitions tie, the printed one is the one PipeDream's optimizer prints with its
+// Python sets iterated in the orders antichain.hpp names (unpatched, they iterate in object-address
+// order and PipeDream's printout changes from run to run): each cell keeps its one-stage value
+// unless a candidate is strictly faster, candidates come in PipeDream's loop order (the last
 // stage's start k ascending, then its workers r ascending), and the DP evaluates PipeDream's
 // formulas in PipeDream's unit, seconds, with its operations in its order (each state's compute
 // is the sum of (forward + backward) ms / 1000 over its layers in file order), because the last
