@@ -48,12 +48,12 @@ void print_text(const pp::pipedream_result& r) {
         std::printf("level %d: %d workers at %.3g B/s\n", lv.level, lv.workers, lv.bandwidth_bytes_per_s);
         std::printf("  (start, end) replicas  compute_s  comm_s  transfer_s\n");
         for (const auto& s : lv.stages)
-            std::printf("  (%zu, %zu) x%d  %.6f  %.6f  %.6f\n", s.start, s.end, s.replicas, s.compute_s, s.comm_s,
-                        s.transfer_s);
-        std::printf("  bottleneck stage %.6f s\n", lv.bottleneck_stage_s);
+            std::printf("  (%zu, %zu) x%d  %.6f  %.6f  %.6f\n", s.start, s.end, s.replicas, s.compute_ms / 1e3,
+                        s.comm_ms / 1e3, s.transfer_ms / 1e3);
+        std::printf("  bottleneck stage %.6f s\n", lv.bottleneck_stage_ms / 1e3);
     }
     std::printf("time per minibatch %.9g s; data parallelism %.9g s; speedup over data parallelism %.4fx\n",
-                r.time_per_minibatch_s, r.data_parallel_s, r.speedup_over_dp());
+                r.time_per_minibatch_ms / 1e3, r.data_parallel_ms / 1e3, r.speedup_over_dp());
 }
 
 void run_partition(const partition_args& a) {

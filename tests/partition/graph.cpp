@@ -127,7 +127,7 @@ TEST_CASE("antichain DAG: a chain's states are its layers; a diamond's are its c
     REQUIRE(dag.inputs.size() == 1);
     for (std::size_t i = 0; i < 3; ++i) {
         CHECK(dag.states[i].antichain == std::vector<layer_vertex>{i + 1});
-        CHECK(dag.states[i].compute_s == doctest::Approx(0.003 * (i + 1)));  // the input is not counted
+        CHECK(dag.states[i].compute_ms == doctest::Approx(3.0 * (i + 1)));  // the input is not counted
         CHECK(dag.states[i].ancestors.size() == i);
     }
     // a -> {b, c} -> d: cuts {a}, {b, a}, {c, a}, {b, c}, {d}; {a} first, {d} last.
@@ -139,7 +139,7 @@ TEST_CASE("antichain DAG: a chain's states are its layers; a diamond's are its c
     CHECK(d.states.front().antichain == std::vector<layer_vertex>{0});
     CHECK(d.states.back().antichain == std::vector<layer_vertex>{3});
     CHECK(d.states.back().ancestors.size() == 4);
-    CHECK(d.states.back().compute_s == doctest::Approx(4 * 0.003));
+    CHECK(d.states.back().compute_ms == doctest::Approx(4 * 3.0));
     // every state's ancestors come before it (a topological order)
     for (std::size_t p = 0; p < d.states.size(); ++p)
         for (std::size_t q : d.states[p].ancestors) CHECK(q < p);

@@ -33,8 +33,8 @@ void check_against_optimizer(const antichain_dag& dag, int workers, bool straigh
     const auto stages = rr_stages(dag, r.levels[0]);
     const auto sim = simulate_1f1b_rr(stages);
     CHECK(sim.workers == workers);
-    CHECK(sim.predicted_time_per_minibatch_ms == doctest::Approx(1000 * r.time_per_minibatch_s).epsilon(1e-9));
-    CHECK(sim.steady_time_per_minibatch_ms == doctest::Approx(1000 * r.time_per_minibatch_s).epsilon(1e-9));
+    CHECK(sim.predicted_time_per_minibatch_ms == doctest::Approx(r.time_per_minibatch_ms).epsilon(1e-9));
+    CHECK(sim.steady_time_per_minibatch_ms == doctest::Approx(r.time_per_minibatch_ms).epsilon(1e-9));
     for (std::size_t k = 0; k < stages.size(); ++k) {
         CHECK(sim.stages[k].max_in_flight == sim.stages[k].warmup + 1);
         CHECK(sim.stages[k].weight_versions == sim.stages[k].warmup + 1);

@@ -10,8 +10,11 @@
 //
 // Like PipeDream (graph/graph.py: antichain_dag, topological_sort) the DAG is explored
 // breadth-first from the first source, and sorted by a depth-first search in discovery order.
-// Where PipeDream iterates a Python set (whose order varies between runs) this code takes
-// vertex order, so the order is deterministic; the optimizer's times do not depend on it.
+// Where PipeDream iterates a Python set (an augmented antichain's extra layers, a state's
+// layers when summing, a state's ancestors) this code takes vertex (file) order and position
+// order. PipeDream's sets iterate in the order of object addresses, which changes from run to
+// run; with them iterated in these orders its printed partitions are this code's
+// (tests/partition/pipedream_ties.cpp).
 // Before exploring, inputs (sources described "Input...") and unused "__getitem__" sinks are
 // set aside as PipeDream sets them aside (the input always goes with the first stage).
 #pragma once
@@ -57,8 +60,8 @@ private:
 /// including its antichain.
 struct antichain_state {
     std::vector<layer_vertex> antichain;  ///< augmented antichain (PipeDream's `antichain`)
-    double compute_s = 0;                 ///< forward + backward of every layer up to here (s)
-    double forward_s = 0;                 ///< forward of every layer up to here (s)
+    double compute_ms = 0;                ///< forward + backward of every layer up to here
+    double forward_ms = 0;                ///< forward of every layer up to here
     double activation_bytes = 0;          ///< activation bytes of every layer up to here
     double parameter_bytes = 0;           ///< parameter bytes of every layer up to here
     double output_activation_bytes = 0;   ///< activations leaving the antichain (sent at a cut)
@@ -72,6 +75,7 @@ struct antichain_dag {
     std::vector<layer_vertex> dropped_sinks;  ///< "__getitem__" sinks set aside
     std::vector<vertex_set> ancestors_of_state;  ///< ancestor positions of each state, as sets
     std::vector<vertex_set> layers_up_to;  ///< layers in or before each state's antichain
+    std::vector<double> layer_compute_ms;  ///< forward + backward of each layer, by vertex
 };
 
 namespace detail {
@@ -284,12 +288,13 @@ inline constexpr std::size_t default_max_antichain_states = 20000;
             past.insert(x);
         }
         past.for_each([&](std::size_t v) {
-            st.compute_s += g[v].compute_ms() / 1000.0;
-            st.forward_s += g[v].forward_ms / 1000.0;
+            st.compute_ms += g[v].compute_ms();
+            st.forward_ms += g[v].forward_ms;
             st.activation_bytes += g[v].activation_bytes();
             st.parameter_bytes += g[v].parameter_bytes;
         });
     }
+    for (layer_vertex v = 0; v < k.n; ++v) dag.layer_compute_ms.push_back(g[v].compute_ms());
     for (std::size_t p = 0; p < n; ++p) dag.ancestors_of_state[p].for_each([&](std::size_t q) {
         dag.states[p].ancestors.push_back(q);
     });

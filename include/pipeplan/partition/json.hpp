@@ -3,7 +3,8 @@
 // Keys (docs/formats.md): pipedream_result → levels [{level, workers, bandwidth_bytes_per_s,
 // time_per_minibatch_s, bottleneck_stage_s, stages [{start, end, replicas, compute_s, comm_s,
 // transfer_s}]}] (lowest level first; the last is the top level), time_per_minibatch_s,
-// data_parallel_s, single_worker_s, speedup_over_dp, states.
+// data_parallel_s, single_worker_s, speedup_over_dp, states. Times are in seconds there, as
+// PipeDream prints them: the result's ms / 1000.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,25 +13,33 @@
 
 namespace pipeplan::partition {
 
+namespace detail {
+[[nodiscard]] inline double json_seconds(double ms) { return ms / 1000.0; }
+}  // namespace detail
+
 inline void to_json(nlohmann::json& j, const pipedream_stage& s) {
-    j = nlohmann::json{{"start", s.start},         {"end", s.end},       {"replicas", s.replicas},
-                       {"compute_s", s.compute_s}, {"comm_s", s.comm_s}, {"transfer_s", s.transfer_s}};
+    j = nlohmann::json{{"start", s.start},
+                       {"end", s.end},
+                       {"replicas", s.replicas},
+                       {"compute_s", detail::json_seconds(s.compute_ms)},
+                       {"comm_s", detail::json_seconds(s.comm_ms)},
+                       {"transfer_s", detail::json_seconds(s.transfer_ms)}};
 }
 
 inline void to_json(nlohmann::json& j, const pipedream_level& l) {
     j = nlohmann::json{{"level", l.level},
                        {"workers", l.workers},
                        {"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
-                       {"time_per_minibatch_s", l.time_per_minibatch_s},
-                       {"bottleneck_stage_s", l.bottleneck_stage_s},
+                       {"time_per_minibatch_s", detail::json_seconds(l.time_per_minibatch_ms)},
+                       {"bottleneck_stage_s", detail::json_seconds(l.bottleneck_stage_ms)},
                        {"stages", l.stages}};
 }
 
 inline void to_json(nlohmann::json& j, const pipedream_result& r) {
     j = nlohmann::json{{"levels", r.levels},
-                       {"time_per_minibatch_s", r.time_per_minibatch_s},
-                       {"data_parallel_s", r.data_parallel_s},
-                       {"single_worker_s", r.single_worker_s},
+                       {"time_per_minibatch_s", detail::json_seconds(r.time_per_minibatch_ms)},
+                       {"data_parallel_s", detail::json_seconds(r.data_parallel_ms)},
+                       {"single_worker_s", detail::json_seconds(r.single_worker_ms)},
                        {"speedup_over_dp", r.speedup_over_dp()},
                        {"states", r.states}};
 }

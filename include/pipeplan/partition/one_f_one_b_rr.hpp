@@ -282,8 +282,8 @@ struct rr_timeline {
         };
         rr_stage r;
         r.replicas = s.replicas;
-        r.forward_ms = 1000.0 * range(&antichain_state::forward_s);
-        r.backward_ms = std::max(0.0, 1000.0 * range(&antichain_state::compute_s) - r.forward_ms);
+        r.forward_ms = range(&antichain_state::forward_ms);
+        r.backward_ms = std::max(0.0, range(&antichain_state::compute_ms) - r.forward_ms);
         r.parameter_bytes = range(&antichain_state::parameter_bytes);
         r.activation_bytes = range(&antichain_state::activation_bytes);
         r.sync_ms = 1000.0 * 4.0 * (r.replicas - 1) * r.parameter_bytes / (bw * r.replicas);

@@ -16,6 +16,15 @@
 // on all W_l workers becomes level l+1's compute time of each range. The top level's A is the
 // time per minibatch; data parallelism on the same workers is (C + 4 (W-1) P / (B W) / W_{l-1}) / W
 // level by level. Straight pipelines give every stage one worker (exactly W stages).
+//
+// Where several partitions tie, the printed one is the one PipeDream's optimizer prints with its
+// Python sets iterated in the orders antichain.hpp names (unpatched, they iterate in object-address
+// order and PipeDream's printout changes from run to run): each cell keeps its one-stage value
+// unless a candidate is strictly faster, candidates come in PipeDream's loop order (the last
+// stage's start k ascending, then its workers r ascending), and the DP evaluates PipeDream's
+// formulas in PipeDream's unit, seconds, with its operations in its order (each state's compute
+// is the sum of (forward + backward) ms / 1000 over its layers in file order), because the last
+// bits of those sums decide near-ties. The results are reported in ms.
 #pragma once
 
 #include <algorithm>
@@ -67,10 +76,10 @@ struct pipedream_options {
 struct pipedream_stage {
     std::size_t start = 0, end = 0;
     int replicas = 1;
-    double compute_s = 0;   ///< compute of the range / replicas
-    double comm_s = 0;      ///< data-parallel weight sync / replicas (PipeDream's printout)
-    double transfer_s = 0;  ///< max of the input and output activation transfers (0 at the ends)
-    [[nodiscard]] double time_s() const noexcept { return std::max(compute_s + comm_s, transfer_s); }
+    double compute_ms = 0;   ///< compute of the range / replicas
+    double comm_ms = 0;      ///< data-parallel weight sync / replicas (PipeDream's printout)
+    double transfer_ms = 0;  ///< max of the input and output activation transfers (0 at the ends)
+    [[nodiscard]] double time_ms() const noexcept { return std::max(compute_ms + comm_ms, transfer_ms); }
 };
 
 /// One level's result.
@@ -79,30 +88,33 @@ struct pipedream_level {
     int workers = 1;
     double bandwidth_bytes_per_s = 0;
     std::vector<pipedream_stage> stages;  ///< all of this level's stages, in pipeline order
-    double time_per_minibatch_s = 0;      ///< slowest sub-pipeline of this level (top: the pipeline)
-    double bottleneck_stage_s = 0;        ///< max over stages of time_s()
+    double time_per_minibatch_ms = 0;     ///< slowest sub-pipeline of this level (top: the pipeline)
+    double bottleneck_stage_ms = 0;       ///< max over stages of time_ms()
 };
 
 /// The optimizer's answer.
 struct pipedream_result {
     std::vector<pipedream_level> levels;  ///< lowest first; the last is the top level
-    double time_per_minibatch_s = 0;      ///< the top level's A(n-1, W-1)
-    double data_parallel_s = 0;           ///< data parallelism on the same workers
-    double single_worker_s = 0;           ///< all compute on one worker
-    [[nodiscard]] double speedup_over_dp() const noexcept { return data_parallel_s / time_per_minibatch_s; }
+    double time_per_minibatch_ms = 0;     ///< the top level's A(n-1, W-1)
+    double data_parallel_ms = 0;          ///< data parallelism on the same workers
+    double single_worker_ms = 0;          ///< all compute on one worker
+    [[nodiscard]] double speedup_over_dp() const noexcept { return data_parallel_ms / time_per_minibatch_ms; }
     std::size_t states = 0;               ///< antichain DAG size
 };
 
 namespace detail {
 
+/// Milliseconds per second: the DP works in PipeDream's seconds, its results are in ms.
+inline constexpr double ms_per_s = 1000.0;
+
 /// The DP's table of one level: A[i][j][m] (PipeDream's layout) with rows 1..n only on
 /// lower levels.
 struct dp_cell {
-    double time = std::numeric_limits<double>::quiet_NaN();  ///< NaN: infeasible (Python's None)
+    double time_s = std::numeric_limits<double>::quiet_NaN();  ///< NaN: infeasible (Python's None)
     std::size_t split_k = 0;      ///< last stage starts after state split_k ...
     int split_m = -1;             ///< ... the rest uses split_m + 1 workers (-1: one stage)
     int replicas = 0;
-    [[nodiscard]] bool ok() const noexcept { return !std::isnan(time); }
+    [[nodiscard]] bool ok() const noexcept { return !std::isnan(time_s); }
 };
 
 class dp_table {
@@ -119,16 +131,27 @@ private:
     std::vector<dp_cell> cells_;
 };
 
-/// Range sums of PipeDream's compute_times / activation_sizes / parameter_sizes: row 0 is the
-/// prefix up to j, row i >= 1 the range (i-1, j]; NaN for j < i. Compute times come from the
-/// states until a lower level replaces them with its best times (then they are a table).
+/// PipeDream's per-state compute time (s): (forward + backward) ms / 1000 summed over the
+/// state's layers in file order, the operations PipeDream's optimizer performs.
+[[nodiscard]] inline std::vector<double> state_compute_s(const antichain_dag& dag) {
+    std::vector<double> out(dag.states.size(), 0.0);
+    for (std::size_t p = 0; p < out.size(); ++p)
+        dag.layers_up_to[p].for_each([&](std::size_t v) { out[p] += dag.layer_compute_ms[v] / ms_per_s; });
+    return out;
+}
+
+/// Range sums of PipeDream's compute_times (s) / activation_sizes / parameter_sizes: row 0 is
+/// the prefix up to j, row i >= 1 the range (i-1, j]; NaN for j < i. Compute times come from
+/// the states until a lower level replaces them with its best times (then they are a table).
 struct range_sums {
     const antichain_dag* dag = nullptr;
+    std::vector<double> compute_s;  ///< state_compute_s(*dag)
     std::vector<double> replaced;  ///< (n+1) x n once a lower level ran; empty before
     std::size_t n = 0;
-    [[nodiscard]] double time(std::size_t i, std::size_t j) const {
+    [[nodiscard]] double time_s(std::size_t i, std::size_t j) const {
         if (!replaced.empty()) return replaced[i * n + j];
-        return j < i ? std::numeric_limits<double>::quiet_NaN() : sum(&antichain_state::compute_s, i, j);
+        if (j < i) return std::numeric_limits<double>::quiet_NaN();
+        return i == 0 ? compute_s[j] : compute_s[j] - compute_s[i - 1];
     }
     [[nodiscard]] double sum(double antichain_state::*field, std::size_t i, std::size_t j) const {
         const auto& s = dag->states;
@@ -144,7 +167,7 @@ inline void fill_single_stages(dp_table& A, const range_sums& sums, std::size_t 
     const std::size_t n = sums.n;
     const int max_m = opt.straight_pipeline ? 1 : W;
     for (std::size_t j = i; j < n; ++j) {
-        const double compute = sums.time(i, j);
+        const double compute = sums.time_s(i, j);
         const double act = sums.sum(&antichain_state::activation_bytes, i, j);
         const double par = sums.sum(&antichain_state::parameter_bytes, i, j);
         for (int m = 0; m < max_m; ++m) {
@@ -172,7 +195,7 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
         const double out_2o = 2.0 * dag.states[j].output_activation_bytes;
         for (std::size_t k : dag.states[j].ancestors) {
             if (i > 0 && dag.ancestors_of_state[i - 1].contains(k)) continue;
-            const double compute = sums.time(k + 1, j);
+            const double compute = sums.time_s(k + 1, j);
             if (std::isnan(compute)) continue;
             const double par = sums.sum(&antichain_state::parameter_bytes, k + 1, j);
             const double stash = sums.sum(&antichain_state::activation_bytes, k + 1, j) + par;
@@ -190,8 +213,8 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
                     if (opt.memory_limit_bytes && stash * ceil_ratio(W - (m + 1), r) > *opt.memory_limit_bytes) continue;
                     const dp_cell& rest = A.at(i, k, m - r);
                     if (!rest.ok()) continue;
-                    const double t = std::max(rest.time, stage_t[static_cast<std::size_t>(r)]);
-                    if (!best.ok() || best.time > t) best = dp_cell{t, k, m - r, r};
+                    const double t = std::max(rest.time_s, stage_t[static_cast<std::size_t>(r)]);
+                    if (!best.ok() || best.time_s > t) best = dp_cell{t, k, m - r, r};
                 }
             }
         }
@@ -221,13 +244,13 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
     const auto& st = dag.states;
     for (auto& s : rev) {
         const double r = s.replicas;
-        const double compute = st[s.end - 1].compute_s - (s.start > 0 ? st[s.start - 1].compute_s : 0.0);
+        const double compute_ms = st[s.end - 1].compute_ms - (s.start > 0 ? st[s.start - 1].compute_ms : 0.0);
         const double par = st[s.end - 1].parameter_bytes - (s.start > 0 ? st[s.start - 1].parameter_bytes : 0.0);
-        s.compute_s = compute / r;
-        s.comm_s = 4.0 * (r - 1) * par / (bw * r) / r;
-        const double in_t = s.start > start ? 2.0 * st[s.start - 1].output_activation_bytes / (bw * r) / compression : 0;
-        const double out_t = s.end < end ? 2.0 * st[s.end - 1].output_activation_bytes / (bw * r) / compression : 0;
-        s.transfer_s = std::max(in_t, out_t);
+        s.compute_ms = compute_ms / r;
+        s.comm_ms = ms_per_s * 4.0 * (r - 1) * par / (bw * r) / r;
+        const double in_s = s.start > start ? 2.0 * st[s.start - 1].output_activation_bytes / (bw * r) / compression : 0;
+        const double out_s = s.end < end ? 2.0 * st[s.end - 1].output_activation_bytes / (bw * r) / compression : 0;
+        s.transfer_ms = ms_per_s * std::max(in_s, out_s);
     }
     return rev;
 }
@@ -243,7 +266,7 @@ inline constexpr double max_table_bytes = 4e9;
 [[nodiscard]] inline pipedream_result optimize_pipedream(const antichain_dag& dag, const pipedream_options& opt) {
     opt.validate();
     const std::size_t n = dag.states.size();
-    detail::range_sums sums{&dag, {}, n};
+    detail::range_sums sums{&dag, detail::state_compute_s(dag), {}, n};
     if (opt.levels.size() > 1) {
         // Lower levels fill (n+1) x n x W cells: refuse what would not fit in memory.
         const double cells = static_cast<double>(n + 1) * static_cast<double>(n);
@@ -269,7 +292,7 @@ inline constexpr double max_table_bytes = 4e9;
         if (!top) {
             std::vector<double> next((n + 1) * n);
             for (std::size_t i = 0; i <= n; ++i)
-                for (std::size_t j = 0; j < n; ++j) next[i * n + j] = A.at(i, j, W - 1).time;
+                for (std::size_t j = 0; j < n; ++j) next[i * n + j] = A.at(i, j, W - 1).time_s;
             sums.replaced = std::move(next);
         }
         within = W;
@@ -281,7 +304,7 @@ inline constexpr double max_table_bytes = 4e9;
     if (!top.at(0, n - 1, W_top - 1).ok())
         throw error("pipedream optimizer: no partition satisfies the options (memory limit, or a straight "
                     "pipeline with more workers than the " + std::to_string(n) + " states)");
-    res.time_per_minibatch_s = top.at(0, n - 1, W_top - 1).time;
+    res.time_per_minibatch_ms = detail::ms_per_s * top.at(0, n - 1, W_top - 1).time_s;
 
     // Walk down the levels: each stage of a level is partitioned by the level below.
     std::vector<std::pair<std::size_t, std::size_t>> ranges{{0, n}};
@@ -294,30 +317,30 @@ inline constexpr double max_table_bytes = 4e9;
         std::vector<std::pair<std::size_t, std::size_t>> next;
         for (const auto& [start, end] : ranges) {
             const auto& cell = tables[l].at(start, end - 1, out.workers - 1);
-            out.time_per_minibatch_s = std::max(out.time_per_minibatch_s, cell.time);
+            out.time_per_minibatch_ms = std::max(out.time_per_minibatch_ms, detail::ms_per_s * cell.time_s);
             for (auto& s : detail::trace_stages(tables[l], dag, start, end, out.workers,
                                                 out.bandwidth_bytes_per_s, opt.activation_compression)) {
                 if (l > 0)  // a unit of this level runs the range as the level below's pipeline
-                    s.compute_s = tables[l - 1].at(s.start, s.end - 1, opt.levels[l - 1].workers - 1).time / s.replicas;
+                    s.compute_ms = detail::ms_per_s *
+                                   tables[l - 1].at(s.start, s.end - 1, opt.levels[l - 1].workers - 1).time_s / s.replicas;
                 next.push_back({s.start, s.end});
-                out.bottleneck_stage_s = std::max(out.bottleneck_stage_s, s.time_s());
+                out.bottleneck_stage_ms = std::max(out.bottleneck_stage_ms, s.time_ms());
                 out.stages.push_back(s);
             }
         }
         ranges = std::move(next);
     }
 
-    const double total_s = dag.states.back().compute_s;
     const double total_param = dag.states.back().parameter_bytes;
-    res.single_worker_s = total_s;
-    double dp = total_s;
+    res.single_worker_ms = dag.states.back().compute_ms;
+    double dp_s = sums.compute_s.back();  // PipeDream's formula in its unit
     within = 1;
     for (const auto& lv : opt.levels) {
-        dp = (dp + 4.0 * (lv.workers - 1) * total_param / (lv.bandwidth_bytes_per_s * lv.workers) / within) /
-             lv.workers;
+        dp_s = (dp_s + 4.0 * (lv.workers - 1) * total_param / (lv.bandwidth_bytes_per_s * lv.workers) / within) /
+               lv.workers;
         within = lv.workers;
     }
-    res.data_parallel_s = dp;
+    res.data_parallel_ms = detail::ms_per_s * dp_s;
     return res;
 }
 
