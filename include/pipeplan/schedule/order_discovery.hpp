@@ -30,8 +30,9 @@
 // the largest transient of the micro-batches in flight fit the limit (and the held activations
 // fit discovery_policy::held_limit_mb); admitting a micro-batch also keeps room under the memory
 // limit for the largest later-stage forward still owed by an admitted micro-batch (or by
-// itself), so the forward coming back up the V usually finds room. The sums are re-added
-// in holding order on every test (a device holds O(S) entries). Such a run can stall (every
+// itself), so the forward coming back up the V usually finds room. What a device holds is a
+// running sum (added at each forward, taken off at each W; exactly 0 when nothing is held; the
+// simulator's replay measures the peak itself). Such a run can stall (every
 // device waiting for memory): the result says so, and the V generators then run the
 // per-micro-batch reservation, which cannot.
 //
@@ -465,6 +466,7 @@ private:
         std::size_t limit = std::numeric_limits<std::size_t>::max();
         std::vector<std::pair<std::uint64_t, double>> held;   // stage memory: (key, stored) held, in order
         std::vector<std::pair<std::uint64_t, double>> owed;   // stage memory: later-stage forwards owed
+        double held_sum = 0.0;                                // stage memory: sum of `held`
         std::uint32_t next_admit = 0;  // next micro-batch to admit (in order)
         double busy_until = 0.0;
         bool busy = false;
@@ -515,6 +517,7 @@ private:
             ds.gaps.clear();
             ds.gaps.reserve(room);
             ds.held.clear();
+            ds.held_sum = 0.0;
             ds.owed.clear();
             const auto ops = static_cast<std::uint32_t>((split_ ? 3 : 2) * stages_count_[d]);
             std::fill_n(left_.begin() + static_cast<std::ptrdiff_t>(d * M_), M_, ops);
@@ -543,6 +546,7 @@ private:
         if (pol_->stage_memory && o.kind == op_kind::F) {
             std::erase_if(ds.owed, [key](const auto& e) { return e.first == key; });
             ds.held.emplace_back(key, sc_->stored(o.mb, o.stage));
+            ds.held_sum += ds.held.back().second;
         }
         out_.orders[d].push_back(o);
         events_.set_done(d, end);
@@ -568,12 +572,8 @@ private:
         auto released = [&](std::uint32_t i) { return left_[d * M_ + i] == 0; };
         return ds.reserved.fits([&](double reserved) { return model + reserved + res + top; }, limit_mb_, released);
     }
-    // Stage memory (file comment): what d holds, re-added in holding order.
-    double held_mb(std::size_t d) const {
-        double sum = 0.0;
-        for (const auto& h : dev_[d].held) sum += h.second;
-        return sum;
-    }
+    // Stage memory (file comment): what d holds.
+    double held_mb(std::size_t d) const { return dev_[d].held_sum; }
     // Stage memory: admitting j (its first forward on d) leaves room for the largest later-stage
     // forward owed on d, j's own included.
     bool admission_fits(std::size_t d, std::uint32_t j) {
@@ -586,7 +586,7 @@ private:
         const double first = sc_->stored(j, st.front());
         const double held = held_mb(d);
         return model_[d] + held + first + owed + std::max(gap_mb(d), gap_[k]) <= limit_mb_ &&
-               within_held_limit(d, held + first);
+               within_held_limit(d, held + first + owed);
     }
     // Stage memory: the forward of admitted micro-batch j on a later stage v of d.
     bool later_fits(std::size_t d, std::uint32_t j, std::uint32_t v) {
@@ -711,7 +711,9 @@ private:
         release(d, o.mb);
         if (pol_->stage_memory && o.kind == (split_ ? op_kind::W : op_kind::B)) {
             const std::uint64_t key = candidate_queue::key(o.mb, o.stage);
-            std::erase_if(ds.held, [key](const auto& e) { return e.first == key; });
+            const auto it = std::find_if(ds.held.begin(), ds.held.end(), [key](const auto& e) { return e.first == key; });
+            ds.held_sum = ds.held.size() == 1 ? 0.0 : ds.held_sum - it->second;
+            ds.held.erase(it);
         }
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];

@@ -191,7 +191,11 @@ private:
     void keep_table_if_better(const scenario& sc, pipeline_schedule& s, double& makespan_ms) const {
         pipeline_schedule t = s;
         t.orders = zb_v_table(s.placement.devices(), sc.microbatches);
-        const simulation_result r = simulate(sc, t);
+        thread_local simulation_workspace ws;
+        thread_local simulation_result r;
+        simulation_options so;
+        so.record_timeline = so.record_memory_curve = so.compute_lower_bound = false;
+        simulate_into(r, sc, t, so, ws);  // the scenario was validated by its maker
         const double peak = *std::max_element(r.peak_memory_mb.begin(), r.peak_memory_mb.end());
         if (r.makespan_ms < makespan_ms && peak <= memory_limit_mb + 1e-9) {
             makespan_ms = r.makespan_ms;
