@@ -1,9 +1,8 @@
 // `pipeplan simulate`: run a pipeline schedule on a scenario file through the event simulator.
 //
 //   pipeplan simulate --scenario FILE.json (--schedule gpipe|1f1b|interleaved|adaptive|zb-h1|
-//                     merak-early|merak-last|merak-critical|zb-v|v-half|v-min | --orders FILE.txt)
-//                     [--chunks C] [--checkpoint-ratio r] [--memory-limit-mb M]
-//                     [--max-pending-w N] [--search-order] [--seed N]
+//                     merak-early|merak-last|merak-critical | --orders FILE.txt) [--chunks C]
+//                     [--checkpoint-ratio r] [--memory-limit-mb M] [--search-order] [--seed N]
 //                     [--trace out.json] [--svg out.svg] [--json]
 //
 // A fixed-order schedule (gpipe, 1f1b, interleaved, merak-*, --orders) whose peak exceeds
@@ -51,7 +50,6 @@ struct simulate_args {
     bool chunks_given = false;
     double checkpoint_ratio = std::numeric_limits<double>::quiet_NaN();
     double memory_limit_mb = std::numeric_limits<double>::infinity();
-    std::size_t max_pending_w = 0;
     bool search = false;
     std::uint64_t seed = 1;
     std::string trace_path, svg_path;
@@ -107,7 +105,6 @@ void run_named(const simulate_args& a, const ps::scenario& base, simulate_run& r
     opt.chunks = a.chunks_given ? a.chunks : 0;
     opt.memory_limit_mb = a.memory_limit_mb;
     opt.checkpoint_ratio = a.checkpoint_ratio;
-    opt.max_pending_w = a.max_pending_w;
     const ps::scenario sc = ps::prepare_scenario(kind, base, opt);
     reject_changed_chunks(a.chunks_given ? a.chunks : 0, opt.chunks, a.schedule);
     if (!a.search) {
@@ -195,9 +192,6 @@ void run_simulate(const simulate_args& a, const std::set<std::string>& given) {
     if (a.schedule.empty() == a.orders_path.empty())
         throw invalid_argument("give exactly one of --schedule NAME and --orders FILE");
     reject_unless(given, "--seed", a.search, "without --search-order");
-    reject_unless(given, "--max-pending-w",
-                  !a.schedule.empty() && ps::schedules().at(a.schedule).split_placement == ps::placement_kind::v_shape,
-                  "without a V schedule (zb-v, v-half, v-min)");
     if (a.trace_path == "-" && a.svg_path == "-")
         throw invalid_argument("--trace and --svg are both standard output ('-'): choose one");
     const ps::scenario base = read_scenario(a.scenario_path);
@@ -220,8 +214,7 @@ void register_simulate(CLI::App& app) {
     CLI::App* sub = app.add_subcommand("simulate", "Simulate a pipeline schedule on a scenario (JSON) file");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
     sub->add_option("--schedule", args->schedule,
-                    "gpipe|1f1b|interleaved|adaptive|zb-h1|merak-early|merak-last|merak-critical|zb-v|v-half|v-min "
-                    "(or a registered schedule)");
+                    "gpipe|1f1b|interleaved|adaptive|zb-h1|merak-early|merak-last|merak-critical");
     sub->add_option("--orders", args->orders_path,
                     "Run device orders from a text file instead of --schedule: one device per line, ops as "
                     "printed (F0 B0 F1.1 ...)");
@@ -235,10 +228,6 @@ void register_simulate(CLI::App& app) {
                     "Per-device memory limit (MB): adaptive and zb-h1 plan under it, --search-order keeps to "
                     "it, a fixed-order schedule that exceeds it fails (exit 3)")
         ->check(number_in(0, max_memory_mb, true));
-    sub->add_option("--max-pending-w", args->max_pending_w,
-                    "zb-v, v-half, v-min: pending weight gradients (W) after which a device runs one first "
-                    "(default 0: W only fills waits)")
-        ->check(integer_in<std::size_t>(0, 1000000));
     sub->add_flag("--search-order", args->search, "Search the micro-batch order (and adaptive's in-flight limit)");
     sub->add_option("--seed", args->seed, "Seed of --search-order (default 1)")
         ->check(integer_in<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));

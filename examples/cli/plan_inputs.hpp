@@ -58,17 +58,13 @@ inline void add_plan_model_options(CLI::App* sub, plan_model_flags& f, bool requ
     sub->add_option("--dp", f.dp, "Data-parallel replicas")->capture_default_str()->check(integer_in(1, max_dp));
     sub->add_option("--chunks", f.chunks,
                     "Virtual chunks per device C (> 1: interleaved candidates; with --schedule auto, adaptive or "
-                    "interleaved; 2 with zb-v, v-half, v-min: the V's chunks, --layers-per-stage counting a chunk's "
-                    "layers)")
+                    "interleaved)")
         ->capture_default_str()
         ->check(integer_in(1, max_chunks));
     sub->add_option("--zero-stage", f.zero_stage, "ZeRO stage 0..3 (>= 2: gradients reduce-scattered; needs --dp)")
         ->capture_default_str()
         ->check(integer_in(0, 3));
-    sub->add_option("--schedule", f.schedule,
-                    "auto | adaptive | 1f1b | zb-h1 | interleaved | gpipe | merak-* | zb-v | v-half | v-min "
-                    "(auto also tries the V schedules when a device's layer count is even)")
-        ->capture_default_str();
+    sub->add_option("--schedule", f.schedule, "auto | adaptive | 1f1b | zb-h1 | interleaved | gpipe | merak-*")->capture_default_str();
     sub->add_option("--max-seqlen", f.max_seqlen, "Truncate sequences (encoder and decoder) at this length")
         ->check(integer_in(1, max_seqlen_tokens));
     sub->add_option("--accounting", f.accounting, "pipeplan | dynapipe")->capture_default_str();
@@ -93,13 +89,6 @@ inline void add_plan_model_options(CLI::App* sub, plan_model_flags& f, bool requ
         ->check(integer_in(1, max_hidden_size));
 }
 
-/// Whether `schedule` names a V schedule (two chunks per device placed as a V).
-inline bool is_v_schedule(const std::string& schedule) {
-    const auto* row = schedule::schedules().find(schedule);
-    return row != nullptr && row->chunks == schedule::chunk_rule::splits_into_chunks &&
-           row->split_placement == schedule::placement_kind::v_shape;
-}
-
 /// Flags of the block that only make sense with some other flag are errors without it, never
 /// ignored (`given`: the flags on the command line, flags.hpp given_flags).
 inline void reject_inapplicable_model_flags(const plan_model_flags& f, const std::set<std::string>& given) {
@@ -107,11 +96,7 @@ inline void reject_inapplicable_model_flags(const plan_model_flags& f, const std
     reject_unless(given, "--intra-node-bandwidth-gbps", f.devices_per_node > 1,
                   "with one device per node (give --devices-per-node > 1)");
     const bool chunked = f.schedule == "auto" || f.schedule == "adaptive" || f.schedule == "interleaved";
-    if (f.chunks > 1 && is_v_schedule(f.schedule)) {
-        if (f.chunks != 2)
-            throw invalid_argument("--chunks " + std::to_string(f.chunks) + " does not apply to --schedule " + f.schedule +
-                                   " (a V places 2 chunks per device)");
-    } else if (f.chunks > 1 && !chunked)
+    if (f.chunks > 1 && !chunked)
         throw invalid_argument("--chunks " + std::to_string(f.chunks) + " does not apply to --schedule " + f.schedule +
                                " (only auto, adaptive, interleaved run several chunks per device)");
 }
@@ -158,7 +143,6 @@ inline void pipeline_shape_flags(batching::pipeline_config& cfg, const plan_mode
     po.config.stages = f.stages;
     po.config.layers_per_stage = f.layers_per_stage;
     po.config.virtual_chunks = f.chunks;
-    po.config.v_shape = f.chunks == 2 && is_v_schedule(f.schedule);  // --layers-per-stage: a chunk's layers
     po.split.accounting = batching::parse_accounting_mode(f.accounting);
     pipeline_shape_flags(po.config, f, po.split.accounting);
     po.config.tp = f.tp;

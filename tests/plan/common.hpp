@@ -40,8 +40,7 @@ inline std::vector<named_case> all_schedules(const schedule::scenario& sc) {
     for (auto n : {schedule::schedule_name::gpipe, schedule::schedule_name::one_f_one_b,
                    schedule::schedule_name::interleaved, schedule::schedule_name::adaptive,
                    schedule::schedule_name::zb_h1, schedule::schedule_name::merak_early,
-                   schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical,
-                   schedule::schedule_name::zb_v, schedule::schedule_name::v_half, schedule::schedule_name::v_min}) {
+                   schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical}) {
         schedule::scenario s = schedule::prepare_scenario(n, sc, o);
         auto g = schedule::make_generator(n, o);
         try {

@@ -441,34 +441,3 @@ TEST_CASE("planner: real GPT-6.7B plans of 65k-token batches run under every sen
         }
     }
 }
-
-TEST_CASE("planner: V candidates with an even layer count per device, never slower; a named V schedule plans") {
-    const auto batch = synthetic_batch(16384, 5);
-    // 8 layers per device: the V schedules run on 2 chunks of 4 each, unless pruned (their lower
-    // bound is no better than the fastest of the others).
-    const plan_result r = plan_iteration(gpt(), batch, gpt_options());
-    double best_old = 1e300;
-    for (const auto& c : r.candidates)
-        if (c.feasible && (c.name == "adaptive" || c.name == "1f1b" || c.name == "zb-h1")) best_old = std::min(best_old, c.makespan_ms);
-    CHECK(r.makespan_ms <= best_old);  // never worse than without them
-    CHECK(validate(r.plan).ok());
-    planner_options o = gpt_options();
-    o.schedule = schedule::schedule_id(schedule::schedule_name::zb_v);
-    const plan_result v = plan_iteration(gpt(), batch, o);
-    CHECK(validate(v.plan).ok());
-    CHECK(v.plan.header.schedule == "zb-v");
-    CHECK(v.plan.header.placement == schedule::placement_kind::v_shape);
-    CHECK(v.plan.header.chunks == 2);
-    for (double p : v.peak_memory_mb) CHECK(p <= o.config.device_memory_mb);
-    planner_options odd = gpt_options();
-    odd.config.layers_per_stage = 7;
-    odd.schedule = schedule::schedule_id(schedule::schedule_name::zb_v);
-    CHECK_THROWS_WITH_AS((void)plan_iteration(gpt(), batch, odd), doctest::Contains("even number of layers"),
-                         pipeplan::invalid_argument);
-    const plan_result no_v = plan_iteration(gpt(), batch, [] {
-        planner_options p = gpt_options();
-        p.config.layers_per_stage = 7;
-        return p;
-    }());
-    CHECK(std::none_of(no_v.candidates.begin(), no_v.candidates.end(), [](const candidate_report& c) { return c.name == "zb-v"; }));
-}

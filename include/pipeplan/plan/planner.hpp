@@ -16,11 +16,8 @@
 // (default: 100 Gbit/s, no latency — DynaPipe's uniform cluster). With `dynapipe` accounting
 // the split is DynaPipe's; the scenario of its micro-batches is priced per chunk the same way.
 // Candidates (C = chunks per device), each with its micro-batch order searched: C = 1: adaptive
-// (and its in-flight limit), 1F1B, ZB-H1, and, when every device holds an even number of layers
-// (uniform layout), the V schedules ZB-V, V-Half and V-Min on the same devices with each
-// device's layers split into two chunks placed as a V (v_config()); C > 1: interleaved 1F1B and
-// adaptive on the interleaved placement (a configuration placed as a V: the V schedules). A
-// named schedule restricts the candidates to it. A candidate
+// (and its in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the
+// interleaved placement. A named schedule restricts the candidates to it. A candidate
 // whose simulated peak exceeds the device memory is infeasible; the fastest feasible one wins
 // (ties: the earlier candidate); when it is more than polish_above_ratio over its lower bound,
 // its order search continues from its best order (the polish). Data parallelism: micro-batches are balanced over the dp
@@ -198,10 +195,7 @@ public:
                                    "accounting (dynapipe's assumes uniform stages)");
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
-        if (opt_.schedule && uses_v_config(&opt_.schedule->traits()) && !v_config())
-            throw invalid_argument("planner: schedule '" + opt_.schedule->name() +
-                                   "' places two chunks per device as a V: it needs an even number of layers per stage "
-                                   "(uniform layout) or two chunks per device placed as a V");
+        if (opt_.schedule) (void)opt_.schedule->traits();  // a registered schedule
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
@@ -296,10 +290,7 @@ public:
         split_simulation out;
         std::vector<schedule::scenario> scs;
         try {
-            const kind_t k = &schedule::traits_of(kind);
-            if (uses_v_config(k) && !v_config())
-                throw invalid_argument("schedule '" + k->name + "' needs an even number of layers per stage");
-            for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r) scs.push_back(replica_scenario(split, replica_mbs(split, r), k));
+            for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r) scs.push_back(replica_scenario(split, replica_mbs(split, r)));
         } catch (const invalid_argument& e) {  // e.g. fewer micro-batches than replicas
             out.report = candidate_report{std::string(schedule::to_string(kind)), "given",
                                           std::numeric_limits<double>::infinity(), 0.0, false};
@@ -475,8 +466,7 @@ private:
         return all;
     }
 
-    [[nodiscard]] schedule::scenario replica_scenario(const batching::split_result& s, const std::vector<int>& mbs,
-                                                      kind_t kind = nullptr) const {
+    [[nodiscard]] schedule::scenario replica_scenario(const batching::split_result& s, const std::vector<int>& mbs) const {
         batching::split_result sub = s;
         sub.accounting = batching::accounting_mode::pipeplan;  // per-chunk pricing of the same shapes
         sub.microbatches.clear();
@@ -489,28 +479,7 @@ private:
         so.hidden_size = opt_.hidden_size;
         so.bytes_per_value = static_cast<double>(dtype_bytes(opt_.type));
         so.network = opt_.cluster.network();
-        return bridge::make_scenario_from_split(model_, sub, kind && uses_v_config(kind) ? *v_config() : opt_.config, so);
-    }
-
-    /// The configuration the V schedules run on: the configuration itself when it places two
-    /// chunks per device as a V; with one chunk per device and an even number of layers per
-    /// device (uniform layout), each device's layers split into two chunks placed as a V
-    /// (layers_per_stage counts a chunk's layers); else none.
-    [[nodiscard]] std::optional<batching::pipeline_config> v_config() const {
-        const batching::pipeline_config& c = opt_.config;
-        if (c.v_shape) return c;
-        if (c.virtual_chunks != 1 || !c.chunks.empty() || c.layers_per_stage % 2 != 0) return std::nullopt;
-        batching::pipeline_config v = c;
-        v.virtual_chunks = 2;
-        v.layers_per_stage = c.layers_per_stage / 2;
-        v.v_shape = true;
-        return v;
-    }
-
-    /// Whether `kind` runs on v_config()'s scenarios rather than the configuration's.
-    [[nodiscard]] bool uses_v_config(kind_t kind) const {
-        return !opt_.config.v_shape && kind->chunks == schedule::chunk_rule::splits_into_chunks &&
-               kind->split_placement == schedule::placement_kind::v_shape;
+        return bridge::make_scenario_from_split(model_, sub, opt_.config, so);
     }
 
     using kind_t = const schedule::schedule_traits*;
@@ -519,14 +488,8 @@ private:
     [[nodiscard]] std::vector<kind_t> kinds() const {
         using schedule::schedule_name, schedule::traits_of;
         if (opt_.schedule) return {&opt_.schedule->traits()};
-        const std::vector<kind_t> v = {&traits_of(schedule_name::zb_v), &traits_of(schedule_name::v_half),
-                                       &traits_of(schedule_name::v_min)};
-        if (opt_.config.v_shape) return v;
         if (opt_.config.virtual_chunks > 1) return {&traits_of(schedule_name::adaptive), &traits_of(schedule_name::interleaved)};
-        std::vector<kind_t> ks = {&traits_of(schedule_name::adaptive), &traits_of(schedule_name::one_f_one_b),
-                                  &traits_of(schedule_name::zb_h1)};
-        if (v_config()) ks.insert(ks.end(), v.begin(), v.end());
-        return ks;
+        return {&traits_of(schedule_name::adaptive), &traits_of(schedule_name::one_f_one_b), &traits_of(schedule_name::zb_h1)};
     }
 
     /// The named-schedule options of every kind: the device memory limit, the configuration's
@@ -619,49 +582,22 @@ private:
     choice choose(const std::vector<std::pair<std::string, batching::split_result>>& splits, std::size_t always,
                   std::vector<candidate_report>& reports) {
         const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
-        const auto ks = kinds();
-        const auto v_kind = std::find_if(ks.begin(), ks.end(), [&](kind_t k) { return uses_v_config(k); });
-        const bool any_v = v_kind != ks.end();
-        const bool any_other = std::any_of(ks.begin(), ks.end(), [&](kind_t k) { return !uses_v_config(k); });
-        // Per split, the replica scenarios of the configuration ([0]) and of v_config() ([1]).
-        std::vector<std::vector<schedule::scenario>> scs(splits.size()), scs_v(any_v ? splits.size() : 0);
+        std::vector<std::vector<schedule::scenario>> scs(splits.size());
         for (std::size_t k = 0; k < splits.size(); ++k)
-            for (std::size_t r = 0; r < dp; ++r) {
-                const auto mbs = replica_mbs(splits[k].second, r);
-                if (any_other) scs[k].push_back(replica_scenario(splits[k].second, mbs));
-                if (any_v) scs_v[k].push_back(replica_scenario(splits[k].second, mbs, *v_kind));
-            }
-        const std::vector<std::size_t> picked = screen(any_other ? scs : scs_v, always);
+            for (std::size_t r = 0; r < dp; ++r)
+                scs[k].push_back(replica_scenario(splits[k].second, replica_mbs(splits[k].second, r)));
+        const auto ks = kinds();
+        const std::vector<std::size_t> picked = screen(scs, always);
         const std::size_t tasks = picked.size() * ks.size();
         std::vector<candidate_run> runs(tasks);
-        std::vector<char> ran(tasks, 0);
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks, opt_.threads)));
-        // The configuration's kinds first; then the V kinds, each only on the splits whose V
-        // scenarios' lower bound lies below the fastest feasible makespan so far (else it
-        // cannot win: pruned, not reported).
-        const auto run_phase = [&](bool v_phase, double beat_ms) {
-            std::vector<std::size_t> todo;
-            for (std::size_t t = 0; t < tasks; ++t)
-                if (uses_v_config(ks[t % ks.size()]) == v_phase &&
-                    (!v_phase || lower_bound_ms(scs_v[picked[t / ks.size()]]) < beat_ms))
-                    todo.push_back(t);
-            parallel_for(todo.size(), opt_.threads, [&](std::size_t i, std::size_t worker) {
-                const std::size_t t = todo[i], k = picked[t / ks.size()];
-                const kind_t kind = ks[t % ks.size()];
-                runs[t] = run_candidate(*kind, splits[k].first, v_phase ? scs_v[k] : scs[k], ws_[worker],
-                                        opt_.order_search_evaluations);
-                ran[t] = 1;
-            });
-        };
-        run_phase(false, 0.0);
-        double first_ms = std::numeric_limits<double>::infinity();
-        for (std::size_t t = 0; t < tasks; ++t)
-            if (ran[t] && runs[t].report.feasible) first_ms = std::min(first_ms, runs[t].report.makespan_ms);
-        if (any_v) run_phase(true, first_ms);
+        parallel_for(tasks, opt_.threads, [&](std::size_t t, std::size_t worker) {
+            const std::size_t k = picked[t / ks.size()];
+            runs[t] = run_candidate(*ks[t % ks.size()], splits[k].first, scs[k], ws_[worker], opt_.order_search_evaluations);
+        });
         choice best;
         double best_ms = std::numeric_limits<double>::infinity();
         for (std::size_t t = 0; t < tasks; ++t) {
-            if (!ran[t]) continue;
             reports.push_back(runs[t].report);
             if (runs[t].report.feasible && runs[t].report.makespan_ms < best_ms) {
                 best_ms = runs[t].report.makespan_ms;
@@ -669,13 +605,6 @@ private:
             }
         }
         return best;
-    }
-
-    /// The largest lower bound (schedule::lower_bound, split backward) of replica scenarios `scs`.
-    [[nodiscard]] static double lower_bound_ms(const std::vector<schedule::scenario>& scs) {
-        double out = 0.0;
-        for (const auto& sc : scs) out = std::max(out, schedule::lower_bound(sc, schedule::placement_of(sc), 0.5).bound_ms);
-        return out;
     }
 
     /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind.

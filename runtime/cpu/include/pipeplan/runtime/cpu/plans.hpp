@@ -89,7 +89,6 @@ struct tiny_plan_options {
     tiny_split_options to;
     to.devices = o.devices;
     to.chunks = kind.chunks == schedule::chunk_rule::splits_into_chunks ? o.chunks : 1;
-    to.v_shape = to.chunks == 2 && kind.split_placement == schedule::placement_kind::v_shape;
     schedule::named_schedule_options so;
     so.chunks = to.chunks;
     so.quick = true;

@@ -107,10 +107,8 @@ template <class Store>
     model_config c;
     c.blocks = o.devices * chunks * o.blocks_per_stage;
     c.seed = o.seed;
-    const bool v_shape =
-        chunks == 2 && schedule::traits_of(o.schedule).split_placement == schedule::placement_kind::v_shape;
-    return std::make_shared<tiny_planner>(
-        c, tiny_split_options{o.devices, chunks, o.dp, o.mbs, o.max_seqlen_tokens, v_shape}, o.schedule);
+    return std::make_shared<tiny_planner>(c, tiny_split_options{o.devices, chunks, o.dp, o.mbs, o.max_seqlen_tokens},
+                                          o.schedule);
 }
 
 /// The tiny model, a batch and the plan of any iteration of it: what run-cpu trains.

@@ -64,7 +64,6 @@ struct tiny_split_options {
     std::size_t dp = 1;                  ///< data-parallel replicas
     std::size_t mbs = 0;                 ///< 0: the exact split; else fixed micro-batches of mbs samples
     std::size_t max_seqlen_tokens = 0;   ///< truncation (0: none)
-    bool v_shape = false;                ///< the two chunks per device placed as a V (zb-v, v-half, v-min)
 };
 
 /// A batch split for the tiny model: every sample's length and each replica's micro-batches.
@@ -84,7 +83,6 @@ struct tiny_batch {
     batching::pipeline_config cfg;
     cfg.stages = static_cast<int>(o.devices);
     cfg.virtual_chunks = static_cast<int>(o.chunks);
-    cfg.v_shape = o.v_shape;
     cfg.layers_per_stage = static_cast<int>(c.blocks / stages);
     cfg.dp = static_cast<int>(o.dp);
     cfg.device_memory_mb = 1e9;  // the CPU backend has no memory limit worth modelling
