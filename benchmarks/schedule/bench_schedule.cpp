@@ -16,6 +16,7 @@
 // binds (BM_DiscoverySmall/0: adaptive, its 9 preference candidates; /1: adaptive as the order
 // search evaluates it, 3 uniform candidates; /2: zb-h1, one discovery):
 // Run: build/benchmarks/bench_schedule --benchmark_filter=BM_DiscoverySmall
+//   BM_ZbV/8/64                  ZB-V incl. order discovery, S = 8, M = 64            <= 2 ms
 // Run: build/benchmarks/bench_schedule --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
@@ -118,6 +119,21 @@ void BM_DiscoverySmall(benchmark::State& st) {
     st.counters["ops"] = static_cast<double>(ops);
 }
 BENCHMARK(BM_DiscoverySmall)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+// ZB-V on S = 8 devices (16 chunks placed as a V), M = 64 variable micro-batches, under the
+// memory limit of BM_Adaptive: three discoveries in stage-memory mode, plus the simulation of
+// ZB-V's table. Target <= 2 ms. Run: build/benchmarks/bench_schedule --benchmark_filter=BM_ZbV
+void BM_ZbV(benchmark::State& st) {
+    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
+    const ps::scenario sc = ps::split_into_v_chunks(variable(S, M, 2));
+    ps::zb_v z;
+    z.memory_limit_mb = 4000 + 6 * 1600;
+    for (auto _ : st) {
+        auto s = z(sc);
+        benchmark::DoNotOptimize(s.orders.data());
+    }
+}
+BENCHMARK(BM_ZbV)->Args({8, 64})->Unit(benchmark::kMicrosecond);
 
 void BM_OrderSearch(benchmark::State& st) {
     const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));

@@ -24,3 +24,4 @@
 #include "pipeplan/schedule/timing.hpp"
 #include "pipeplan/schedule/trace.hpp"
 #include "pipeplan/schedule/zero_bubble.hpp"
+#include "pipeplan/schedule/zero_bubble_v.hpp"

@@ -114,6 +114,12 @@ TEST_CASE("pipeline configuration: uniform layouts and validation") {
     CHECK(c.layout(false).size() == 8);
     CHECK(c.device_of_chunk(5) == 1);
     CHECK_NOTHROW(c.validate(true));
+    auto v = c;  // the V: device d holds chunks d and 2S - 1 - d
+    v.v_shape = true;
+    for (int k = 0; k < 8; ++k) CHECK(v.device_of_chunk(k) == (k < 4 ? k : 7 - k));
+    CHECK_NOTHROW(v.validate(false));
+    v.virtual_chunks = 3;
+    CHECK_THROWS_WITH_AS(v.validate(false), doctest::Contains("2 chunks per device"), pipeplan::invalid_argument);
     auto bad = c;
     bad.stages = 0;
     CHECK_THROWS_WITH_AS(bad.validate(false), doctest::Contains("stages"), pipeplan::invalid_argument);

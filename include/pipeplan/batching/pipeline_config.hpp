@@ -45,6 +45,9 @@ struct stage_layout {
 struct pipeline_config {
     int stages = 1;            ///< S: pipeline devices
     int virtual_chunks = 1;    ///< C: chunks per device (interleaved schedule when > 1)
+    /// The chunks placed as a V (C = 2: device d holds chunks d and 2S - 1 - d, the V schedules'
+    /// placement) instead of interleaved (chunk k on device k mod S).
+    bool v_shape = false;
     int layers_per_stage = 1;  ///< layers per chunk (uniform layout; dynapipe accounting)
     /// Explicit layout of the S·C chunks in pipeline order; empty = uniform(...).
     std::vector<stage_layout> chunks;
@@ -73,7 +76,10 @@ struct pipeline_config {
     }
 
     /// Device holding chunk k.
-    [[nodiscard]] int device_of_chunk(int k) const noexcept { return k % stages; }
+    [[nodiscard]] int device_of_chunk(int k) const noexcept {
+        const int r = k % stages;
+        return v_shape && (k / stages) % 2 == 1 ? stages - 1 - r : r;
+    }
 
     /// Throws invalid_argument naming the first field outside its domain.
     void validate(bool encoder_decoder) const {
@@ -83,6 +89,8 @@ struct pipeline_config {
         };
         if (stages < 1) throw bad("stages", stages, "must be >= 1");
         if (virtual_chunks < 1) throw bad("virtual_chunks", virtual_chunks, "must be >= 1");
+        if (v_shape && virtual_chunks != 2)
+            throw bad("virtual_chunks", virtual_chunks, "a V placement (v_shape) has 2 chunks per device");
         if (layers_per_stage < 1) throw bad("layers_per_stage", layers_per_stage, "must be >= 1");
         if (dp < 1) throw bad("dp", dp, "must be >= 1");
         if (tp < 1) throw bad("tp", tp, "must be >= 1");

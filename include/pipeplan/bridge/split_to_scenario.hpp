@@ -5,8 +5,8 @@
 //
 // The bridge prices nothing itself: every number comes from the one stage-cost accounting,
 // batching::stage_cost_evaluator in its `pipeplan` mode, chunk by chunk (chunk_costs,
-// chunk_model_state_mb). Scenario stage k is pipeline chunk k, on device k mod S (the
-// interleaved placement); the scenario records that placement (`devices`, `placement`), so a
+// chunk_model_state_mb). Scenario stage k is pipeline chunk k, on the device
+// pipeline_config::device_of_chunk names (k mod S, or the V of v_shape); the scenario records that placement (`devices`, `placement`), so a
 // simulation does not split the chunks a second time.
 #pragma once
 

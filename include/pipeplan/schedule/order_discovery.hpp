@@ -21,6 +21,20 @@
 // never deadlocks; when a single micro-batch does not fit the limit, it throws limit_exceeded.
 // Micro-batches are admitted in order on every device. The recorded start order is the
 // schedule; the simulator then replays it wait-free.
+// Stage memory (discovery_policy::stage_memory, the V schedules): reserving a micro-batch's
+// activations on all of a device's stages at admission is too coarse when its chunks run far
+// apart (ZB-V's first device runs 2S - 1 first-chunk forwards before the first second-chunk
+// one). Instead a device holds the stored activations of each (micro-batch, stage) from the start
+// of its forward to the end of the op that frees them (W, or B without a split), and a forward
+// starts only if the model state, what the device holds, the forward's stored activations and
+// the largest transient of the micro-batches in flight fit the limit (and the held activations
+// fit discovery_policy::held_limit_mb); admitting a micro-batch also keeps room under the memory
+// limit for the largest later-stage forward still owed by an admitted micro-batch (or by
+// itself), so the forward coming back up the V usually finds room. What a device holds is a
+// running sum (added at each forward, taken off at each W; exactly 0 when nothing is held; the
+// simulator's replay measures the peak itself). Such a run can stall (every
+// device waiting for memory): the result says so, and the V generators then run the
+// per-micro-batch reservation, which cannot.
 //
 // Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind
 // in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
@@ -72,6 +86,15 @@ struct discovery_policy {
     } prefer = preference::backward_first;
     /// Per-device override of `prefer` (empty: `prefer` everywhere).
     std::vector<preference> prefer_on;
+    /// Memory held per stage instead of reserved per micro-batch (the V schedules: see
+    /// "Stage memory" in the file comment).
+    bool stage_memory = false;
+    /// > 0 (split backward only): a device with this many weight gradients W pending runs one
+    /// before anything else (zero-bubble's bound on pending backwards); 0 = W only fills waits.
+    std::size_t max_pending_w = 0;
+    /// Stage memory only: per device, a bound (MB) on the stored activations it holds (the V
+    /// schedules' share of 1F1B's activation memory); empty = none.
+    std::vector<double> held_limit_mb;
 };
 
 /// The discovered orders and the makespan they reach (the simulator's replay of the orders
@@ -79,6 +102,9 @@ struct discovery_policy {
 struct discovery_result {
     device_orders orders;
     double makespan_ms = 0.0;
+    /// Stage memory only: the run stopped with ops left, every device waiting for memory that
+    /// only another waiting device could free (the orders are then incomplete: not a schedule).
+    bool stalled = false;
 };
 
 namespace detail {
@@ -213,6 +239,10 @@ public:
         ready_.reserve(n);
     }
     [[nodiscard]] bool has_ready() const noexcept { return !ready_.empty(); }
+    /// Number of arrived candidates.
+    [[nodiscard]] std::size_t ready_count() const noexcept { return ready_.size(); }
+    /// Stage of the first ready candidate (has_ready() must hold).
+    [[nodiscard]] std::uint32_t first_stage() const noexcept { return static_cast<std::uint32_t>(ready_.front()); }
     /// Micro-batch of the first ready candidate (has_ready() must hold).
     [[nodiscard]] std::uint32_t first_mb() const noexcept { return static_cast<std::uint32_t>(ready_.front() >> 32); }
     /// Removes the first ready candidate and returns its key (mb_of / stage_of). A key, not an
@@ -377,6 +407,8 @@ public:
         dev_of_.resize(V_);
         for (std::size_t v = 0; v < V_; ++v) dev_of_[v] = pl.device_of(v);
         dev0_ = V_ > 0 ? dev_of_[0] : 0;
+        stages_on_.assign(D_, {});
+        for (std::size_t v = 0; v < V_; ++v) stages_on_[dev_of_[v]].push_back(v);
         init_memory();
     }
 
@@ -406,6 +438,11 @@ public:
             next_wake(d);
             events_.update(d);
         }
+        if (pol.stage_memory) {
+            std::size_t ops = 0;
+            for (const auto& o : out_.orders) ops += o.size();
+            out_.stalled = ops != (split_ ? 3 : 2) * M_ * V_;
+        }
         return out_;
     }
 
@@ -427,6 +464,9 @@ private:
         std::vector<std::pair<double, std::uint32_t>> gaps;  // max-heap of (gap, mb) in flight; lazy
         std::size_t inflight = 0;
         std::size_t limit = std::numeric_limits<std::size_t>::max();
+        std::vector<std::pair<std::uint64_t, double>> held;   // stage memory: (key, stored) held, in order
+        std::vector<std::pair<std::uint64_t, double>> owed;   // stage memory: later-stage forwards owed
+        double held_sum = 0.0;                                // stage memory: sum of `held`
         std::uint32_t next_admit = 0;  // next micro-batch to admit (in order)
         double busy_until = 0.0;
         bool busy = false;
@@ -476,6 +516,9 @@ private:
             ds.wgt.reset(0);
             ds.gaps.clear();
             ds.gaps.reserve(room);
+            ds.held.clear();
+            ds.held_sum = 0.0;
+            ds.owed.clear();
             const auto ops = static_cast<std::uint32_t>((split_ ? 3 : 2) * stages_count_[d]);
             std::fill_n(left_.begin() + static_cast<std::ptrdiff_t>(d * M_), M_, ops);
         }
@@ -483,6 +526,7 @@ private:
         running_.resize(D_);
         choices_.assign(D_, 0);
         out_.makespan_ms = 0.0;
+        out_.stalled = false;
         out_.orders.resize(D_);
         for (std::size_t d = 0; d < D_; ++d) {
             out_.orders[d].clear();
@@ -499,6 +543,11 @@ private:
         ds.busy = true;
         ds.busy_until = end;
         ds.last_forward = o.kind == op_kind::F;
+        if (pol_->stage_memory && o.kind == op_kind::F) {
+            std::erase_if(ds.owed, [key](const auto& e) { return e.first == key; });
+            ds.held.emplace_back(key, sc_->stored(o.mb, o.stage));
+            ds.held_sum += ds.held.back().second;
+        }
         out_.orders[d].push_back(o);
         events_.set_done(d, end);
         running_[d] = o;
@@ -517,10 +566,35 @@ private:
         auto& ds = dev_[d];
         if (ds.inflight == 0) return true;
         if (ds.inflight >= ds.limit) return false;
+        if (pol_->stage_memory) return admission_fits(d, j);
         const std::size_t k = d * M_ + j;
         const double model = model_[d], res = res_[k], top = std::max(gap_mb(d), gap_[k]);
         auto released = [&](std::uint32_t i) { return left_[d * M_ + i] == 0; };
         return ds.reserved.fits([&](double reserved) { return model + reserved + res + top; }, limit_mb_, released);
+    }
+    // Stage memory (file comment): what d holds.
+    double held_mb(std::size_t d) const { return dev_[d].held_sum; }
+    // Stage memory: admitting j (its first forward on d) leaves room for the largest later-stage
+    // forward owed on d, j's own included.
+    bool admission_fits(std::size_t d, std::uint32_t j) {
+        const auto& ds = dev_[d];
+        const std::size_t k = d * M_ + j;
+        double owed = 0.0;
+        for (const auto& o : ds.owed) owed = std::max(owed, o.second);
+        const auto& st = stages_on_[d];
+        for (std::size_t i = 1; i < st.size(); ++i) owed = std::max(owed, sc_->stored(j, st[i]));
+        const double first = sc_->stored(j, st.front());
+        const double held = held_mb(d);
+        return model_[d] + held + first + owed + std::max(gap_mb(d), gap_[k]) <= limit_mb_ &&
+               within_held_limit(d, held + first + owed);
+    }
+    // Stage memory: the forward of admitted micro-batch j on a later stage v of d.
+    bool later_fits(std::size_t d, std::uint32_t j, std::uint32_t v) {
+        const double held = held_mb(d) + sc_->stored(j, v);
+        return model_[d] + held + gap_mb(d) <= limit_mb_ && within_held_limit(d, held);
+    }
+    bool within_held_limit(std::size_t d, double held) const {
+        return pol_->held_limit_mb.empty() || held <= pol_->held_limit_mb.at(d) + 1e-9;
     }
     void admit(std::size_t d, std::uint32_t j) {
         auto& ds = dev_[d];
@@ -535,6 +609,11 @@ private:
         ds.reserved.add(j, res_[k]);
         ds.gaps.emplace_back(gap_[k], j);
         std::push_heap(ds.gaps.begin(), ds.gaps.end());
+        if (pol_->stage_memory)
+            for (std::size_t i = 1; i < stages_on_[d].size(); ++i) {
+                const auto v = static_cast<std::uint32_t>(stages_on_[d][i]);
+                ds.owed.emplace_back(candidate_queue::key(j, v), sc_->stored(j, v));
+            }
     }
     void release(std::size_t d, std::uint32_t j) {
         const std::size_t k = d * M_ + j;
@@ -556,6 +635,8 @@ private:
         ds.fwd.arrive(t);
         ds.bwd.arrive(t);
         if (split_) ds.wgt.arrive(t);
+        if (split_ && pol_->max_pending_w > 0 && ds.wgt.ready_count() >= pol_->max_pending_w)
+            return start(d, op_kind::W, ds.wgt.take(), t);
         const bool b_ready = ds.bwd.has_ready();
         const bool b_first = backward_first(ds.prefer, ds.last_forward);
         const std::uint8_t choice = ds.last_forward ? 2 : 1;  // choice_mask bit of this state
@@ -592,6 +673,7 @@ private:
         if (ds.fwd.has_ready()) {
             const std::uint32_t j = ds.fwd.first_mb();
             ready = j < ds.next_admit || (j == ds.next_admit && fits(d, j));
+            if (ready && j < ds.next_admit && pol_->stage_memory) ready = later_fits(d, j, ds.fwd.first_stage());
         }
         const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
                           (!ready || ds.fwd.first_mb() > ds.next_admit);
@@ -627,6 +709,12 @@ private:
         events_.set_done(d, never);
         const op o = running_[d];
         release(d, o.mb);
+        if (pol_->stage_memory && o.kind == (split_ ? op_kind::W : op_kind::B)) {
+            const std::uint64_t key = candidate_queue::key(o.mb, o.stage);
+            const auto it = std::find_if(ds.held.begin(), ds.held.end(), [key](const auto& e) { return e.first == key; });
+            ds.held_sum = ds.held.size() == 1 ? 0.0 : ds.held_sum - it->second;
+            ds.held.erase(it);
+        }
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];
             auto& q = c.to.kind == op_kind::B ? dev_[to].bwd : dev_[to].fwd;
@@ -646,6 +734,7 @@ private:
     std::optional<op_model> timing_;  // set by prepare()
     link_channels links_;
     std::vector<std::size_t> dev_of_, stages_count_;
+    std::vector<std::vector<std::size_t>> stages_on_;  // per device, its stages in increasing order
     std::size_t dev0_ = 0;
     std::vector<double> model_, res_, gap_;
     std::vector<std::uint32_t> left_;  // ops left per (device, mb) before release

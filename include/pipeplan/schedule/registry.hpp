@@ -39,16 +39,17 @@
 #include "pipeplan/schedule/order_search.hpp"
 #include "pipeplan/schedule/simulator.hpp"
 #include "pipeplan/schedule/zero_bubble.hpp"
+#include "pipeplan/schedule/zero_bubble_v.hpp"
 
 namespace pipeplan::schedule {
 
 /// The built-in schedules (their rows: builtin_schedules()).
 enum class schedule_name : std::uint8_t {
-    gpipe, one_f_one_b, interleaved, adaptive, zb_h1, merak_early, merak_last, merak_critical
+    gpipe, one_f_one_b, interleaved, adaptive, zb_h1, merak_early, merak_last, merak_critical, zb_v, v_half, v_min
 };
 
 [[nodiscard]] constexpr auto enum_names(schedule_name) noexcept {
-    return name_table<schedule_name, 8>{"schedule",
+    return name_table<schedule_name, 11>{"schedule",
                                         {{{schedule_name::gpipe, "gpipe"},
                                           {schedule_name::one_f_one_b, "1f1b"},
                                           {schedule_name::interleaved, "interleaved"},
@@ -56,7 +57,10 @@ enum class schedule_name : std::uint8_t {
                                           {schedule_name::zb_h1, "zb-h1"},
                                           {schedule_name::merak_early, "merak-early"},
                                           {schedule_name::merak_last, "merak-last"},
-                                          {schedule_name::merak_critical, "merak-critical"}}}};
+                                          {schedule_name::merak_critical, "merak-critical"},
+                                          {schedule_name::zb_v, "zb-v"},
+                                          {schedule_name::v_half, "v-half"},
+                                          {schedule_name::v_min, "v-min"}}}};
 }
 [[nodiscard]] constexpr std::string_view to_string(schedule_name n) noexcept { return name_of(n); }
 
@@ -73,7 +77,10 @@ struct named_schedule_options {
     double checkpoint_ratio = std::numeric_limits<double>::quiet_NaN();
     double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< adaptive, zb-h1
     std::size_t inflight_limit = 0;  ///< adaptive (0 = none)
-    double w_share = 0.5;     ///< zb-h1
+    double w_share = 0.5;     ///< zb-h1, zb-v, v-half, v-min
+    /// zb-v, v-half, v-min: pending weight gradients after which a device runs a W first (0 = W
+    /// only fills waits).
+    std::size_t max_pending_w = 0;
     bool quick = false;       ///< adaptive: uniform preferences only (for inner loops of searches)
 };
 
@@ -105,6 +112,9 @@ struct schedule_traits {
     /// The order search also varies named_schedule_options::inflight_limit.
     bool searches_inflight_limit = false;
     chunk_rule chunks = chunk_rule::one_stage_per_device;
+    /// splits_into_chunks: how the chunks are placed — interleaved (any number of chunks), or
+    /// v_shape (two chunks per device, split_into_v_chunks()).
+    placement_kind split_placement = placement_kind::interleaved;
     /// Its schedules split every backward into B and W ops (pipeline_schedule::w_share > 0).
     bool splits_backward = false;
     /// The rule that spreads named_schedule_options::checkpoint_ratio over the stages
@@ -155,6 +165,25 @@ struct schedule_traits {
     rows.push_back(merak_row(schedule_name::merak_early, merak_variant::early_recompute));
     rows.push_back(merak_row(schedule_name::merak_last, merak_variant::last_stage_no_recompute));
     rows.push_back(merak_row(schedule_name::merak_critical, merak_variant::shifted_critical_path));
+    const auto v_row = [&](schedule_name n, double share) {
+        schedule_traits t = fixed(n, [n, share](const named_schedule_options& o) {
+            zb_v z;
+            z.name = std::string(to_string(n));
+            z.activation_share = share;
+            z.w_share = o.w_share;
+            z.memory_limit_mb = o.memory_limit_mb;
+            z.max_pending_w = o.max_pending_w;
+            return z;
+        });
+        t.plans_under_memory_limit = true;
+        t.splits_backward = true;
+        t.chunks = chunk_rule::splits_into_chunks;
+        t.split_placement = placement_kind::v_shape;
+        return t;
+    };
+    rows.push_back(v_row(schedule_name::zb_v, 1.0));
+    rows.push_back(v_row(schedule_name::v_half, 0.5));
+    rows.push_back(v_row(schedule_name::v_min, 1.0 / 3.0));
     return rows;
 }
 
@@ -272,8 +301,12 @@ inline void run_as_placed(const schedule_traits& t, const scenario& sc, const st
                               " chunks per device, " + std::string(to_string(placed.kind())) + ")";
     if (o.chunks != 0 && o.chunks != placed.chunks())
         throw option_error("chunks", "{} " + std::to_string(o.chunks) + " contradicts the scenario: " + where);
-    if (t.chunks == chunk_rule::splits_into_chunks && placed.kind() != placement_kind::interleaved)
-        throw invalid_argument("schedule '" + t.name + "' needs an interleaved placement; " + where);
+    if (t.chunks == chunk_rule::splits_into_chunks && placed.kind() != t.split_placement)
+        throw invalid_argument("schedule '" + t.name + "' needs a" +
+                               (t.split_placement == placement_kind::interleaved ? "n " : " ") +
+                               std::string(to_string(t.split_placement)) + " placement; " + where);
+    if (t.split_placement == placement_kind::v_shape && placed.chunks() != 2)
+        throw invalid_argument("schedule '" + t.name + "' places two chunks per device; " + where);
     if (t.chunks == chunk_rule::one_stage_per_device)
         throw invalid_argument("schedule '" + t.name + "' runs one stage per device; " + where +
                                " (use interleaved or adaptive)");
@@ -301,6 +334,13 @@ inline void run_as_placed(const schedule_traits& t, const scenario& sc, const st
     if (placed.chunks() > 1) {
         detail::run_as_placed(t, sc, placed, o);
         out = sc;
+    } else if (t.chunks == chunk_rule::splits_into_chunks && t.split_placement == placement_kind::v_shape) {
+        if (o.chunks != 0 && o.chunks != 2)
+            throw option_error("chunks", "{} " + std::to_string(o.chunks) + ": schedule '" + t.name +
+                                             "' places two chunks per device (a V)");
+        o.chunks = 2;
+        o.placement = placement_kind::v_shape;
+        out = split_into_v_chunks(sc);
     } else if (t.chunks == chunk_rule::splits_into_chunks) {
         if (o.chunks == 0) o.chunks = 2;
         out = split_into_chunks(sc, o.chunks);

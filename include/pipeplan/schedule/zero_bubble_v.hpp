@@ -1,0 +1,229 @@
+// pipeplan/schedule/zero_bubble_v.hpp — the V-shaped zero-bubble schedules: ZB-V (Qi et al.,
+// "Zero Bubble Pipeline Parallelism", ICLR'24, section 6) and the controllable-memory V-Half
+// and V-Min (Qi et al., "Pipeline Parallelism with Controllable Memory", arXiv 2405.15362).
+//
+// All three place two model chunks on each of the S devices in a V (device d runs virtual
+// stages d and 2S - 1 - d: the forward goes down the devices and comes back up, so the first
+// and the last chunk share device 0) and split every backward into B and W. They differ in the
+// activation memory a device may hold: 1F1B's (ZB-V), ½ of it (V-Half), ⅓ of it (V-Min), where
+// 1F1B's is what its first device holds at its peak, the stored activations of S consecutive
+// micro-batches (the largest such window; with equal micro-batches S of them).
+// The hand-written tables of the papers assume equal F, B and W; for unequal micro-batches
+// pipeplan discovers the order with the greedy engine of order_discovery.hpp in its stage
+// memory mode (activations held per chunk, not reserved per micro-batch): ready B first (or the
+// preference being tried), else a forward that fits the memory limit and the activation share,
+// else a pending W (or a W first when `max_pending_w` are pending). Three uniform preferences
+// are tried and the shortest replay kept; for ZB-V, also the paper's table (zb_v_table()) when
+// its replay is shorter and fits the memory limit. A run that stalls falls back to the per-micro-batch
+// reservation with at most ⌈share·S⌉ micro-batches in flight per device, which cannot stall.
+// With equal micro-batches and F = B = W per chunk, ZB-V's discovered order reaches the lower
+// bound M·(F + B + W) + (S - 1)·F of a device (derivation: tests/schedule/zero_bubble_v.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "pipeplan/schedule/generator.hpp"
+#include "pipeplan/schedule/order_discovery.hpp"
+#include "pipeplan/schedule/simulator.hpp"
+
+namespace pipeplan::schedule {
+
+/// Splits each stage (one per device) of a scenario without placement into two chunks placed as
+/// a V: virtual stage v runs on device v_shape(S).device_of(v) and holds half of that device's
+/// stage (times, memory, model state); messages keep their size.
+[[nodiscard]] inline scenario split_into_v_chunks(const scenario& sc) {
+    if (!sc.placement.empty() && sc.device_count() != sc.stages)
+        throw invalid_argument("split_into_v_chunks: the scenario is placed already");
+    const std::size_t S = sc.stages, M = sc.microbatches;
+    const stage_placement pl = stage_placement::v_shape(S, 2);
+    scenario r;
+    r.stages = 2 * S;
+    r.microbatches = M;
+    for (auto* v : {&r.forward_ms, &r.backward_ms, &r.stored_mb, &r.peak_mb}) v->resize(r.stages * M);
+    r.model_state_mb.resize(r.stages);
+    r.placement.resize(r.stages);
+    if (!sc.checkpoint_ratio.empty()) r.checkpoint_ratio.resize(r.stages);
+    for (std::size_t v = 0; v < r.stages; ++v) {
+        const std::size_t d = pl.device_of(v);
+        for (std::size_t j = 0; j < M; ++j) {
+            r.forward_ms[r.at(j, v)] = sc.fwd(j, d) * 0.5;
+            r.backward_ms[r.at(j, v)] = sc.bwd(j, d) * 0.5;
+            r.stored_mb[r.at(j, v)] = sc.stored(j, d) * 0.5;
+            r.peak_mb[r.at(j, v)] = sc.peak(j, d) * 0.5;
+        }
+        r.model_state_mb[v] = sc.model_state_mb[d] * 0.5;
+        r.placement[v] = static_cast<std::uint32_t>(d);
+        if (!sc.checkpoint_ratio.empty()) r.checkpoint_ratio[v] = sc.checkpoint_ratio[d];
+    }
+    r.activation_mb = sc.activation_mb;
+    r.network = sc.network;
+    r.devices = S;
+    return r;
+}
+
+/// Per device of a V-placed scenario: the stored activations of the S consecutive
+/// micro-batches that hold most on it (1F1B's peak on its first device), times `share`, but at
+/// least the largest single micro-batch's (one micro-batch always runs).
+[[nodiscard]] inline std::vector<double> v_activation_limits_mb(const scenario& sc, const stage_placement& pl,
+                                                                double share) {
+    const std::size_t D = pl.devices(), M = sc.microbatches;
+    std::vector<double> out(D, 0.0);
+    std::vector<double> per_mb(M);
+    for (std::size_t d = 0; d < D; ++d) {
+        std::fill(per_mb.begin(), per_mb.end(), 0.0);
+        for (std::size_t c = 0; c < pl.chunks(); ++c)
+            for (std::size_t j = 0; j < M; ++j) per_mb[j] += sc.stored(j, pl.stage_of(d, c));
+        const std::size_t w = std::min(D, M);
+        double window = 0.0, best = 0.0, single = 0.0;
+        for (std::size_t j = 0; j < M; ++j) {
+            window += per_mb[j];
+            if (j >= w) window -= per_mb[j - w];
+            best = std::max(best, window);
+            single = std::max(single, per_mb[j]);
+        }
+        out[d] = std::max(share * best, single);
+    }
+    return out;
+}
+
+/// ZB-V's hand-written table (the paper's section 6) for S devices and M micro-batches: device d
+/// (chunk stages d and 2S - 1 - d) runs 2(S - d) - 1 first-chunk forwards, d pairs (second-chunk
+/// F, first-chunk F), S - d triples (second-chunk F, B, W), then the steady state (first-chunk
+/// F, B, W; second-chunk F, B, W), then d pairs of B (first chunk, second chunk), S - d pairs
+/// (first-chunk B, W), and the W left. Built for max(M, 2S - 1) micro-batches, the ops of the
+/// padding ones dropped (what remains is a subsequence of a deadlock-free order on every device).
+[[nodiscard]] inline device_orders zb_v_table(std::size_t S, std::size_t M) {
+    const std::size_t n = std::max(2 * S - 1, M);
+    device_orders out(S);
+    for (std::size_t d = 0; d < S; ++d) {
+        auto& o = out[d];
+        o.reserve(6 * M);
+        const auto s0 = static_cast<std::uint32_t>(d), s1 = static_cast<std::uint32_t>(2 * S - 1 - d);
+        std::size_t f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+        const auto push = [&](op_kind k, std::size_t mb, std::uint32_t st) {
+            if (mb < M) o.push_back({k, static_cast<std::uint32_t>(mb), st});
+        };
+        const auto bw = [&](std::size_t& b, std::uint32_t st) {
+            push(op_kind::B, b, st);
+            push(op_kind::W, b++, st);
+        };
+        for (std::size_t i = 0; i + 1 < 2 * (S - d); ++i) push(op_kind::F, f0++, s0);
+        for (std::size_t i = 0; i < d; ++i) {
+            push(op_kind::F, f1++, s1);
+            push(op_kind::F, f0++, s0);
+        }
+        for (std::size_t i = 0; i < S - d; ++i) {
+            push(op_kind::F, f1++, s1);
+            bw(b1, s1);
+        }
+        while (f1 < f0 || f0 < n) {
+            if (f0 < n) push(op_kind::F, f0++, s0);
+            bw(b0, s0);
+            push(op_kind::F, f1++, s1);
+            bw(b1, s1);
+        }
+        std::size_t w0 = b0, w1 = b1;
+        for (std::size_t i = 0; i < d; ++i) {
+            push(op_kind::B, b0++, s0);
+            push(op_kind::B, b1++, s1);
+        }
+        for (std::size_t i = 0; i < S - d; ++i) {
+            push(op_kind::B, b0++, s0);
+            push(op_kind::W, w0++, s0);
+        }
+        while (w1 < b1) push(op_kind::W, w1++, s1);
+        while (w0 < b0) push(op_kind::W, w0++, s0);
+    }
+    return out;
+}
+
+/// ZB-V, V-Half or V-Min (see the file comment) on a scenario of 2S virtual stages placed as a V
+/// (split_into_v_chunks()).
+struct zb_v {
+    std::string name = "zb-v";  ///< the schedule's name (zb-v, v-half, v-min)
+    /// Share of 1F1B's activation memory a device may hold: 1 (ZB-V), 1/2 (V-Half), 1/3 (V-Min).
+    double activation_share = 1.0;
+    /// Share of each backward's time that is weight gradient (W); the rest is B.
+    double w_share = 0.5;
+    double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
+    /// Pending weight gradients after which a device runs a W first (0 = W only fills waits).
+    std::size_t max_pending_w = 0;
+
+    [[nodiscard]] pipeline_schedule operator()(const scenario& sc) const {
+        if (!(w_share > 0.0 && w_share < 1.0)) throw invalid_argument(name + ": w_share must lie in (0, 1)");
+        if (!(activation_share > 0.0 && activation_share <= 1.0))
+            throw invalid_argument(name + ": the activation share must lie in (0, 1]");
+        pipeline_schedule s;
+        s.name = name;
+        s.placement = placement_of(sc);
+        if (s.placement.kind() != placement_kind::v_shape || s.placement.chunks() != 2)
+            throw invalid_argument(name + ": the scenario must place two chunks per device as a V (" +
+                                   std::to_string(sc.stages) + " stages; split_into_v_chunks)");
+        s.w_share = w_share;
+        discovery_policy pol;
+        pol.schedule = name;
+        pol.memory_limit_mb = memory_limit_mb;
+        pol.w_share = w_share;
+        pol.stage_memory = true;
+        pol.max_pending_w = max_pending_w;
+        pol.held_limit_mb = v_activation_limits_mb(sc, s.placement, activation_share);
+        discovery_result best = best_preference(sc, s.placement, pol);
+        if (best.stalled) {
+            pol.stage_memory = false;
+            pol.held_limit_mb.clear();
+            const auto S = static_cast<double>(s.placement.devices());
+            pol.inflight_limit = {static_cast<std::size_t>(std::max(1.0, std::ceil(activation_share * S - 1e-9)))};
+            best = best_preference(sc, s.placement, pol);
+        }
+        s.orders = std::move(best.orders);
+        if (activation_share >= 1.0) keep_table_if_better(sc, s, best.makespan_ms);
+        s.replay = replay_facts{best.makespan_ms, memory_limit_mb};
+        return s;
+    }
+
+private:
+    // ZB-V's table replaces the discovered orders when its replay is shorter and fits the limit.
+    void keep_table_if_better(const scenario& sc, pipeline_schedule& s, double& makespan_ms) const {
+        pipeline_schedule t = s;
+        t.orders = zb_v_table(s.placement.devices(), sc.microbatches);
+        thread_local simulation_workspace ws;
+        thread_local simulation_result r;
+        simulation_options so;
+        so.record_timeline = so.record_memory_curve = so.compute_lower_bound = false;
+        simulate_into(r, sc, t, so, ws);  // the scenario was validated by its maker
+        const double peak = *std::max_element(r.peak_memory_mb.begin(), r.peak_memory_mb.end());
+        if (r.makespan_ms < makespan_ms && peak <= memory_limit_mb + 1e-9) {
+            makespan_ms = r.makespan_ms;
+            s.orders = std::move(t.orders);
+        }
+    }
+    // The shortest of the three uniform preferences' runs (the first on ties; a stalled run
+    // only when all stall).
+    static discovery_result best_preference(const scenario& sc, const stage_placement& pl, discovery_policy pol) {
+        using pref = discovery_policy::preference;
+        detail::order_discovery& engine = detail::discovery_engine();
+        const detail::engine_release release(engine);
+        engine.prepare(sc, pl, pol.w_share);
+        discovery_result best;
+        best.stalled = true;
+        best.makespan_ms = std::numeric_limits<double>::infinity();
+        for (const pref p : {pref::backward_first, pref::alternate, pref::forward_first}) {
+            pol.prefer = p;
+            discovery_result& r = engine.run(pol);
+            if (r.stalled) continue;
+            if (best.stalled || r.makespan_ms < best.makespan_ms - 1e-9) {
+                best.stalled = false;
+                best.makespan_ms = r.makespan_ms;
+                std::swap(best.orders, r.orders);
+            }
+        }
+        return best;
+    }
+};
+
+}  // namespace pipeplan::schedule
