@@ -150,9 +150,21 @@ private:
         ops.push_back(o);
     }
 
+    /// Whether check_complete() passes: one sweep over the tables in memory order (the check
+    /// below, which names the first fault by micro-batch, runs only when this fails).
+    [[nodiscard]] bool complete(bool split) const noexcept {
+        bool ok = true;
+        for (std::size_t k = 0; k < M * V; ++k) {
+            ok &= fwd[k] != none && bwd[k] != none && (!split || wgt_of(k) != none);
+            ok &= !recomputed(k) || (fwd[k] != none && ops[static_cast<std::size_t>(fwd[k])].kind == op_kind::f);
+        }
+        return ok;
+    }
+
     /// Every (micro-batch, stage) has its F and B (and W with a split); an R follows an f.
     void check_complete(const pipeline_schedule& s) const {
         const bool split = s.w_share > 0.0;
+        if (complete(split)) return;
         for (std::size_t j = 0; j < M; ++j)
             for (std::size_t v = 0; v < V; ++v) {
                 const std::size_t k = v * M + j;

@@ -171,13 +171,17 @@ inline void run_free_network(simulation_workspace& ws, std::size_t D) {
             const double s0 = std::max(t, n.ready);
             n.ready = s0;
             t = s0 + n.dur;
-            for (const std::int32_t succ : {n.cross, n.local}) {
-                if (succ == op_index::none) continue;
-                sim_node& m = nodes[static_cast<std::size_t>(succ)];
-                m.ready = std::max(m.ready, t);
-                if (--pending[static_cast<std::size_t>(succ)] == 0) {
-                    const std::uint32_t e = idx.device_of_stage[idx.ops[static_cast<std::size_t>(succ)].stage];
-                    if (e != d && idx.first_of_device[e] + ws.pos[e] == static_cast<std::uint32_t>(succ)) work.push_back(e);
+            if (n.local != op_index::none) {  // same stage, so same device: this sweep reaches it
+                const auto u = static_cast<std::size_t>(n.local);
+                nodes[u].ready = std::max(nodes[u].ready, t);
+                --pending[u];
+            }
+            if (n.cross != op_index::none) {
+                const auto u = static_cast<std::size_t>(n.cross);
+                nodes[u].ready = std::max(nodes[u].ready, t);
+                if (--pending[u] == 0) {
+                    const std::uint32_t e = idx.device_of_stage[idx.ops[u].stage];
+                    if (e != d && idx.first_of_device[e] + ws.pos[e] == static_cast<std::uint32_t>(u)) work.push_back(e);
                 }
             }
         }
