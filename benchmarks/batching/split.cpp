@@ -46,10 +46,10 @@ void run(benchmark::State& state, const scenario& sc, long long tokens, pb::acco
     opt.accounting = accounting;
     opt.order = order;
     pb::split_result r;
-    pb::split_dp_stats stats;
+    pb::exact_split_stats stats;
     for (auto _ : state) {
         stats = {};
-        r = pb::split_dp(*m, batch, cfg, opt, &stats);
+        r = pb::exact_split(*m, batch, cfg, opt, &stats);
         benchmark::DoNotOptimize(r.microbatches.data());
     }
     state.counters["samples"] = static_cast<double>(batch.size());
@@ -97,15 +97,15 @@ void BM_t5_ordering_study(benchmark::State& state) {
             const auto batch = pipeplan::test::draw_batch(t5.lengths_file, state.range(0), seed);
             pb::split_options opt;
             opt.accounting = accounting;
-            const double a = pb::split_dp(*m, batch, cfg, opt).objective_ms;
+            const double a = pb::exact_split(*m, batch, cfg, opt).objective_ms;
             opt.order = pb::ordering_method::lexicographic;
-            const double l = pb::split_dp(*m, batch, cfg, opt).objective_ms;
+            const double l = pb::exact_split(*m, batch, cfg, opt).objective_ms;
             const pb::split_context<profile_cost_model> ctx(*m, batch, cfg, opt);
             for (const auto& rung : ctx.ladder()) {
                 if (!ctx.singletons_fit(rung)) continue;
-                tour4 += pb::split_dp_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 4), rung)
+                tour4 += pb::exact_split_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 4), rung)
                              .objective_ms;
-                tour1 += pb::split_dp_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 1), rung)
+                tour1 += pb::exact_split_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 1), rung)
                              .objective_ms;
                 break;
             }

@@ -111,7 +111,7 @@ void split_with(const Model& model, const std::vector<batching::sample>& batch, 
     };
     batching::split_result r;
     if (o.method == "dp") {
-        r = batching::split_dp(model, batch, cfg, opt);
+        r = batching::exact_split(model, batch, cfg, opt);
     } else if (o.method == "fixed") {
         need(o.mbs > 0, "--mbs N (>= 1)");
         batching::fixed_order fo = batching::fixed_order::dataset;

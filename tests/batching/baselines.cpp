@@ -62,7 +62,7 @@ TEST_CASE("fixed mbs sorted: groups follow the descending order and never pad mo
     same.limit_ladder = {sorted.limit};
     same.recompute_ladder = {sorted.recompute};
     same.order = pb::ordering_method::sorted;
-    CHECK(pb::split_dp(model, b, config(), same).objective_ms <= sorted.objective_ms * (1 + 1e-12));
+    CHECK(pb::exact_split(model, b, config(), same).objective_ms <= sorted.objective_ms * (1 + 1e-12));
 }
 
 TEST_CASE("token budget: padded tokens per micro-batch stay within the budget") {
@@ -201,7 +201,7 @@ TEST_CASE("balance_result fills dp_groups over the micro-batches") {
     const auto b = batch_of(6, 90);
     auto cfg = config();
     cfg.dp = 3;
-    auto r = pb::split_dp(model, b, cfg);
+    auto r = pb::exact_split(model, b, cfg);
     CHECK(r.dp == 3);
     pb::balance_result(r);
     REQUIRE(r.dp_groups.size() == 3);

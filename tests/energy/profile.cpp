@@ -75,7 +75,7 @@ TEST_CASE("energy: the A100 DVFS model") {
     CHECK(eff.size() == 55);
     for (std::size_t k = 1; k < eff.size(); ++k) CHECK(effective(eff[k]) < effective(eff[k - 1]));
     // f and R use F's curve, W uses W's.
-    CHECK(&p.curve(ps::op_kind::f, 0) == &c);
+    CHECK(&p.curve(ps::op_kind::F_checkpoint, 0) == &c);
     CHECK(&p.curve(ps::op_kind::R, 1) == &c);
     CHECK(&p.curve(ps::op_kind::W, 1) == &p.curves.at({'W', energy_profile::any_stage}));
     // Scaling to an op of 4 ms.

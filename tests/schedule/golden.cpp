@@ -82,7 +82,7 @@ TEST_CASE("golden: Merak's variants on uniform S = 4, M = 8 (docs/schedules.md)"
     pipeline_schedule ckpt = one_f_one_b{}(sc);
     for (auto& dev : ckpt.orders)
         for (op& x : dev)
-            if (x.kind == op_kind::F) x.kind = op_kind::f;
+            if (x.kind == op_kind::F) x.kind = op_kind::F_checkpoint;
     golden(sc, ckpt, 44.0, 120.0);
     // Merak: each explicit R moves a recomputation off the gradient path (early 41, last 39,
     // critical 38 ms; also replayed by a separate script while writing the docs). Memory: an f

@@ -47,7 +47,7 @@ void check_rules(const std::vector<op>& o, merak_variant v, std::size_t S, std::
         CHECK(x.stage == s);
         if (is_forward(x.kind)) {
             CHECK(x.mb == forwards);
-            CHECK(x.kind == (ckpt ? op_kind::f : op_kind::F));
+            CHECK(x.kind == (ckpt ? op_kind::F_checkpoint : op_kind::F));
             ++forwards;
         } else if (x.kind == op_kind::R) {
             CHECK(rs.count(x.mb) == 1);
@@ -74,7 +74,7 @@ pipeline_schedule one_f_one_b_checkpointed(const scenario& sc) {
     s.name = "1f1b-checkpointed";
     for (auto& dev : s.orders)
         for (op& x : dev)
-            if (x.kind == op_kind::F) x.kind = op_kind::f;
+            if (x.kind == op_kind::F) x.kind = op_kind::F_checkpoint;
     return s;
 }
 
@@ -212,6 +212,6 @@ TEST_CASE("merak: partial checkpointing — memory and time formulas") {
     CHECK(r2.memory_mb[0][3].memory_mb == 110.0);
     CHECK(r2.memory_mb[0][4].time_ms == 4.5);
     CHECK(r2.peak_memory_mb[0] == 125.0);
-    CHECK(r2.peak_memory_op[0] == op{op_kind::f, 1, 0});
+    CHECK(r2.peak_memory_op[0] == op{op_kind::F_checkpoint, 1, 0});
     CHECK(reference_replay(two, s2).peak_mb[0] == 125.0);
 }

@@ -60,9 +60,9 @@ struct split_options {
     /// The result is the exact optimum whenever that is below the bound; otherwise a split whose
     /// objective is >= the bound (a caller holding a split of that objective keeps its own).
     double objective_bound_ms = std::numeric_limits<double>::infinity();
-    /// DP only: how many runner-up splits split_dp returns when asked (its `alternatives`).
+    /// DP only: how many runner-up splits exact_split returns when asked (its `alternatives`).
     int alternative_splits = 2;
-    /// DP only: weights w of the fill term for the reweighted splits split_dp returns when asked
+    /// DP only: weights w of the fill term for the reweighted splits exact_split returns when asked
     /// (its `reweighted`): each the exact optimum of w · (S − 1) · t_max / C + Σ t / dp over the
     /// final order's contiguous partitions, under the same rung. Each w must be finite and >= 0.
     std::vector<double> fill_weights;

@@ -8,7 +8,7 @@
 //   plan_result r = p.plan(batch);               // throws pipeplan::error
 //   plan_outcome q = p.try_plan(batch);          // never throws: result or error text
 //
-// Split: the exact DP of batching/split_dp.hpp (in the accounting asked for). Its objective is
+// Split: the exact DP of batching/exact_split.hpp (in the accounting asked for). Its objective is
 // only a proxy of the pipelined time, so the split under the available memory and splits with a
 // lighter fill term (fill_weights; screened by one quick simulation) are candidates too.
 // Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
@@ -44,7 +44,7 @@
 
 #include "pipeplan/batching/cost_cache.hpp"
 #include "pipeplan/batching/dp_balance.hpp"
-#include "pipeplan/batching/split_dp.hpp"
+#include "pipeplan/batching/exact_split.hpp"
 #include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/parallel.hpp"
@@ -99,7 +99,7 @@ struct planner_options {
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
     /// Also schedule up to this many runner-up splits of the preferred limit (partitions the
-    /// exact DP solved on its way, next best by objective: batching::split_dp's alternatives).
+    /// exact DP solved on its way, next best by objective: batching::exact_split's alternatives).
     std::size_t alternative_splits = 0;
     /// Also split with these weights of the fill term (batching::split_options::fill_weights):
     /// the DP's (S − 1) · t_max / C overprices fill and drain when the order search puts light
@@ -215,7 +215,7 @@ public:
         so.alternative_splits = static_cast<int>(opt_.alternative_splits);
         so.fill_weights = opt_.fill_weights;
         std::vector<batching::split_result> runner_ups, reweighted;
-        splits.emplace_back("preferred", batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_,
+        splits.emplace_back("preferred", batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_,
                                                             opt_.alternative_splits > 0 ? &runner_ups : nullptr,
                                                             opt_.fill_weights.empty() ? nullptr : &reweighted));
         if (opt_.compare_splits) {
@@ -424,7 +424,7 @@ private:
                              preferred.recompute == recompute_mode::none;
         if (bounded) so.objective_bound_ms = preferred.objective_ms;
         try {
-            batching::split_result alt = batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_);
+            batching::split_result alt = batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_);
             if (alt.microbatches == preferred.microbatches) return std::nullopt;
             if (bounded && !(alt.objective_ms < preferred.objective_ms)) return std::nullopt;
             return alt;

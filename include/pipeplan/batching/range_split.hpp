@@ -1,4 +1,4 @@
-// pipeplan/batching/partition_dp.hpp — the exact dynamic program over contiguous partitions.
+// pipeplan/batching/range_split.hpp — the exact dynamic program over contiguous partitions.
 //
 // Given N ordered items and, for every start i, the cost t(i, m) of each feasible range
 // [i, i + m) (m = 1..len(i); ranges longer than len(i) are infeasible), find the partition of
@@ -60,7 +60,7 @@ public:
         finalized_ = false;
     }
     /// Resolves pointers and per-row monotonicity; throws invalid_argument for a non-finite cost,
-    /// an empty row, or a row reaching beyond N. Called by solve_partition if needed.
+    /// an empty row, or a row reaching beyond N. Called by solve_range_split if needed.
     void finalize() {
         const std::size_t n = rows_.size();
         for (std::size_t i = 0; i < n; ++i) {
@@ -132,7 +132,7 @@ private:
 };
 
 /// An optimal partition: range boundaries 0 = b_0 < b_1 < ... < b_k = N.
-struct partition_solution {
+struct range_split_solution {
     std::vector<int> bounds;
     double sum_ms = 0;        ///< Σ t of the ranges
     double tmax_ms = 0;       ///< largest t of the ranges
@@ -140,7 +140,7 @@ struct partition_solution {
     int solves = 0;           ///< capped DPs run (for benchmarks)
     /// Runner-ups (when asked for): the next-best distinct partitions the search solved, by
     /// objective (ties: found first), each without alternatives of its own.
-    std::vector<partition_solution> alternatives;
+    std::vector<range_split_solution> alternatives;
 };
 
 namespace detail {
@@ -217,7 +217,7 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
                 break;
             }
         }
-        if (found == j) throw error("solve_partition: internal error: no predecessor found");
+        if (found == j) throw error("solve_range_split: internal error: no predecessor found");
         j = found;
         s.bounds.push_back(static_cast<int>(j));
     }
@@ -245,10 +245,10 @@ inline double min_bottleneck(const range_costs& rc) {
 }  // namespace detail
 
 /// The capped solves of one range table that do not depend on the objective (the uncapped one
-/// and the one at the smallest feasible cap): solve_partition() fills it on its first call and
+/// and the one at the smallest feasible cap): solve_range_split() fills it on its first call and
 /// reuses it when the same table is solved again with another fill coefficient (reweighted
 /// splits), which saves two capped DPs and a bottleneck pass per extra solve.
-struct partition_cache {
+struct range_split_cache {
     bool has_top = false, has_lo = false;
     detail::capped_solution top, lo;  ///< lo: solved at the smallest feasible cap
 };
@@ -260,20 +260,20 @@ struct partition_cache {
 /// that cannot beat it: the result is then exact whenever the optimum is below the bound, and
 /// otherwise the best split found (whose objective is ≥ the bound).
 /// Throws invalid_argument for bad arguments or an empty row (an item no range can hold).
-/// `alternatives` > 0 also returns up to that many runner-ups (partition_solution::alternatives):
+/// `alternatives` > 0 also returns up to that many runner-ups (range_split_solution::alternatives):
 /// partitions the search solved anyway, so they cost nothing extra; the optimum is unchanged.
 /// `cache` (optional, for one `rc` only) shares the objective-free solves between calls.
-[[nodiscard]] inline partition_solution solve_partition(range_costs& rc, double fill_coeff, double dp,
+[[nodiscard]] inline range_split_solution solve_range_split(range_costs& rc, double fill_coeff, double dp,
                                                         double relative_tolerance = 0,
                                                         double upper_bound = std::numeric_limits<double>::infinity(),
-                                                        std::size_t alternatives = 0, partition_cache* cache = nullptr) {
+                                                        std::size_t alternatives = 0, range_split_cache* cache = nullptr) {
     if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
-        throw invalid_argument("solve_partition: fill coefficient must be finite and >= 0");
-    if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_partition: dp must be >= 1");
+        throw invalid_argument("solve_range_split: fill coefficient must be finite and >= 0");
+    if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_range_split: dp must be >= 1");
     if (!(relative_tolerance >= 0) || !std::isfinite(relative_tolerance))
-        throw invalid_argument("solve_partition: relative tolerance must be finite and >= 0");
+        throw invalid_argument("solve_range_split: relative tolerance must be finite and >= 0");
     if (!rc.finalized()) rc.finalize();
-    partition_solution best;
+    range_split_solution best;
     if (rc.size() == 0) {
         best.bounds = {0};
         return best;
@@ -281,12 +281,12 @@ struct partition_cache {
     std::vector<double> f;
     std::vector<int> parent;  // scratch: longest range ending at each position
     const auto objective = [&](const detail::capped_solution& s) { return fill_coeff * s.tmax + s.sum / dp; };
-    std::vector<partition_solution> seen;  // every distinct solved partition (alternatives > 0)
+    std::vector<range_split_solution> seen;  // every distinct solved partition (alternatives > 0)
     const auto take = [&](detail::capped_solution&& s) {
         const double g = objective(s);
         if (alternatives > 0 && s.feasible() &&
-            std::none_of(seen.begin(), seen.end(), [&](const partition_solution& o) { return o.bounds == s.bounds; }))
-            seen.push_back(partition_solution{s.bounds, s.sum, s.tmax, g, 0, {}});
+            std::none_of(seen.begin(), seen.end(), [&](const range_split_solution& o) { return o.bounds == s.bounds; }))
+            seen.push_back(range_split_solution{s.bounds, s.sum, s.tmax, g, 0, {}});
         if (best.bounds.empty() || g < best.objective_ms) {
             best.objective_ms = g;
             best.sum_ms = s.sum;
@@ -295,8 +295,8 @@ struct partition_cache {
         }
     };
     constexpr double inf = std::numeric_limits<double>::infinity();
-    partition_cache own;
-    partition_cache& pc = cache ? *cache : own;
+    range_split_cache own;
+    range_split_cache& pc = cache ? *cache : own;
     int solves = 0;
     if (!pc.has_top) pc.top = detail::solve_capped(rc, inf, f, parent), pc.has_top = true, ++solves;
     const double top_sum = pc.top.sum, top_r = pc.top.tmax;
@@ -351,7 +351,7 @@ struct partition_cache {
     }
     best.solves = solves;
     if (alternatives > 0) {
-        std::stable_sort(seen.begin(), seen.end(), [](const partition_solution& x, const partition_solution& y) {
+        std::stable_sort(seen.begin(), seen.end(), [](const range_split_solution& x, const range_split_solution& y) {
             return x.objective_ms < y.objective_ms;
         });
         for (auto& o : seen)

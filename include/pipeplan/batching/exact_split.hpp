@@ -1,8 +1,8 @@
-// pipeplan/batching/split_dp.hpp — the exact micro-batch splitter (DynaPipe-style DP).
+// pipeplan/batching/exact_split.hpp — the exact micro-batch splitter (DynaPipe-style DP).
 //
-// split_dp orders the samples (ordering.hpp), then for each rung of the memory ladder
+// exact_split orders the samples (ordering.hpp), then for each rung of the memory ladder
 // (split_context.hpp) whose single samples all fit, builds the range-cost rows and solves the
-// exact partition DP (partition_dp.hpp). Range costs come from dense per-shape tables:
+// exact partition DP (range_split.hpp). Range costs come from dense per-shape tables:
 //   * decoder-only, sorted descending: a range [i, i+m) is padded to (m, len_i), so row i is a
 //     prefix of the table row of len_i — one table row per distinct length, built once, for
 //     m up to the first size that does not fit (memory is taken as non-decreasing in mbs);
@@ -27,7 +27,7 @@
 
 #include "pipeplan/batching/ordering.hpp"
 #include "pipeplan/batching/packing.hpp"
-#include "pipeplan/batching/partition_dp.hpp"
+#include "pipeplan/batching/range_split.hpp"
 #include "pipeplan/batching/split_context.hpp"
 
 namespace pipeplan::batching {
@@ -169,7 +169,7 @@ template <cost_model Model>
 inline constexpr double reweighted_tolerance = 0.003;
 
 /// Statistics of one DP split (benchmarks and docs).
-struct split_dp_stats {
+struct exact_split_stats {
     int capped_solves = 0;       ///< capped DPs run by the exact search
     long long range_entries = 0; ///< Σ row lengths (feasible ranges)
     int orders = 0;              ///< orders solved
@@ -178,13 +178,13 @@ struct split_dp_stats {
 /// The DP split over a given order of the context's samples, under `rung` (all singletons must
 /// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
 /// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
-/// `upper_bound` prunes the search as in solve_partition (exact whenever the optimum is below it).
+/// `upper_bound` prunes the search as in solve_range_split (exact whenever the optimum is below it).
 /// `alternatives` (optional) receives up to options().alternative_splits runner-up splits of this
-/// order (solve_partition's), best first. `reweighted` (optional) receives one split of this
+/// order (solve_range_split's), best first. `reweighted` (optional) receives one split of this
 /// order per options().fill_weights entry w: the exact optimum with the fill term weighted by w.
 template <cost_model Model>
-[[nodiscard]] split_result split_dp_ordered(const split_context<Model>& ctx, std::span<const int> order,
-                                            const memory_rung& rung, split_dp_stats* stats = nullptr,
+[[nodiscard]] split_result exact_split_ordered(const split_context<Model>& ctx, std::span<const int> order,
+                                            const memory_rung& rung, exact_split_stats* stats = nullptr,
                                             detail::shape_tables<Model>* shared_tables = nullptr,
                                             double upper_bound = std::numeric_limits<double>::infinity(),
                                             std::vector<split_result>* alternatives = nullptr,
@@ -197,8 +197,8 @@ template <cost_model Model>
     range_costs rc = detail::build_range_costs(ctx, order, tables, head_padded, entries);
     const auto& cfg = ctx.config();
     const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
-    partition_cache cache;  // the objective-free solves, shared with the reweighted splits
-    partition_solution sol = solve_partition(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
+    range_split_cache cache;  // the objective-free solves, shared with the reweighted splits
+    range_split_solution sol = solve_range_split(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
                                              alternatives ? static_cast<std::size_t>(ctx.options().alternative_splits) : 0,
                                              &cache);
     if (stats) {
@@ -216,7 +216,7 @@ template <cost_model Model>
         const double tol = std::max(ctx.options().relative_tolerance, reweighted_tolerance);
         reweighted->clear();
         for (double w : ctx.options().fill_weights) {
-            const partition_solution ws = solve_partition(rc, w * a, cfg.dp, tol, std::numeric_limits<double>::infinity(), 0, &cache);
+            const range_split_solution ws = solve_range_split(rc, w * a, cfg.dp, tol, std::numeric_limits<double>::infinity(), 0, &cache);
             reweighted->push_back(detail::assemble_bounds(ctx, order, rung, ws.bounds, tables, head_padded));
         }
     }
@@ -276,8 +276,8 @@ template <cost_model Model>
 /// Throws split_error (empty batch, sample too long, model states, no feasible split) or
 /// invalid_argument (configuration, options, token counts).
 template <cost_model Model>
-[[nodiscard]] split_result split_dp(const Model& model, std::span<const sample> batch, const pipeline_config& config,
-                                    const split_options& options = {}, split_dp_stats* stats = nullptr,
+[[nodiscard]] split_result exact_split(const Model& model, std::span<const sample> batch, const pipeline_config& config,
+                                    const split_options& options = {}, exact_split_stats* stats = nullptr,
                                     shape_cost_cache* cache = nullptr,
                                     std::vector<split_result>* alternatives = nullptr,
                                     std::vector<split_result>* reweighted = nullptr) {
@@ -306,9 +306,9 @@ template <cost_model Model>
         const bool single = orders.size() == 1 && !refine;
         std::vector<std::vector<int>> refined;  // keeps the refined orders alive
         const auto consider = [&](std::span<const int> order) {
-            split_dp_stats st;
+            exact_split_stats st;
             std::vector<split_result> alts, rws;
-            split_result r = split_dp_ordered(ctx, order, rung, &st, &tables,
+            split_result r = exact_split_ordered(ctx, order, rung, &st, &tables,
                                               have ? std::min(best.objective_ms, options.objective_bound_ms)
                                                    : options.objective_bound_ms,
                                               alternatives ? &alts : nullptr, reweighted && single ? &rws : nullptr);
@@ -348,7 +348,7 @@ template <cost_model Model>
             misses = consider(refined.back()) ? 0 : misses + 1;
         }
         if (reweighted && !single)  // the main solve is bounded by its own optimum: nearly free
-            (void)split_dp_ordered(ctx, best_order, rung, nullptr, &tables, best.objective_ms, nullptr, reweighted);
+            (void)exact_split_ordered(ctx, best_order, rung, nullptr, &tables, best.objective_ms, nullptr, reweighted);
         return best;
     }
     ctx.throw_no_rung();
