@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Side by side with DynaPipe's published planner on real batches (issue 8; docs/batching.md).
+"""Side by side with DynaPipe's published planner on real batches (docs/batching.md).
 
 Draws global batches from $PIPEPLAN_DATA_DIR/lengths exactly as the tests' draw_batch does
 (seeded splitmix64 Fisher-Yates, samples taken while input + target tokens fit the budget),

@@ -1,6 +1,6 @@
 // Micro-batch splitting on real batches and real profiles (single thread, default mode).
 //   build/benchmarks/bench_batching --benchmark_min_time=0.05
-// Targets (issue 3): GPT-6.7B 65,536 tokens <= 5 ms, T5-11B 65,536 tokens <= 20 ms,
+// Targets: GPT-6.7B 65,536 tokens <= 5 ms, T5-11B 65,536 tokens <= 20 ms,
 // GPT-6.7B 1,048,576 tokens <= 1 s. Skips (with a message) when ../shared/data is absent.
 #include <benchmark/benchmark.h>
 

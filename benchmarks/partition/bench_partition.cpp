@@ -1,4 +1,4 @@
-// Partition tier benchmarks (targets from issue 11):
+// Partition tier benchmarks (targets):
 //   BM_PipeDream/vgg16/16            antichain DAG + hierarchical DP, VGG-16, 16 workers   <= 10 ms
 //   BM_PipeDream/<largest CNN>/16    the largest reference graphs on 16 workers
 //   BM_PipeDreamResNet/<blocks>/<W>  a synthetic ResNet (33 blocks = ResNet-101's size,

@@ -1,4 +1,4 @@
-// Issue 13 (hardening), flags of the later commands: plan, plan-show, energy, partition, shard,
+// Hardening of the flags of the later commands: plan, plan-show, energy, partition, shard,
 // run-cpu and serve-plans. Every numeric flag is range-checked (the error names the flag and the
 // allowed range), flags that do not apply are errors, values are never silently changed, usage
 // and input errors exit 1 and resource limits exit 3. Every input is generated in the test.

@@ -1,4 +1,4 @@
-// CLI contract tests for `pipeplan plan`, `plan-check`, `plan-show` and the main job (issue 9).
+// CLI contract tests for `pipeplan plan`, `plan-check`, `plan-show` and the main job.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// CLI contract tests for `pipeplan split` (issue 3): JSON keys, every method, --dp, both
+// CLI contract tests for `pipeplan split`: JSON keys, every method, --dp, both
 // accounting modes, errors; on the analytic model (no data needed) and the real profiles.
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // core/file.hpp (output files, input files), core/error.hpp (printable messages) and the CSV
-// reader's hardening of issue 13: BOM, whitespace-only lines, NUL bytes, compact storage.
+// reader's hardening: BOM, whitespace-only lines, NUL bytes, compact storage.
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // Merak's recomputation-aware schedules (schedule/merak.hpp): the orders derived from the rules
-// of issue 7 for S in 2..8, M in S..16 (uniform and unequal micro-batches), the S = 4, M = 6
+// of Merak's schedules (docs/schedules.md) for S in 2..8, M in S..16 (uniform and unequal micro-batches), the S = 4, M = 6
 // golden strings, makespans against an independent replay (reference.hpp), the stage-aware
 // checkpoint ratio and its memory / time formulas.
 #include <doctest/doctest.h>
@@ -21,7 +21,7 @@ namespace {
 constexpr merak_variant variants[3] = {merak_variant::early_recompute, merak_variant::last_stage_no_recompute,
                                        merak_variant::shifted_critical_path};
 
-/// The rules of issue 7, written out per (variant, S, M, stage): which micro-batches get an
+/// Merak's placement rules (docs/schedules.md), written out per (variant, S, M, stage): which micro-batches get an
 /// explicit R, and how many forwards precede each backward.
 std::set<std::uint32_t> expected_r(merak_variant v, std::size_t S, std::size_t M, std::size_t s) {
     std::set<std::uint32_t> cool;  // C(s): the last S-1-s micro-batches
@@ -80,7 +80,7 @@ pipeline_schedule one_f_one_b_checkpointed(const scenario& sc) {
 
 }  // namespace
 
-TEST_CASE("merak: the S = 4, M = 6 orders of issue 7") {
+TEST_CASE("merak: the S = 4, M = 6 orders of docs/schedules.md") {
     const scenario sc = uniform_scenario(4, 6);
     const auto e = merak{merak_variant::early_recompute}(sc);
     CHECK(e.name == "merak-early");

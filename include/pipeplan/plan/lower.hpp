@@ -88,8 +88,8 @@ struct lowering_options {
 
 namespace detail {
 
-[[nodiscard]] inline std::uint64_t bytes_from_mb(double mb) {
-    return mb > 0.0 ? static_cast<std::uint64_t>(std::llround(mb * 1e6)) : 0;
+[[nodiscard]] inline std::uint64_t bytes_from_mb(double size_mb) {
+    return size_mb > 0.0 ? static_cast<std::uint64_t>(std::llround(size_mb * 1e6)) : 0;
 }
 
 [[nodiscard]] inline instruction compute_instruction(const schedule::op& o, bool split) {

@@ -2,7 +2,7 @@
 //
 // A schedule is, per device, a sequence of operations on (micro-batch, virtual stage):
 //   F  forward that stores its activations for the backward,
-//   f  forward under no-grad that keeps only the stage input (a checkpoint),
+//   f  forward under no-grad that keeps only the stage input (a checkpoint; op_kind::F_checkpoint),
 //   R  recomputation of an `f` forward (restores the full activations),
 //   B  backward (input gradient; the whole backward when the schedule has no W ops),
 //   W  weight-gradient part of a split backward (zero-bubble schedules).
