@@ -71,7 +71,7 @@ void BM_split_t5_tour(benchmark::State& s) {
     run(s, t5, s.range(0), pb::accounting_mode::pipeplan, pb::ordering_method::tour);
 }
 
-// The ordering study (docs/batching.md): over 10 seeded T5 batches, the DP objective on the
+// The ordering study (docs/batching.md): over 10 seeded T5 batches, the exact split objective on the
 // lexicographic order, on each tour, and the default (best of the three), as counters: the
 // relative change of the summed objective vs lexicographic (%, negative = better) and how many
 // batches the default improves.

@@ -1,7 +1,7 @@
 // pipeplan/batching.hpp — micro-batch splitting (umbrella header; no JSON, no Eigen/Boost).
 //
 // Samples and padded shapes, the batch CSV reader, the pipeline configuration, stage-cost
-// accounting, orderings, the exact partition DP and the splitter built on it, the baselines and
+// accounting, orderings, the exact range split and the splitter built on it, the baselines and
 // data-parallel balancing. For JSON output include pipeplan/batching/json.hpp as well.
 #pragma once
 

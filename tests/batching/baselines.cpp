@@ -57,7 +57,7 @@ TEST_CASE("fixed mbs sorted: groups follow the descending order and never pad mo
     CHECK(pad_sorted <= pad_dataset);
     for (std::size_t k = 1; k < sorted.per_microbatch.size(); ++k)
         CHECK(sorted.per_microbatch[k].shape.seqlen_tokens <= sorted.per_microbatch[k - 1].shape.seqlen_tokens);
-    // The DP over the same order is at least as good as any fixed size under the same rung.
+    // The exact split over the same order is at least as good as any fixed size under the same rung.
     pb::split_options same;
     same.limit_ladder = {sorted.limit};
     same.recompute_ladder = {sorted.recompute};

@@ -1,4 +1,4 @@
-// The exact DP: brute force over all contiguous partitions, and the acceptance properties.
+// The exact split: brute force over all contiguous partitions, and the acceptance properties.
 #include <doctest/doctest.h>
 
 #include <algorithm>

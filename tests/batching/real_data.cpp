@@ -1,5 +1,5 @@
 // The splitter on real batches (../shared/data/lengths) and real profiles (cost_models):
-// acceptance properties, the DP against the baselines over the same order, and the two
+// acceptance properties, the exact split against the baselines over the same order, and the two
 // accounting modes checked against the layer costs by hand.
 #include <doctest/doctest.h>
 
@@ -34,7 +34,7 @@ double fb(const pipeplan::layer_cost& c) { return c.forward_ms.value() + c.backw
 
 }  // namespace
 
-TEST_CASE("real GPT-6.7B 65,536-token batch: properties, and the DP beats the baselines of its order" *
+TEST_CASE("real GPT-6.7B 65,536-token batch: properties, and the exact split beats the baselines of its order" *
           PIPEPLAN_NEEDS_DATA()) {
     const auto& m = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 65536, 42);
@@ -162,7 +162,7 @@ TEST_CASE("dynapipe accounting on real profiles follows the published formulas" 
     }
 }
 
-TEST_CASE("real batches: DP split in dynapipe accounting and with data-parallel balancing" * PIPEPLAN_NEEDS_DATA()) {
+TEST_CASE("real batches: exact split in dynapipe accounting and with data-parallel balancing" * PIPEPLAN_NEEDS_DATA()) {
     const auto& m = profile_model("gpt_6.7b", interpolation_mode::dynapipe);
     const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 131072, 7);
     auto cfg = gpt_config();

@@ -206,7 +206,7 @@ TEST_CASE("PipeDream: its own numbers on the reference CNNs" * PIPEPLAN_NEEDS_DA
     }
 }
 
-TEST_CASE("PipeDream: the DP equals brute force on small random graphs") {
+TEST_CASE("PipeDream: the dynamic program equals brute force on small random graphs") {
     std::mt19937_64 rng(20261122);
     int cases = 0;
     for (int trial = 0; trial < 300; ++trial) {
@@ -225,7 +225,7 @@ TEST_CASE("PipeDream: the DP equals brute force on small random graphs") {
         }
         const auto r = optimize_pipedream(dag, opt);
         CHECK(r.time_per_minibatch_s == doctest::Approx(expect).epsilon(1e-12));
-        // The reported stages cover the states, use every worker and cost what the DP says.
+        // The reported stages cover the states, use every worker and cost what the dynamic program says.
         const auto& st = r.levels[0].stages;
         std::vector<std::size_t> ends;
         std::vector<int> reps;

@@ -1,8 +1,8 @@
-// pipeplan/batching/exact_split.hpp — the exact micro-batch splitter (DynaPipe-style DP).
+// pipeplan/batching/exact_split.hpp — the exact micro-batch splitter (DynaPipe-style dynamic program).
 //
 // exact_split orders the samples (ordering.hpp), then for each rung of the memory ladder
 // (split_context.hpp) whose single samples all fit, builds the range-cost rows and solves the
-// exact partition DP (range_split.hpp). Range costs come from dense per-shape tables:
+// exact range split (range_split.hpp). Range costs come from dense per-shape tables:
 //   * decoder-only, sorted descending: a range [i, i+m) is padded to (m, len_i), so row i is a
 //     prefix of the table row of len_i — one table row per distinct length, built once, for
 //     m up to the first size that does not fit (memory is taken as non-decreasing in mbs);
@@ -12,7 +12,7 @@
 //   * packing: row i adds samples first-fit into rows of len_i; t is the cheaper of padded and
 //     packed, and the range may grow while the packed rows fit.
 // Complexity: O(N log N) ordering + O(distinct shapes) model queries + O(Σ row lengths) per
-// capped DP, Σ row lengths ≤ N · K with K the largest micro-batch that fits.
+// capped solve, Σ row lengths ≤ N · K with K the largest micro-batch that fits.
 #pragma once
 
 #include <algorithm>
@@ -168,14 +168,14 @@ template <cost_model Model>
 /// candidates for a simulator to compare, so exactness is not worth its solves.
 inline constexpr double reweighted_tolerance = 0.003;
 
-/// Statistics of one DP split (benchmarks and docs).
+/// Statistics of one exact split (benchmarks and docs).
 struct exact_split_stats {
-    int capped_solves = 0;       ///< capped DPs run by the exact search
+    int capped_solves = 0;       ///< capped solves run by the exact search
     long long range_entries = 0; ///< Σ row lengths (feasible ranges)
     int orders = 0;              ///< orders solved
 };
 
-/// The DP split over a given order of the context's samples, under `rung` (all singletons must
+/// The exact split over a given order of the context's samples, under `rung` (all singletons must
 /// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
 /// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
 /// `upper_bound` prunes the search as in solve_range_split (exact whenever the optimum is below it).
@@ -328,7 +328,7 @@ template <cost_model Model>
             return better;
         };
         for (const auto& order : orders) (void)consider(order);
-        // DP-guided refinement: re-order the samples inside each micro-batch of the best split
+        // split-guided refinement: re-order the samples inside each micro-batch of the best split
         // (decoder length descending, then encoder length descending, alternately) and solve
         // again. The best split stays contiguous in the new order, so the objective never rises.
         const auto& shapes = ctx.shapes();

@@ -7,7 +7,7 @@
 // exactly (no bucketing of t values).
 //
 // Algorithm. For a cap c let F(c) = min Σ t over partitions whose ranges all have t ≤ c (an
-// O(Σ len) shortest-path DP). F is a non-increasing step function and
+// O(Σ len) shortest-path dynamic program). F is a non-increasing step function and
 //     min g = min over c of a · c + F(c) / dp,
 // attained at c = the largest t of some optimal partition. Solving at c returns a partition
 // whose realised maximum r ≤ c has F(r) = F(c), so the whole interval [r, c] is settled by one
@@ -19,7 +19,7 @@
 //   * it is empty, or F(c_a) = F(c_b) (no step inside: nothing in it beats the solve at c_a), or
 //   * a · n(c_a) + F(c_b) / dp ≥ the best objective found (a lower bound on the gap),
 // and its caps c with a · c + F(c_b) / dp ≥ the best are cut off (solving at the cut first).
-// The smallest feasible cap c_lo (the min-max partition value) comes from a bottleneck DP.
+// The smallest feasible cap c_lo (the min-max partition value) comes from a bottleneck dynamic program.
 // Rows whose costs are non-decreasing in m stop scanning at the first t > c; other rows (real
 // profiles interpolate with small dips) at the first m whose suffix minimum exceeds c. An optional relative tolerance prunes gaps whose bound is within tol of the best.
 #pragma once
@@ -137,7 +137,7 @@ struct range_split_solution {
     double sum_ms = 0;        ///< Σ t of the ranges
     double tmax_ms = 0;       ///< largest t of the ranges
     double objective_ms = 0;  ///< a · tmax_ms + sum_ms / dp
-    int solves = 0;           ///< capped DPs run (for benchmarks)
+    int solves = 0;           ///< capped solves run (for benchmarks)
     /// Runner-ups (when asked for): the next-best distinct partitions the search solved, by
     /// objective (ties: found first), each without alternatives of its own.
     std::vector<range_split_solution> alternatives;
@@ -247,7 +247,7 @@ inline double min_bottleneck(const range_costs& rc) {
 /// The capped solves of one range table that do not depend on the objective (the uncapped one
 /// and the one at the smallest feasible cap): solve_range_split() fills it on its first call and
 /// reuses it when the same table is solved again with another fill coefficient (reweighted
-/// splits), which saves two capped DPs and a bottleneck pass per extra solve.
+/// splits), which saves two capped solves and a bottleneck pass per extra solve.
 struct range_split_cache {
     bool has_top = false, has_lo = false;
     detail::capped_solution top, lo;  ///< lo: solved at the smallest feasible cap

@@ -1,4 +1,4 @@
-// pipeplan/partition/pipedream.hpp — PipeDream's hierarchical partitioning DP (SOSP'19).
+// pipeplan/partition/pipedream.hpp — PipeDream's hierarchical partitioning dynamic program (SOSP'19).
 //
 // Reproduces optimizer/optimizer_graph_hierarchical.py of msr-fiddle/pipedream number for
 // number. On the states 0..n-1 of the antichain DAG (antichain.hpp), with cumulative compute
@@ -95,7 +95,7 @@ struct pipedream_result {
 
 namespace detail {
 
-/// The DP's table of one level: A[i][j][m] (PipeDream's layout) with rows 1..n only on
+/// The dynamic program's table of one level: A[i][j][m] (PipeDream's layout) with rows 1..n only on
 /// lower levels.
 struct dp_cell {
     double time = std::numeric_limits<double>::quiet_NaN();  ///< NaN: infeasible (Python's None)
@@ -234,7 +234,7 @@ inline void fill_pipelines(pipedream_table& A, const range_sums& sums, std::size
 
 }  // namespace detail
 
-/// The most memory the lower levels' DP tables may take (bytes).
+/// The most memory the lower levels' dynamic-program tables may take (bytes).
 inline constexpr double max_table_bytes = 4e9;
 
 /// Runs PipeDream's hierarchical optimizer on the antichain DAG `dag`. Throws invalid_argument

@@ -8,7 +8,7 @@
 //   plan_result r = p.plan(batch);               // throws pipeplan::error
 //   plan_outcome q = p.try_plan(batch);          // never throws: result or error text
 //
-// Split: the exact DP of batching/exact_split.hpp (in the accounting asked for). Its objective is
+// Split: the exact split of batching/exact_split.hpp (in the accounting asked for). Its objective is
 // only a proxy of the pipelined time, so the split under the available memory and splits with a
 // lighter fill term (fill_weights; screened by one quick simulation) are candidates too.
 // Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
@@ -99,10 +99,10 @@ struct planner_options {
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
     /// Also schedule up to this many runner-up splits of the preferred limit (partitions the
-    /// exact DP solved on its way, next best by objective: batching::exact_split's alternatives).
+    /// exact split solved on its way, next best by objective: batching::exact_split's alternatives).
     std::size_t alternative_splits = 0;
     /// Also split with these weights of the fill term (batching::split_options::fill_weights):
-    /// the DP's (S − 1) · t_max / C overprices fill and drain when the order search puts light
+    /// the exact split's (S − 1) · t_max / C overprices fill and drain when the order search puts light
     /// micro-batches at the pipeline's ends, so fewer, larger micro-batches may run faster.
     std::vector<double> fill_weights = {0.5, 0.25};
     /// How many extra splits (fill weights, runner-ups) are scheduled with every candidate kind
@@ -415,7 +415,7 @@ private:
     /// The split under the available memory alone, when it differs from `preferred`. When the
     /// preferred split needed no recomputation, its micro-batches also fit the available rung at
     /// the same costs, so only strictly better objectives are searched for (the bound prunes the
-    /// DP); a split that is not strictly better is not a candidate.
+    /// exact split); a split that is not strictly better is not a candidate.
     [[nodiscard]] std::optional<batching::split_result> available_split(std::span<const batching::sample> batch,
                                                                        const batching::split_result& preferred) {
         batching::split_options so = opt_.split;
