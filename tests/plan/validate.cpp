@@ -154,9 +154,9 @@ TEST_CASE("validate_rank: a header claiming 2^30 stages is checked without tabul
 }
 
 TEST_CASE("validate_rank / validate: a header claiming millions of chunks costs O(instructions) (fuzz finding)") {
-    // A fuzzed file: a valid 2-rank interleaved plan whose header claims 6,094,850 chunks. The
-    // pairing table and the compute units were sized by stages x micro-batches (400 MB, 59 s
-    // under the fuzzer); now one compute violation says the program is too short.
+    // A fuzzed file: a valid 2-rank interleaved plan whose header claims 6,094,850 chunks. Sized
+    // by stages x micro-batches, the pairing table and the compute units would take 400 MB (59 s
+    // under the fuzzer); one compute violation says the program is too short.
     auto p = one_f_one_b_plan(2, 2);
     p.header.placement = schedule::placement_kind::interleaved;
     p.header.chunks = 6094850;
