@@ -253,6 +253,29 @@ struct range_split_cache {
     detail::capped_solution top, lo;  ///< lo: solved at the smallest feasible cap
 };
 
+namespace detail {
+
+/// Throws invalid_argument unless fill_coeff ≥ 0, dp ≥ 1 and relative_tolerance ≥ 0 (all finite).
+inline void check_range_split_arguments(double fill_coeff, double dp, double relative_tolerance) {
+    if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
+        throw invalid_argument("solve_range_split: fill coefficient must be finite and >= 0");
+    if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_range_split: dp must be >= 1");
+    if (!(relative_tolerance >= 0) || !std::isfinite(relative_tolerance))
+        throw invalid_argument("solve_range_split: relative tolerance must be finite and >= 0");
+}
+
+/// Moves up to `alternatives` of the `seen` solutions other than `best`'s into
+/// best.alternatives, by objective (ties: the order they were solved in).
+inline void keep_runner_ups(range_split_solution& best, std::vector<range_split_solution>& seen, std::size_t alternatives) {
+    std::stable_sort(seen.begin(), seen.end(), [](const range_split_solution& x, const range_split_solution& y) {
+        return x.objective_ms < y.objective_ms;
+    });
+    for (auto& o : seen)
+        if (o.bounds != best.bounds && best.alternatives.size() < alternatives) best.alternatives.push_back(std::move(o));
+}
+
+}  // namespace detail
+
 /// The exact optimum of a · max t + Σ t / dp over contiguous partitions (see the file comment).
 /// `fill_coeff` = a = (S − 1) / C ≥ 0, `dp` ≥ 1. `relative_tolerance` ≥ 0 (0 = exact) lets the
 /// search stop once no gap can improve the best objective by more than that fraction.
@@ -267,11 +290,7 @@ struct range_split_cache {
                                                         double relative_tolerance = 0,
                                                         double upper_bound = std::numeric_limits<double>::infinity(),
                                                         std::size_t alternatives = 0, range_split_cache* cache = nullptr) {
-    if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
-        throw invalid_argument("solve_range_split: fill coefficient must be finite and >= 0");
-    if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_range_split: dp must be >= 1");
-    if (!(relative_tolerance >= 0) || !std::isfinite(relative_tolerance))
-        throw invalid_argument("solve_range_split: relative tolerance must be finite and >= 0");
+    detail::check_range_split_arguments(fill_coeff, dp, relative_tolerance);
     if (!rc.finalized()) rc.finalize();
     range_split_solution best;
     if (rc.size() == 0) {
@@ -350,13 +369,7 @@ struct range_split_cache {
         }
     }
     best.solves = solves;
-    if (alternatives > 0) {
-        std::stable_sort(seen.begin(), seen.end(), [](const range_split_solution& x, const range_split_solution& y) {
-            return x.objective_ms < y.objective_ms;
-        });
-        for (auto& o : seen)
-            if (o.bounds != best.bounds && best.alternatives.size() < alternatives) best.alternatives.push_back(std::move(o));
-    }
+    if (alternatives > 0) detail::keep_runner_ups(best, seen, alternatives);
     return best;
 }
 
