@@ -1,4 +1,4 @@
-// The exact split: brute force over all contiguous partitions, and the acceptance properties.
+// The exact split: brute force over all contiguous splits, and the acceptance properties.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@ std::vector<pb::sample> random_batch(std::mt19937_64& rng, int n, int max_in = 6
     return b;
 }
 
-/// Brute force over range_costs: every contiguous partition.
+/// Brute force over range_costs: every contiguous split.
 double brute_force_rows(const pb::range_costs& rc, double a, double dp) {
     const std::size_t n = rc.size();
     double best = std::numeric_limits<double>::infinity();
@@ -40,7 +40,7 @@ double brute_force_rows(const pb::range_costs& rc, double a, double dp) {
     return best;
 }
 
-/// Brute force over the real splitter's inputs: every contiguous partition of `order` whose
+/// Brute force over the real splitter's inputs: every contiguous split of `order` whose
 /// ranges all fit under `rung`.
 template <class Model>
 double brute_force_split(const pb::split_context<Model>& ctx, const std::vector<int>& order, const pb::memory_rung& rung) {
@@ -92,7 +92,7 @@ void check_limits_and_objective(const pb::split_result& r) {
 
 bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
 
-/// a · max t + Σ t / dp of the partition cut at `bounds` (checked to be one of [0, N)).
+/// a · max t + Σ t / dp of the split cut at `bounds` (checked to be one of [0, N)).
 double range_split_objective(const pb::range_costs& rc, const std::vector<int>& bounds, double a, double dp) {
     REQUIRE(bounds.front() == 0);
     REQUIRE(static_cast<std::size_t>(bounds.back()) == rc.size());
@@ -138,9 +138,9 @@ TEST_CASE("solve_range_split equals brute force on random cost rows") {
         CHECK(loose.objective_ms >= bf * (1 - 1e-12));
         CHECK(loose.objective_ms <= bf * (1 + pb::reweighted_tolerance) + 1e-9);
         CHECK(close(range_split_objective(rc, loose.bounds, a, dp), loose.objective_ms));
-        // The bounds describe a partition whose recomputed objective is the reported one.
+        // The bounds describe a split whose recomputed objective is the reported one.
         CHECK(close(range_split_objective(rc, sol.bounds, a, dp), sol.objective_ms));
-        // Runner-ups: the optimum is unchanged; each is a distinct valid partition, no better.
+        // Runner-ups: the optimum is unchanged; each is a distinct valid split, no better.
         const auto with_alts = pb::solve_range_split(rc, a, dp, 0, std::numeric_limits<double>::infinity(), 3);
         CHECK(with_alts.bounds == sol.bounds);
         CHECK(with_alts.objective_ms == sol.objective_ms);
@@ -194,7 +194,7 @@ TEST_CASE("solve_capped: F is constant from the cap up to next_cap, a range cost
                 CHECK(std::find(all.begin(), all.end(), at.next_cap) != all.end());
                 for (const double c : {cap + (at.next_cap - cap) / 3, std::nextafter(at.next_cap, 0.0)}) {
                     const auto in = pb::detail::solve_capped(rc, c, f, scratch);
-                    CHECK(in.sum == at.sum);  // also both infinite: no partition under either cap
+                    CHECK(in.sum == at.sum);  // also both infinite: no split under either cap
                     ++checked;
                 }
             } else {
@@ -638,7 +638,7 @@ TEST_CASE("exact_split reweighted splits: the result is unchanged; each is near-
             check_limits_and_objective(rw[k]);
             CHECK(rw[k].limit == best.limit);
             CHECK(rw[k].recompute == best.recompute);
-            // The main split is a partition of the same (final) order: the reweighted one is
+            // The main split is a split of the same (final) order: the reweighted one is
             // at least as good for its weight, within the tolerance.
             CHECK(weighted(rw[k], opt.fill_weights[k]) <=
                   weighted(best, opt.fill_weights[k]) * (1 + pb::reweighted_tolerance) + 1e-9);

@@ -259,7 +259,7 @@ template <cost_model Model>
 }  // namespace detail
 
 /// Splits `batch` into micro-batches minimising (S − 1) · t_max / C + Σ t / dp exactly over the
-/// contiguous partitions of the chosen order, under the first rung of the memory ladder where
+/// contiguous splits of the chosen order, under the first rung of the memory ladder where
 /// a split exists. Encoder-decoder with ordering `automatic`: the lexicographic order and a tour
 /// (decoder weight 1/4) are solved, sharing the shape tables; the better split is then refined
 /// (up to options.refine_passes re-orderings inside its micro-batches, each solved exactly) —

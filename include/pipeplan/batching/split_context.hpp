@@ -64,7 +64,7 @@ struct split_options {
     int alternative_splits = 2;
     /// Exact split only: weights w of the fill term for the reweighted splits exact_split returns when asked
     /// (its `reweighted`): each the exact optimum of w · (S − 1) · t_max / C + Σ t / dp over the
-    /// final order's contiguous partitions, under the same rung. Each w must be finite and >= 0.
+    /// final order's contiguous splits, under the same rung. Each w must be finite and >= 0.
     std::vector<double> fill_weights;
 };
 

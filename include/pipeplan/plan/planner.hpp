@@ -98,7 +98,7 @@ struct planner_options {
     std::uint64_t seed = 1;
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
-    /// Also schedule up to this many runner-up splits of the preferred limit (partitions the
+    /// Also schedule up to this many runner-up splits of the preferred limit (splits the
     /// exact split solved on its way, next best by objective: batching::exact_split's alternatives).
     std::size_t alternative_splits = 0;
     /// Also split with these weights of the fill term (batching::split_options::fill_weights):
