@@ -33,6 +33,7 @@ void BM_Dispatch(benchmark::State& st) {
     const auto n = static_cast<std::size_t>(st.range(0));
     plan::rank_plan p;
     p.header.devices = 1;
+    p.header.predicted_peak_memory_mb = {0.0};  // one per rank (the header rules)
     p.program.rank = 0;
     plan::instruction user;
     user.kind = static_cast<plan::instr_kind>(200);

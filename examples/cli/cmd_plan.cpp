@@ -436,8 +436,6 @@ void run_plan_check(const std::vector<std::string>& files, bool partial) {
     if (bad > 0) throw error("plan-check: " + std::to_string(bad) + " invalid program(s) or plan(s)");
 }
 
-std::string slot_text(std::uint32_t s) { return s == plan::no_slot ? "-" : std::to_string(s); }
-
 void run_plan_show(const std::string& file, int rank) {
     const plan::execution_plan p = plan::is_plan_directory(file) ? plan::read_plan_directory(file) : plan::read_plan_file(file);
     if (rank >= 0 && std::none_of(p.programs.begin(), p.programs.end(),
@@ -448,38 +446,16 @@ void run_plan_show(const std::string& file, int rank) {
                                (have.empty() ? "none" : have) + ")");
     }
     const auto& h = p.header;
-    fmt::print("plan v{} {} iteration {}: schedule {}, {} devices x {} replicas, {} chunk(s), {} placement, {}, ZeRO {}, "
-               "predicted makespan {:.3f} ms, {} micro-batches\n",
-               h.version, plan::plan_id_hex(h.plan_id), h.iteration, h.schedule, h.devices, h.dp, h.chunks, schedule::to_string(h.placement),
-               plan::to_string(h.type), h.zero_stage, h.predicted_makespan_ms, h.microbatches.size());
-    for (std::size_t j = 0; j < h.microbatches.size(); ++j) {
-        const auto& m = h.microbatches[j];
-        fmt::print("  mb {:>3}: replica {}, {} samples, shape [{}, {}, {}, {}]\n", j, m.replica, m.sample_ids.size(),
-                   m.shape.microbatch_size, m.shape.seqlen, m.shape.dec_seqlen, m.shape.hidden);
-    }
+    fmt::print("header: {}\n", plan::describe_fields(h, ", "));
+    for (std::size_t j = 0; j < h.microbatches.size(); ++j)
+        fmt::print("  mb {:>3}: {}\n", j, plan::describe_fields(h.microbatches[j], ", "));
     for (const auto& prog : p.programs) {
         if (rank >= 0 && prog.rank != static_cast<std::uint32_t>(rank)) continue;
-        fmt::print("rank {}: {} instructions, arena {} bytes (live peak {} bytes)\n", prog.rank, prog.instructions.size(),
-                   prog.arena_bytes, prog.live_peak_bytes);
-        for (std::size_t s = 0; s < prog.buffers.size(); ++s) {
-            const auto& b = prog.buffers[s];
-            fmt::print("  buffer {:>4}: {:<14} mb {:>3} stage {:>2} offset {:>12} size {:>12}\n", s, plan::to_string(b.role),
-                       b.mb, b.stage, b.offset_bytes, b.size_bytes);
-        }
-        for (std::size_t i = 0; i < prog.instructions.size(); ++i) {
-            const auto& x = prog.instructions[i];
-            std::string line = fmt::format("  {:>5}  {:<22}", i, plan::kind_name(x.kind));
-            if (plan::is_compute(x.kind) || plan::is_message(x.kind) || x.kind == plan::instr_kind::load_microbatch ||
-                x.kind == plan::instr_kind::set_frequency)
-                line += fmt::format(" mb {:>3} stage {:>2}", x.mb, x.stage);
-            if (x.kind == plan::instr_kind::set_frequency) line += fmt::format(" {} MHz", plan::frequency_mhz(x));
-            if (plan::is_message(x.kind)) line += fmt::format(" peer {:>2} {} bytes", x.peer, x.bytes);
-            if (x.kind == plan::instr_kind::forward && x.mode) line += " (checkpoint)";
-            if (x.kind == plan::instr_kind::backward && x.mode) line += " (input only)";
-            for (auto [n, s] : {std::pair{"in", x.in}, std::pair{"out", x.out}, std::pair{"stash", x.stash}, std::pair{"work", x.work}})
-                if (s != plan::no_slot) line += fmt::format(" {}={}", n, slot_text(s));
-            fmt::print("{}\n", line);
-        }
+        fmt::print("rank {}: {} instructions, {}\n", prog.rank, prog.instructions.size(), plan::describe_fields(prog, ", "));
+        for (std::size_t s = 0; s < prog.buffers.size(); ++s)
+            fmt::print("  buffer {:>4}: {}\n", s, plan::describe_fields(prog.buffers[s], " "));
+        for (std::size_t i = 0; i < prog.instructions.size(); ++i)
+            fmt::print("  {:>5}  {}\n", i, plan::describe(prog.instructions[i]));
     }
 }
 

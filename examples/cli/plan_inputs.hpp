@@ -30,7 +30,7 @@ struct plan_model_flags {
     std::vector<int> layers;  ///< --layers L0,L1,...: layers of each chunk (non-uniform), or empty
     int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
     double memory_mb = 0;
-    std::string schedule = "auto", accounting = "pipeplan";
+    std::string schedule = "auto", accounting = "pipeplan", send_rule = "buffered";
     double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
     unsigned devices_per_node = 1;
 };
@@ -68,6 +68,10 @@ inline void add_plan_model_options(CLI::App* sub, plan_model_flags& f, bool requ
     sub->add_option("--max-seqlen", f.max_seqlen, "Truncate sequences (encoder and decoder) at this length")
         ->check(integer_in(1, max_seqlen_tokens));
     sub->add_option("--accounting", f.accounting, "pipeplan | dynapipe")->capture_default_str();
+    sub->add_option("--send-rule", f.send_rule,
+                    "Send semantics of the transport the plan is for, checked for deadlocks: " +
+                        name_list<plan::send_rule>(" | ") + " (buffered: CPU threads, gloo; blocking or grouped: NCCL)")
+        ->capture_default_str();
     sub->add_option("--bandwidth-gbps", f.bandwidth_gbps, "Link bandwidth between pipeline neighbours (Gbit/s)")
         ->capture_default_str()
         ->check(number_in(min_bandwidth_gbps, max_bandwidth_gbps));
@@ -154,6 +158,7 @@ inline void pipeline_shape_flags(batching::pipeline_config& cfg, const plan_mode
     po.hidden_size = hidden_size_of(f.model, f.hidden_size);
     po.iteration = iteration;
     if (f.schedule != "auto") po.schedule = parse_name<schedule::schedule_name>(f.schedule);
+    po.sends = parse_name<plan::send_rule>(f.send_rule);
     return po;
 }
 

@@ -70,6 +70,27 @@ TEST_CASE("cli plan: --json summary keys, on the analytic model") {
     CHECK(polished <= 1);  // the chosen candidate after the polish, when it found a faster order
 }
 
+TEST_CASE("cli plan: --send-rule is recorded in the rank files and checked; unknown rules are refused") {
+    const std::string batch = plan_batch();
+    for (const std::string rule : {"buffered", "blocking", "grouped"}) {
+        CAPTURE(rule);
+        const std::string d = make_plan_dir();
+        const auto p = run_cli(plan_args(batch, {"--send-rule", rule, "--out", d, "--format", "json"}));
+        INFO(p.err);
+        REQUIRE(p.exit_code == 0);
+        CHECK(nlohmann::json::parse(read_text_file(d + "/rank_0.json"))["header"]["send_rule"] == rule);
+        const auto show = run_cli({"plan-show", d + "/rank_1.json"});
+        CHECK(show.out.find("send_rule " + rule) != std::string::npos);
+        const auto check = run_cli({"plan-check", d + "/rank_0.json", d + "/rank_1.json", d + "/rank_2.json", d + "/rank_3.json"});
+        INFO(check.out);
+        CHECK(check.exit_code == 0);
+        std::filesystem::remove_all(d);
+    }
+    const auto bad = run_cli(plan_args(batch, {"--send-rule", "eager"}));
+    CHECK(bad.exit_code != 0);
+    CHECK(bad.err.find("unknown send rule 'eager' (valid: buffered, blocking, grouped)") != std::string::npos);
+}
+
 TEST_CASE("cli plan: --out writes rank files byte-identically across runs; plan-check and plan-show read them") {
     const std::string batch = plan_batch();
     for (const std::string fmt : {"binary", "json"}) {
@@ -488,7 +509,7 @@ TEST_CASE("cli plan-check: header values that make no sense are errors naming th
     const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits{
         {"header.predicted_makespan_ms", [](nlohmann::json& h) { h["predicted_makespan_ms"] = -1; }},
         {"header.predicted_peak_memory_mb", [](nlohmann::json& h) { h["predicted_peak_memory_mb"].erase(0); }},
-        {"header.version", [](nlohmann::json& h) { h["version"] = 3; }},
+        {"header.version", [](nlohmann::json& h) { h["version"] = 4; }},
         {"header.microbatches[1].sample_ids", [](nlohmann::json& h) { h["microbatches"][1]["sample_ids"] = {4294967295u}; }},
     };
     for (const auto& [field, edit] : edits) {

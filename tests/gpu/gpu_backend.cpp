@@ -169,6 +169,7 @@ TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's l
                 cpu::tiny_plan_options o;
                 o.schedule = name;
                 o.devices = devices;
+                o.sends = plan::send_rule::grouped;  // the CUDA transports group their starts
                 const plan::execution_plan p = cpu::plan_tiny(shape, b.split, b.lengths, o);
                 const mlp_result ref = mlp_reference(c, w, b.lengths, s);
                 const run_result got = run_on_one_gpu(c, w, p, b.lengths);
@@ -190,6 +191,7 @@ TEST_CASE("gpu: set_frequency through cuda::stream_clock runs in stream order; t
     cpu::tiny_plan_options o;
     o.schedule = schedule::schedule_name::one_f_one_b;
     o.devices = 2;
+    o.sends = plan::send_rule::grouped;
     plan::execution_plan p = cpu::plan_tiny(shape, b.split, b.lengths, o);
     // A set_frequency before every compute op, alternating 1200 / 1500 MHz per rank.
     std::vector<std::vector<std::uint64_t>> want(p.programs.size());
@@ -262,6 +264,7 @@ TEST_CASE("gpu: NCCL transport bootstraps through a directory store, all-reduces
     const batch b = random_batch(1, 2 * ranks + 1, 99);
     cpu::tiny_plan_options po;
     po.devices = ranks;
+    po.sends = plan::send_rule::grouped;
     const auto plans = cpu::rank_plans(cpu::plan_tiny(shape, b.split, b.lengths, po));
     std::vector<mlp_result> results(ranks);
     std::vector<std::vector<cpu::stage_layout>> owned(ranks);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/plan/directory.hpp"
 #include "pipeplan/plan/identity.hpp"
+#include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "pipeplan/plan/validate.hpp"
 
@@ -56,6 +58,43 @@ std::string header_violations(const execution_plan& p) {
     return s;
 }
 
+/// `p` in the binary layout of format version `format` (1 or 2) with a header of plan version
+/// `plan_version` (a version 2 file may carry a version 1 header), as those versions' writers wrote it.
+std::string legacy_binary(const execution_plan& p, std::uint32_t format, std::uint32_t plan_version) {
+    const plan_header& h = p.header;
+    plan::detail::byte_writer w;
+    w.uint(plan_version);
+    w.uint(h.iteration);
+    for (const std::uint32_t x : {h.devices, h.dp, h.chunks}) w.uint(x);
+    w.uint(static_cast<std::uint8_t>(*find_name<schedule::placement_kind>(h.placement)));
+    w.str(h.schedule);
+    w.uint(static_cast<std::uint8_t>(h.type));
+    w.uint(h.zero_stage);
+    w.f64(h.predicted_makespan_ms);
+    w.uint(static_cast<std::uint32_t>(h.predicted_peak_memory_mb.size()));
+    for (const double x : h.predicted_peak_memory_mb) w.f64(x);
+    w.uint(static_cast<std::uint32_t>(h.microbatches.size()));
+    for (const microbatch_entry& m : h.microbatches) {
+        w.uint(m.replica);
+        w.uint(static_cast<std::uint32_t>(m.sample_ids.size()));
+        for (const std::uint32_t id : m.sample_ids) w.uint(id);
+        for (const std::uint32_t x : {m.shape.microbatch_size, m.shape.seqlen, m.shape.dec_seqlen, m.shape.hidden}) w.uint(x);
+        if (format >= 2) {
+            w.uint(static_cast<std::uint32_t>(m.row_sizes.size()));
+            for (const std::uint32_t n : m.row_sizes) w.uint(n);
+        }
+    }
+    if (plan_version >= 2) w.uint(h.plan_id);
+    for (const rank_program& prog : p.programs) plan::detail::put(w, prog);
+    plan::detail::byte_writer f;
+    f.out.append(binary_magic);
+    f.uint(format);
+    f.uint(static_cast<std::uint32_t>(p.programs.size()));
+    f.uint(static_cast<std::uint64_t>(w.out.size()));
+    f.uint(fnv1a64(w.out));
+    return f.out + w.out;
+}
+
 struct identity_temp_dir {
     fs::path path = fs::temp_directory_path() / ("pipeplan-plandir-" + std::to_string(::getpid()));
     identity_temp_dir() { fs::create_directories(path); }
@@ -83,6 +122,10 @@ TEST_CASE("plan identity: stamped plans validate; equal plans share it, any chan
         [](plan_header& h) { h.predicted_peak_memory_mb[1] += 1; },
         [](plan_header& h) { std::swap(h.microbatches[0].sample_ids, h.microbatches[1].sample_ids); },
         [](plan_header& h) { h.microbatches[0].shape.seqlen += 1; },
+        [](plan_header& h) { h.placement = "interleaved"; },  // the label alone
+        [](plan_header& h) { h.sends = send_rule::grouped; },
+        [](plan_header& h) { std::reverse(h.stage_devices.begin(), h.stage_devices.end()); },
+        [](plan_header& h) { h.microbatches[0].row_sizes = {std::uint32_t(h.microbatches[0].sample_ids.size())}; },
     };
     for (std::size_t k = 0; k < edits.size(); ++k) {
         CAPTURE(k);
@@ -98,7 +141,6 @@ TEST_CASE("plan identity: stamped plans validate; equal plans share it, any chan
         [](plan_header& h) { h.devices += 1; },
         [](plan_header& h) { h.dp = 1; },
         [](plan_header& h) { h.chunks = 2; },
-        [](plan_header& h) { h.placement = schedule::placement_kind::interleaved; },
         [](plan_header& h) { h.zero_stage = 2; },
         [](plan_header& h) { h.microbatches.pop_back(); },
         [](plan_header& h) { h.microbatches[0].replica ^= 1; },
@@ -220,11 +262,49 @@ TEST_CASE("binary plans: a bad format version is named at its own byte (8); vers
     CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(bytes, "v.plan"), doctest::Contains("at byte 8:"), input_error);
     bytes[8] = 0;
     CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(bytes, "v.plan"), doctest::Contains("at byte 8:"), input_error);
-    // A plan version 1 file: no identity field; it reads with plan_id 0.
-    execution_plan old = p;
-    old.header.version = 1;
-    old.header.plan_id = 0;
-    const execution_plan back = execution_plan_from_binary(to_binary(old), "v1.plan");
-    CHECK(back == old);
-    CHECK(validate(back).ok());
+}
+
+TEST_CASE("plans of versions 1 and 2 still read: their placement's stage map, send rule buffered, their identity kept") {
+    execution_plan p = identity_sample_plan();
+    p.header.microbatches[0].row_sizes = {};  // unpacked: what version 1 can say
+    for (const auto& [format, version] : {std::pair{1u, 1u}, std::pair{2u, 1u}, std::pair{2u, 2u}}) {
+        CAPTURE(format);
+        CAPTURE(version);
+        execution_plan want = p;
+        want.header.version = version;
+        if (version < 2) want.header.plan_id = 0;
+        const execution_plan back = execution_plan_from_binary(legacy_binary(want, format, version), "old.plan");
+        CHECK(back == want);
+        CHECK(back.header.sends == send_rule::buffered);
+        CHECK(back.header.stage_devices == std::vector<std::uint32_t>{0, 1});
+        CHECK(validate(back).ok());  // a version 2 identity hashed its own layout: not recomputed
+        // written again, it is a current plan that reads back equal but for its version
+        execution_plan again = execution_plan_from_binary(to_binary(back), "new.plan");
+        CHECK(again.header.version == plan_format_version);
+        again.header.version = version;
+        CHECK(again == back);
+        // the JSON of that version: no stage map or send rule, row_sizes only where packed
+        nlohmann::json j = nlohmann::json::parse(to_json_text(back));
+        j["version"] = version;
+        j["header"]["version"] = version;
+        for (const char* key : {"stage_devices", "send_rule"}) j["header"].erase(key);
+        for (auto& m : j["header"]["microbatches"]) m.erase("row_sizes");
+        if (version < 2) j["header"].erase("plan_id");
+        CHECK(execution_plan_from_json(j.dump(), "old.json") == want);
+    }
+    // a version 2 file whose placement code is no placement is refused, naming the field
+    std::string bad = legacy_binary(p, 2, 2);
+    const std::size_t placement_byte = 32 + 4 + 8 + 3 * 4;
+    bad[placement_byte] = 7;
+    const std::string payload = bad.substr(32);
+    const std::uint64_t sum = fnv1a64(payload);
+    for (std::size_t i = 0; i < 8; ++i) bad[24 + i] = static_cast<char>((sum >> (8 * i)) & 0xFF);
+    CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(bad, "old.plan"), doctest::Contains("header.placement"), input_error);
+    // a version 3 frame must carry a version 3 header
+    execution_plan mixed = p;
+    std::string cur = to_binary(mixed);
+    cur[32] = 2;
+    const std::uint64_t sum3 = fnv1a64(std::string_view(cur).substr(32));
+    for (std::size_t i = 0; i < 8; ++i) cur[24 + i] = static_cast<char>((sum3 >> (8 * i)) & 0xFF);
+    CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(cur, "mixed.plan"), doctest::Contains("header.version"), input_error);
 }

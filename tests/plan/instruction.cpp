@@ -65,12 +65,24 @@ TEST_CASE("plan: ranks, devices and replicas") {
     h.devices = 4;
     h.dp = 2;
     h.chunks = 2;
-    h.placement = pipeplan::schedule::placement_kind::interleaved;
+    CHECK(placement_problem(h) == "no stage_devices map for 2 chunks per device");
+    set_placement(h, pipeplan::schedule::stage_placement::v_shape(4, 2));
+    CHECK(h.placement == "v-shape");
+    CHECK(h.stage_devices == std::vector<std::uint32_t>{0, 1, 2, 3, 3, 2, 1, 0});
+    CHECK(placement_problem(h).empty());
     CHECK(h.ranks() == 8);
     CHECK(h.virtual_stages() == 8);
     CHECK(h.device_of_rank(5) == 1);
     CHECK(h.replica_of_rank(5) == 1);
-    CHECK(h.stage_placement().device_of(5) == 1);
+    CHECK(h.device_of_stage(5) == 2);
+    h.stage_devices[0] = 1;  // device 1 runs three stages, device 0 one
+    CHECK(placement_problem(h) == "device 1 runs more than 2 stages");
+    h.stage_devices[0] = 4;
+    CHECK(placement_problem(h) == "stage_devices[0] = 4 is not a device (devices = 4)");
+    h.stage_devices.pop_back();
+    CHECK(placement_problem(h) == "stage_devices has 7 entries, devices x chunks is 8");
+    set_placement(h, pipeplan::schedule::stage_placement::interleaved(4, 2));
+    CHECK(h.device_of_stage(5) == 1);
     execution_plan p;
     p.header = h;
     p.programs.resize(8);

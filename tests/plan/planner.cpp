@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "batching/real_batches.hpp"
@@ -395,5 +396,48 @@ TEST_CASE("planner_pool: planners kept across iterations and threads give a fres
         auto fresh = o;
         fresh.iteration = 10 + k;
         CHECK(got[k] == to_binary(plan_iteration(gpt(), batches[k], fresh).plan));
+    }
+}
+
+TEST_CASE("planner: the send rule is recorded, the plan validated under it; rank programs do not depend on it") {
+    const auto batch = synthetic_batch(16384, 5);
+    for (const auto& [stages, chunks, dp] : {std::tuple{4, 1, 1}, std::tuple{4, 2, 1}, std::tuple{2, 1, 2}}) {
+        CAPTURE(stages);
+        CAPTURE(chunks);
+        CAPTURE(dp);
+        auto o = gpt_options(stages, chunks, dp);
+        const plan_result buffered = plan_iteration(gpt(), batch, o);
+        CHECK(buffered.plan.header.sends == send_rule::buffered);
+        for (const send_rule rule : {send_rule::blocking, send_rule::grouped}) {
+            CAPTURE(name_of(rule));
+            o.sends = rule;
+            const plan_result r = plan_iteration(gpt(), batch, o);  // validated under `rule`, or throws
+            CHECK(r.plan.header.sends == rule);
+            CHECK(r.plan.programs == buffered.plan.programs);
+            CHECK(find_deadlock(r.plan).empty());
+        }
+    }
+}
+
+TEST_CASE("planner: real GPT-6.7B plans of 65k-token batches run under every send rule" * PIPEPLAN_NEEDS_DATA()) {
+    const auto dir = test::shared_data_dir();
+    const auto model = profile_cost_model::load(*dir / "cost_models", "gpt_6.7b", interpolation_mode::recommended);
+    for (const int chunks : {1, 2}) {
+        auto o = gpt_options(4, chunks);
+        o.config.layers_per_stage = 8 / chunks;
+        o.config.device_memory_mb = 36000;
+        planner<profile_cost_model> p(model, o);
+        for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+            const auto r = p.plan(test::draw_batch("superni_gpt.csv", 65536, seed));
+            CAPTURE(chunks);
+            CAPTURE(seed);
+            CAPTURE(r.schedule.name);
+            for (const send_rule rule : {send_rule::buffered, send_rule::blocking, send_rule::grouped}) {
+                CAPTURE(name_of(rule));
+                execution_plan q = r.plan;
+                q.header.sends = rule;
+                CHECK(validate(q).ok());
+            }
+        }
     }
 }

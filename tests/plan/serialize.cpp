@@ -91,6 +91,10 @@ TEST_CASE("serialize: truncated, corrupted, newer and foreign files give clear e
     std::string newer = bin;
     newer[8] = 9;  // format version 9
     CHECK(message([&] { (void)rank_plan_from_binary(newer, "r.plan"); }).find("newer") != std::string::npos);
+    std::string zero = bin;
+    zero[8] = 0;  // format version 0
+    CHECK(message([&] { (void)rank_plan_from_binary(zero, "r.plan"); }) ==
+          "r.plan: column 'format_version': at byte 8: plan format version 0 does not exist");
     CHECK(message([&] { (void)rank_plan_from_binary("hello world, not a plan", "x"); }).find("magic") != std::string::npos);
     CHECK(message([&] { (void)rank_plan_from_binary(bin + "x", "r.plan"); }).find("after the payload") != std::string::npos);
     CHECK(message([&] { (void)rank_plan_from_binary(to_binary(sample_plan(c)), "all.plan"); }).find("one program") != std::string::npos);
@@ -128,7 +132,7 @@ TEST_CASE("export: torch CSV follows PyTorch's action grammar") {
                     std::smatch m;
                     REQUIRE_MESSAGE(std::regex_match(a, m, action), a);
                     const std::uint32_t stage = static_cast<std::uint32_t>(std::stoul(m[1]));
-                    CHECK(p.header.stage_placement().device_of(stage) == rank);  // every action on its stage's rank
+                    CHECK(p.header.device_of_stage(stage) == rank);  // every action on its stage's rank
                     const std::string t = m[2];
                     CHECK((t == "REDUCE_GRAD") == m[3].str().empty());
                     if (t == "F") ++forwards;
@@ -249,9 +253,9 @@ TEST_CASE("export with dp > 1: a trace process per replica with every rank, a to
     CHECK(replica_file_name(".hidden", 0, 2) == ".hidden_r0");
 }
 
-TEST_CASE("serialize: a schedule name either format cannot carry is refused by both readers (fuzz finding)") {
-    // Found by fuzz/fuzz_plan_binary: a binary plan whose schedule name was not UTF-8 read, then
-    // could not be written as JSON (nlohmann threw type_error 316 from dump()).
+TEST_CASE("serialize: a schedule name either format cannot carry is refused by both readers") {
+    // Every plan one format reads can be written in the other: a name that is not UTF-8 could
+    // not be written as JSON (nlohmann throws type_error 316 from dump()).
     const auto sc = test::random_scenario(2, 3, 4);
     const auto c = test::all_schedules(sc)[1];
     for (const std::string& name : {std::string("a\x9b"), std::string("x\ny"), std::string(65, 'a'), std::string("sp ace")}) {
@@ -321,9 +325,17 @@ TEST_CASE("serialize: every JSON plan error names file, line, column and field (
     const nlohmann::json base = nlohmann::json::parse(to_json_text(share_of(sample_plan(test::all_schedules(sc)[1]), 0)));
     const auto text_of = [](const nlohmann::json& j) { return j.dump(1); };
     auto j = base;
-    j["header"]["placement"] = "diagonal";
-    CHECK(located_error(text_of(j), "header.placement", "\"diagonal\"") ==
-          "unknown placement 'diagonal' (linear|interleaved|v-shape)");
+    j["header"]["placement"] = "two words";
+    CHECK(located_error(text_of(j), "header.placement", "\"two words\"").starts_with("expected at most 64 characters"));
+    j = base;
+    j["header"]["send_rule"] = "eager";
+    CHECK(located_error(text_of(j), "header.send_rule", "\"eager\"") == "unknown send rule 'eager' (buffered|blocking|grouped)");
+    j = base;
+    j["header"]["stage_devices"] = {0, 0, 1};
+    CHECK(located_error(text_of(j), "header.stage_devices", "[").starts_with("stage_devices has 3 entries, devices x chunks is 2"));
+    j = base;
+    j["header"]["version"] = 1;
+    CHECK(located_error(text_of(j), "header.version", "1").starts_with("plan format version 1 is older than this library's (3)"));
     j = base;
     j["header"]["dtype"] = "fp7";
     CHECK(located_error(text_of(j), "header.dtype", "\"fp7\"") == "unknown dtype 'fp7' (" + dtype_choices() + ")");
@@ -335,7 +347,8 @@ TEST_CASE("serialize: every JSON plan error names file, line, column and field (
     CHECK(located_error(text_of(j), "programs[0].instructions[2].dtype", "\"int4\"").starts_with("unknown dtype 'int4'"));
     j = base;
     j["programs"][0]["buffers"][1]["role"] = "scratch";
-    CHECK(located_error(text_of(j), "programs[0].buffers[1].role", "\"scratch\"") == "unknown buffer role 'scratch'");
+    CHECK(located_error(text_of(j), "programs[0].buffers[1].role", "\"scratch\"") ==
+          "unknown buffer role 'scratch' (activation_in|activation_out|stash|grad_in|grad_out|workspace)");
     j = base;
     j["header"]["dp"] = 0;
     CHECK(located_error(text_of(j), "header.dp", "0") == "must be >= 1");

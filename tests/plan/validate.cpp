@@ -124,7 +124,7 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
 
 TEST_CASE("validate: a full report stops nothing from being checked safely") {
     // Every rank broken in its structure, with room for one violation: the later ranks' walks
-    // must not run on out-of-range fields (they did when the cap was reached).
+    // must not run on out-of-range fields once the cap is reached.
     auto p = one_f_one_b_plan(4, 6);
     for (auto& prog : p.programs)
         for (auto& x : prog.instructions)
@@ -153,26 +153,36 @@ TEST_CASE("validate_rank: a header claiming 2^30 stages is checked without tabul
     CHECK(rep.violations.front().rule == "structure");  // micro-batch 0 is not in the (empty) table
 }
 
-TEST_CASE("validate_rank / validate: a header claiming millions of chunks costs O(instructions) (fuzz finding)") {
-    // A fuzzed file: a valid 2-rank interleaved plan whose header claims 6,094,850 chunks. Sized
-    // by stages x micro-batches, the pairing table and the compute units would take 400 MB (59 s
-    // under the fuzzer); one compute violation says the program is too short.
+TEST_CASE("validate_rank / validate: a header claiming millions of chunks is a structure error in O(1)") {
+    // A valid 2-rank plan whose header claims 6,094,850 chunks: the stage -> device map would
+    // need 12 million entries, so the header is refused before any table is sized by it.
     auto p = one_f_one_b_plan(2, 2);
-    p.header.placement = schedule::placement_kind::interleaved;
     p.header.chunks = 6094850;
     for (const auto& prog : p.programs) {
         const auto r = validate_rank(rank_plan{p.header, prog});
-        REQUIRE_FALSE(r.ok());
-        CHECK(r.violations.size() <= 2);
-        bool too_short = false;
-        for (const auto& v : r.violations) too_short |= v.rule == "compute" && v.message.find("6094850 chunks") != std::string::npos;
-        CHECK(too_short);
+        REQUIRE(r.violations.size() == 1);
+        CHECK(r.violations[0].rule == "structure");
+        CHECK(r.violations[0].message == "placement: stage_devices has 2 entries, devices x chunks is 12189700");
     }
     CHECK_FALSE(validate(p).ok());
-    p.header.placement = schedule::placement_kind::linear;  // linear with chunks > 1: a structure error, never a throw
+    p.header.stage_devices.clear();  // no map: only one chunk per device
     const auto r = validate_rank(rank_plan{p.header, p.programs[0]});
     REQUIRE(r.violations.size() == 1);
-    CHECK(r.violations[0].message == "a linear placement has one chunk per device");
+    CHECK(r.violations[0].message == "placement: no stage_devices map for 6094850 chunks per device");
+}
+
+TEST_CASE("validate: the placement map decides which rank runs a stage") {
+    // The map is what the rules read, whatever the placement's name says: swapping the two
+    // devices of a 2-stage plan makes every compute op run on the wrong rank.
+    auto p = one_f_one_b_plan(2, 3);
+    REQUIRE(validate(p).ok());
+    p.header.placement = "my-placement";  // a user's name for the same map
+    CHECK(validate(p).ok());
+    p.header.stage_devices = {1, 0};
+    const auto r = validate(p);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.violations.front().rule == "structure");
+    CHECK(r.violations.front().message.find("stage runs on device") != std::string::npos);
 }
 
 TEST_CASE("validate: the deadlock rule agrees with the reference executor") {

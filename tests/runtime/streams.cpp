@@ -1,7 +1,8 @@
 // The device backends' host-side logic, tested on CPU: the stream/event mapping of a rank's
-// program and the job-wide deadlock check (every schedule's plans pass; hand-made deadlocks are
-// caught), the executor's group hooks, stream-ordered clock changes (stream_clock on a fake
-// stream), the CUDA model's matrix index maps, arena growth, and the bootstrap-id exchange
+// program (every schedule's plans for a grouping transport pass the grouped deadlock check;
+// streams, executor and validator pair waits alike), the executor's group hooks and send
+// rule, stream-ordered clock changes (stream_clock on a fake stream), the CUDA model's matrix
+// index maps, arena growth, and the bootstrap-id exchange
 // through a plan store.
 #include <doctest/doctest.h>
 
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "pipeplan/core/random.hpp"
+#include "pipeplan/plan/deadlock.hpp"
 #include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/runtime/arena_growth.hpp"
 #include "pipeplan/runtime/bootstrap.hpp"
@@ -114,29 +116,7 @@ TEST_CASE("stream plan: groups are maximal runs of starts; waits wait once per g
                          pipeplan::invalid_argument);
 }
 
-TEST_CASE("stream deadlock check: an exchange deadlocks when both ranks put their send in a group of its own") {
-    CHECK_FALSE(find_stream_deadlock(exchange(true, true)).has_value());
-    // One rank separating its starts is fine: its send's receive is already running in the
-    // peer's (send, receive) group.
-    CHECK_FALSE(find_stream_deadlock(exchange(false, true)).has_value());
-    CHECK_FALSE(find_stream_deadlock(exchange(true, false)).has_value());
-    // Both separating: each send waits for a receive queued behind the peer's own send.
-    const auto both = find_stream_deadlock(exchange(false, false));
-    REQUIRE(both.has_value());
-    CHECK(both->find("rank 0: compute stream at item 1 of 4, communication group 0 (instructions #1..#1, started)") !=
-          std::string::npos);
-    CHECK(both->find("rank 1: compute stream at item 1 of 4") != std::string::npos);
-    // A send that no receive matches can never complete.
-    plan::execution_plan lone = exchange(true, true);
-    lone.programs[1].instructions.erase(lone.programs[1].instructions.begin() + 2);  // rank 1's receive start
-    lone.programs[1].instructions.erase(lone.programs[1].instructions.begin() + 3);  // and its wait
-    const auto stuck = find_stream_deadlock(lone);
-    REQUIRE(stuck.has_value());
-    CHECK(stuck->find("rank 0:") != std::string::npos);
-    CHECK(stuck->find("rank 1:") == std::string::npos);
-}
-
-TEST_CASE("stream deadlock check: every schedule's plans run on two streams per rank (dp 1 and 2, S up to 8)") {
+TEST_CASE("stream plan: every schedule's plans for a grouping transport run under the grouped rule; one pairing of waits") {
     cpu::model_config c;
     c.vocab = 16;
     c.hidden = 4;
@@ -168,7 +148,9 @@ TEST_CASE("stream deadlock check: every schedule's plans run on two streams per 
                 cpu::tiny_plan_options o;
                 o.schedule = name;
                 o.devices = devices;
+                o.sends = plan::send_rule::grouped;  // validated under it by plan_tiny
                 const plan::execution_plan p = cpu::plan_tiny(c, split, lengths, o);
+                REQUIRE(p.header.sends == plan::send_rule::grouped);
                 // Messages are typed as the model's doubles; a store-mode forward's stash holds the
                 // input of every block of its virtual stage (what the CUDA model keeps there).
                 const auto layouts = cpu::split_layers(c.blocks, p.header.virtual_stages());
@@ -187,8 +169,27 @@ TEST_CASE("stream deadlock check: every schedule's plans run on two streams per 
                     CHECK(back.header.type == plan::dtype::fp64);
                     CHECK(back.programs == p.programs);
                 }
-                const auto stuck = find_stream_deadlock(p);
-                CHECK_MESSAGE(!stuck.has_value(), stuck.value_or(""));
+                CHECK(plan::find_deadlock(p).empty());
+                // One pairing of waits with starts: the stream mapping puts a wait in its start's
+                // group, the executor gives it its start's request, both as start_of_wait says.
+                handler_registry any;
+                for (const auto& k : plan::builtin_kinds)
+                    if (!plan::is_message(k.kind)) any.on(k.kind, [](const plan::instruction&, step_context&) {});
+                for (const auto& prog : p.programs) {
+                    const stream_plan sp = make_stream_plan(prog);
+                    const request_map req = check_rank_plan(plan::rank_plan{p.header, prog}, p.programs.size(), any,
+                                                            plan::send_rule::grouped);
+                    const auto start = plan::start_of_wait(p.header, prog).start_of;
+                    const auto groups = plan::start_groups(prog.instructions);
+                    for (std::size_t i = 0; i < prog.instructions.size(); ++i) {
+                        if (plan::is_message_start(prog.instructions[i].kind))
+                            CHECK(sp.groups[sp.group_of[i]].first == groups[i]);
+                        if (!plan::is_message_wait(prog.instructions[i].kind)) continue;
+                        REQUIRE(start[i] != plan::no_instruction);
+                        CHECK(sp.group_of[i] == sp.group_of[start[i]]);
+                        CHECK(req.slot_of[i] == req.slot_of[start[i]]);
+                    }
+                }
                 ++plans;
             }
     CHECK(plans == 48);
@@ -230,7 +231,9 @@ private:
 
 TEST_CASE("executor: a grouping transport gets end_group after each group's last start; handlers see its stream") {
     static_assert(grouping_transport<grouping_probe> && streaming_transport<grouping_probe>);
-    const plan::execution_plan p = exchange(true, true);
+    static_assert(send_rule_of<grouping_probe>() == plan::send_rule::grouped);
+    plan::execution_plan p = exchange(true, true);
+    p.header.sends = plan::send_rule::grouped;
     cpu::thread_hub hub(2);
     std::vector<std::string> logs(2);
     std::vector<int> stream_ok(2, 0);
@@ -253,6 +256,15 @@ TEST_CASE("executor: a grouping transport gets end_group after each group's last
         CHECK(logs[r] == "CSR|WWC");
         CHECK(stream_ok[r] == 2);
     }
+    // A plan checked only under the buffered rule is refused by a grouping transport.
+    p.header.sends = plan::send_rule::buffered;
+    handler_registry reg;
+    const auto noop = [](const plan::instruction&, step_context&) {};
+    reg.on(instr_kind::forward, noop).on(instr_kind::backward, noop);
+    CHECK_THROWS_WITH_AS((void)check_rank_plan(plan::share_of(p, 0), 2, reg, send_rule_of<grouping_probe>()),
+                         doctest::Contains("checked under send rule buffered, this transport behaves as grouped"),
+                         rejected_plan_error);
+    CHECK_NOTHROW((void)check_rank_plan(plan::share_of(p, 0), 2, reg, plan::send_rule::buffered));
 }
 
 TEST_CASE("arena growth: fits reuse the arena, growth rounds up with headroom, few regrowths, bad settings refused") {

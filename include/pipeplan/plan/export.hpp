@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/plan/messages.hpp"
 #include "pipeplan/plan/plan.hpp"
 #include "pipeplan/schedule/simulator.hpp"
 #include "pipeplan/schedule/trace.hpp"
@@ -71,13 +72,12 @@ namespace pipeplan::plan {
     if (replica >= h.dp || p.programs.size() != h.ranks())
         throw invalid_argument("to_torch_csv: replica " + std::to_string(replica) + " out of range or plan incomplete");
     const auto local = local_microbatch_numbers(h);
-    const auto pl = h.stage_placement();
     std::string out;
     for (std::uint32_t d = 0; d < h.devices; ++d) {
         const rank_program& prog = p.programs[replica * h.devices + d];
         std::vector<std::uint32_t> stages;
         for (std::uint32_t v = 0; v < h.virtual_stages(); ++v)
-            if (pl.device_of(v) == d) stages.push_back(v);
+            if (h.device_of_stage(v) == d) stages.push_back(v);
         bool first = true;
         for (const instruction& x : prog.instructions) {
             const std::uint32_t mb = x.mb < local.size() ? local[x.mb] : x.mb;
@@ -108,6 +108,13 @@ namespace pipeplan::plan {
 
 namespace detail {
 
+struct trace_span {
+    double start_ms, end_ms;
+};
+
+inline void write_message_flows(std::ostream& out, const execution_plan& p, std::uint32_t replica,
+                                const std::vector<std::vector<trace_span>>& when, std::uint64_t& id);
+
 /// The trace events of one replica (pid = replica): its ranks' compute spans and the flow
 /// arrows of its messages; `id` numbers the flows across replicas.
 inline void write_replica_trace(std::ostream& out, const execution_plan& p, std::uint32_t replica,
@@ -119,8 +126,7 @@ inline void write_replica_trace(std::ostream& out, const execution_plan& p, std:
     out << (replica == 0 ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << replica << ",\"args\":{\"name\":\"replica " << replica
         << " (plan " << schedule::trace_escape(h.schedule) << ")\"}}";
     out << ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << replica << ",\"args\":{\"sort_index\":" << replica << "}}";
-    struct span { double start_ms, end_ms; };
-    std::vector<std::vector<span>> when(h.devices);  // per device of the replica, per instruction
+    std::vector<std::vector<trace_span>> when(h.devices);  // per device of the replica, per instruction
     for (std::uint32_t d = 0; d < h.devices; ++d) {
         const std::uint32_t r = base + d;
         out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << replica << ",\"tid\":" << r
@@ -160,24 +166,42 @@ inline void write_replica_trace(std::ostream& out, const execution_plan& p, std:
             out << "}}";
         }
     }
-    // flows: a send start's producer (the compute op before it) -> the consumer after the receive's wait
+    write_message_flows(out, p, replica, when, id);
+}
+
+/// The flow arrows of one replica's messages: a send start's producer (the compute op before
+/// it) -> the consumer after the receive's wait (the message paired by messages.hpp).
+inline void write_message_flows(std::ostream& out, const execution_plan& p, std::uint32_t replica,
+                                const std::vector<std::vector<trace_span>>& when, std::uint64_t& id) {
+    const auto num = schedule::trace_number;
+    const plan_header& h = p.header;
+    const std::uint32_t base = replica * h.devices;
+    const message_sequence seq = pair_sequence(p);
+    std::vector<std::vector<std::uint32_t>> wait_of_start(h.devices);  // [device][start] its wait
+    for (std::uint32_t d = 0; d < h.devices; ++d) {
+        const auto& prog = p.programs[base + d].instructions;
+        wait_of_start[d].assign(prog.size(), no_instruction);
+        const wait_pairing w = start_of_wait(p.header, p.programs[base + d]);
+        for (std::uint32_t i = 0; i < prog.size(); ++i)
+            if (w.start_of[i] != no_instruction) wait_of_start[d][w.start_of[i]] = i;
+    }
     for (std::uint32_t d = 0; d < h.devices; ++d) {
         const auto& prog = p.programs[base + d].instructions;
         for (std::size_t i = 0; i < prog.size(); ++i) {
             const instruction& x = prog[i];
             if (category(x.kind) != kind_category::send_start || x.peer < 0) continue;
-            const auto peer = static_cast<std::uint32_t>(x.peer);
-            if (peer < base || peer >= base + h.devices) continue;
+            const message_end there = counterpart(p, seq, base + d, i);
+            if (!there.found() || there.rank < base || there.rank >= base + h.devices) continue;
+            const std::uint32_t peer = there.rank;
             std::size_t prod = i;
             while (prod > 0 && !is_compute(prog[prod].kind)) --prod;
             const auto& other = p.programs[peer].instructions;
-            const instr_kind want = wait_of(matching_start(x.kind));
-            std::size_t w = 0;
-            while (w < other.size() && !(other[w].kind == want && other[w].mb == x.mb && other[w].stage == x.stage)) ++w;
+            const std::uint32_t w = wait_of_start[peer - base][there.index];
+            if (w == no_instruction) continue;
             std::size_t cons = w;
             while (cons < other.size() && !is_compute(other[cons].kind)) ++cons;
             if (cons >= other.size()) continue;
-            const span sp = when[d][prod], sc = when[peer - base][cons];
+            const trace_span sp = when[d][prod], sc = when[peer - base][cons];
             const std::string name = is_activation_message(x.kind) ? "activation" : "gradient";
             out << ",\n{\"name\":\"" << name << "\",\"cat\":\"message\",\"ph\":\"s\",\"id\":" << id << ",\"pid\":" << replica
                 << ",\"tid\":" << base + d << ",\"ts\":" << num((sp.start_ms + sp.end_ms) * 500.0) << "}";

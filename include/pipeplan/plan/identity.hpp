@@ -39,11 +39,6 @@ inline void stamp_identity(execution_plan& p) {
 }
 
 /// The identity as 16 hexadecimal digits (how messages and manifests print it).
-[[nodiscard]] inline std::string plan_id_hex(std::uint64_t id) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string s(16, '0');
-    for (int i = 15; i >= 0; --i, id >>= 4) s[static_cast<std::size_t>(i)] = digits[id & 15];
-    return s;
-}
+[[nodiscard]] inline std::string plan_id_hex(std::uint64_t id) { return hex16(id); }
 
 }  // namespace pipeplan::plan

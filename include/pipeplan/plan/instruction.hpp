@@ -133,7 +133,11 @@ enum class reduce_mode : std::uint8_t { all_reduce = 0, reduce_scatter = 1 };
 /// new types are appended).
 enum class dtype : std::uint8_t { fp32 = 0, fp16 = 1, bf16 = 2, fp8 = 3, fp64 = 4 };
 
-inline constexpr std::array<std::string_view, 5> dtype_names = {"fp32", "fp16", "bf16", "fp8", "fp64"};
+[[nodiscard]] constexpr auto enum_names(dtype) noexcept {
+    return name_table<dtype, 5>{"dtype",
+                                {{{dtype::fp32, "fp32"}, {dtype::fp16, "fp16"}, {dtype::bf16, "bf16"}, {dtype::fp8, "fp8"},
+                                  {dtype::fp64, "fp64"}}}};
+}
 
 [[nodiscard]] constexpr std::size_t dtype_bytes(dtype t) noexcept {
     switch (t) {
@@ -145,21 +149,10 @@ inline constexpr std::array<std::string_view, 5> dtype_names = {"fp32", "fp16", 
     }
     return 0;
 }
-[[nodiscard]] constexpr std::string_view to_string(dtype t) noexcept {
-    const auto i = static_cast<std::size_t>(t);
-    return i < dtype_names.size() ? dtype_names[i] : std::string_view("?");
-}
-[[nodiscard]] constexpr std::optional<dtype> parse_dtype(std::string_view s) noexcept {
-    for (std::size_t i = 0; i < dtype_names.size(); ++i)
-        if (dtype_names[i] == s) return static_cast<dtype>(i);
-    return std::nullopt;
-}
+[[nodiscard]] constexpr std::string_view to_string(dtype t) noexcept { return name_of(t); }
+[[nodiscard]] constexpr std::optional<dtype> parse_dtype(std::string_view s) noexcept { return find_name<dtype>(s); }
 /// "fp32|fp16|bf16|fp8|fp64": the accepted names, for error messages.
-[[nodiscard]] inline std::string dtype_choices() {
-    std::string s;
-    for (std::size_t i = 0; i < dtype_names.size(); ++i) s.append(i ? "|" : "").append(dtype_names[i]);
-    return s;
-}
+[[nodiscard]] inline std::string dtype_choices() { return name_list<dtype>("|"); }
 
 /// Shape of a micro-batch's activation tensor: [microbatch_size, seqlen (+ dec_seqlen), hidden].
 /// dec_seqlen is 0 for decoder-only models.

@@ -1,12 +1,14 @@
 // pipeplan/plan/json.hpp — the JSON form of plans (nlohmann-json; see docs/formats.md).
 //
-// {"format": "pipeplan-plan", "version": 1, "header": {...}, "programs": [{...}]}: every field
-// of plan.hpp under its own name; instructions as objects with the kind's name, dtype name,
-// slots as integers or null (no slot), peer -1 for none, shape as [size, seqlen, dec_seqlen,
-// hidden]. Doubles are printed so that they read back bit-for-bit, so the round trip is exact.
+// {"format": "pipeplan-plan", "version": 3, "header": {...}, "programs": [{...}]}: every field
+// of the tables in fields.hpp under its name; enums by name (core/names.hpp), instruction
+// kinds by kind_name(), slots as integers or null (no slot), peer -1 for none, shape as
+// [size, seqlen, dec_seqlen, hidden]. Doubles are printed so that they read back bit-for-bit, so the round trip is exact.
 // Reading checks every field; every pipeplan::input_error names the file, the line and column
 // of the offending value (of the object, for a missing field) and the field path
 // (`r.json:40:14: column 'programs[0].instructions[12].kind': ...`); a newer version is refused.
+// Versions 1 and 2 read as in serialize.hpp (placement by kind name, its stage -> device map,
+// send rule buffered; row_sizes and plan_id where present).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/json_document.hpp"
 #include "pipeplan/core/names.hpp"
+#include "pipeplan/plan/fields.hpp"
 #include "pipeplan/plan/plan.hpp"
 #include "pipeplan/plan/serialize.hpp"
 
@@ -29,50 +32,41 @@ namespace pipeplan::plan {
 
 namespace detail {
 
-inline nlohmann::json slot_json(std::uint32_t s) { return s == no_slot ? nlohmann::json(nullptr) : nlohmann::json(s); }
-inline nlohmann::json shape_json(const tensor_shape& s) {
-    return nlohmann::json::array({s.microbatch_size, s.seqlen, s.dec_seqlen, s.hidden});
-}
-
-inline nlohmann::json header_json(const plan_header& h) {
-    nlohmann::json mbs = nlohmann::json::array();
-    for (const auto& m : h.microbatches) {
-        mbs.push_back({{"replica", m.replica}, {"sample_ids", m.sample_ids}, {"shape", shape_json(m.shape)}});
-        if (!m.row_sizes.empty()) mbs.back()["row_sizes"] = m.row_sizes;  // packed rows
+/// The JSON value of `v` (a field of type T; see fields.hpp).
+template <class T>
+nlohmann::json to_json_value(const T& v, field_text text) {
+    (void)text;  // slots only
+    if constexpr (plan_struct<T>) {
+        nlohmann::json j = nlohmann::json::object();
+        for_each_field<T>([&](const auto& f) {
+            if (f.text == field_text::version) j[std::string(f.name)] = plan_format_version;  // the layout written
+            else j[std::string(f.name)] = to_json_value(v.*f.member, f.text);
+        });
+        return j;
+    } else if constexpr (is_std_vector<T>) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& e : v) a.push_back(to_json_value(e, text));
+        return a;
+    } else if constexpr (std::is_same_v<T, std::string> || std::is_floating_point_v<T>) {
+        return v;
+    } else if constexpr (std::is_same_v<T, tensor_shape>) {
+        return nlohmann::json::array({v.microbatch_size, v.seqlen, v.dec_seqlen, v.hidden});
+    } else if constexpr (std::is_same_v<T, instr_kind>) {
+        return kind_name(v);
+    } else if constexpr (named_enum<T>) {
+        return std::string(name_of(v));
+    } else {
+        if constexpr (std::is_same_v<T, std::uint32_t>)
+            if (text == field_text::slot && v == no_slot) return nullptr;
+        return v;
     }
-    return {{"version", h.version},
-            {"iteration", h.iteration},
-            {"devices", h.devices},
-            {"dp", h.dp},
-            {"chunks", h.chunks},
-            {"placement", std::string(schedule::to_string(h.placement))},
-            {"schedule", h.schedule},
-            {"dtype", std::string(to_string(h.type))},
-            {"zero_stage", h.zero_stage},
-            {"predicted_makespan_ms", h.predicted_makespan_ms},
-            {"predicted_peak_memory_mb", h.predicted_peak_memory_mb},
-            {"microbatches", std::move(mbs)},
-            {"plan_id", h.plan_id}};
-}
-
-inline nlohmann::json program_json(const rank_program& p) {
-    nlohmann::json bufs = nlohmann::json::array(), ins = nlohmann::json::array();
-    for (const auto& b : p.buffers)
-        bufs.push_back({{"offset_bytes", b.offset_bytes}, {"size_bytes", b.size_bytes},
-                        {"role", std::string(to_string(b.role))}, {"mb", b.mb}, {"stage", b.stage}});
-    for (const auto& x : p.instructions)
-        ins.push_back({{"kind", kind_name(x.kind)}, {"mode", x.mode}, {"dtype", std::string(to_string(x.type))},
-                       {"reserved", x.reserved}, {"mb", x.mb}, {"stage", x.stage}, {"peer", x.peer},
-                       {"in", slot_json(x.in)}, {"out", slot_json(x.out)}, {"stash", slot_json(x.stash)},
-                       {"work", slot_json(x.work)}, {"shape", shape_json(x.shape)}, {"bytes", x.bytes}});
-    return {{"rank", p.rank}, {"arena_bytes", p.arena_bytes}, {"live_peak_bytes", p.live_peak_bytes},
-            {"buffers", std::move(bufs)}, {"instructions", std::move(ins)}};
 }
 
 inline std::string plan_json_text(const plan_header& h, const rank_program* const* progs, std::size_t n) {
-    nlohmann::json j = {{"format", "pipeplan-plan"}, {"version", plan_format_version}, {"header", header_json(h)}};
+    nlohmann::json j = {
+        {"format", "pipeplan-plan"}, {"version", plan_format_version}, {"header", to_json_value(h, field_text::plain)}};
     nlohmann::json ps = nlohmann::json::array();
-    for (std::size_t i = 0; i < n; ++i) ps.push_back(program_json(*progs[i]));
+    for (std::size_t i = 0; i < n; ++i) ps.push_back(to_json_value(*progs[i], field_text::plain));
     j["programs"] = std::move(ps);
     return j.dump(1) + "\n";
 }
@@ -82,6 +76,7 @@ inline std::string plan_json_text(const plan_header& h, const rank_program* cons
 /// missing field: the object that lacks it) and the field path; there is no unlocated error.
 struct json_reader {
     const json_document& doc;  ///< the parsed text: errors at a value give its line and column
+    std::uint32_t version = plan_format_version;  ///< the file's version (fields.hpp: `since`)
     [[noreturn]] void fail(const nlohmann::json& at, const std::string& path, const std::string& why) const {
         doc.fail(at, path, why);
     }
@@ -93,183 +88,128 @@ struct json_reader {
         if (it == j.end()) fail(j, field(path, key), "missing");
         return *it;
     }
+    /// The number `v` at `p`; `listed`: an element of a list (the error names the list).
     template <class T>
-    T num(const nlohmann::json& j, const char* key, const std::string& path) const {
-        const auto& v = at(j, key, path);
-        const std::string p = field(path, key);
+    T number(const nlohmann::json& v, const std::string& p, bool listed = false) const {
         if constexpr (std::is_floating_point_v<T>) {
-            if (!v.is_number()) fail(v, p, "expected a number");
+            if (!v.is_number()) fail(v, p, listed ? "expected numbers" : "expected a number");
             return v.get<T>();
         } else if constexpr (std::is_signed_v<T>) {
-            if (!v.is_number_integer()) fail(v, p, "expected an integer");
+            if (!v.is_number_integer()) fail(v, p, listed ? "expected integers" : "expected an integer");
             const auto x = v.get<std::int64_t>();
             if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) fail(v, p, "out of range");
             return static_cast<T>(x);
         } else {
-            if (!v.is_number_unsigned()) fail(v, p, "expected an integer >= 0");
+            const char* want = listed ? "expected integers >= 0" : "expected an integer >= 0";
+            if (!v.is_number_unsigned()) fail(v, p, want);
             const auto x = v.get<std::uint64_t>();
-            if (x > std::numeric_limits<T>::max()) fail(v, p, "out of range");
+            if (x > std::numeric_limits<T>::max()) fail(v, p, listed ? want : "out of range");
             return static_cast<T>(x);
         }
     }
-    std::string text(const nlohmann::json& j, const char* key, const std::string& path) const {
-        const auto& v = at(j, key, path);
-        if (!v.is_string()) fail(v, field(path, key), "expected a string");
+    template <class T>
+    T num(const nlohmann::json& j, const char* key, const std::string& path) const {
+        return number<T>(at(j, key, path), field(path, key));
+    }
+    std::string text(const nlohmann::json& v, const std::string& p) const {
+        if (!v.is_string()) fail(v, p, "expected a string");
         return v.get<std::string>();
     }
-    const nlohmann::json& array(const nlohmann::json& j, const char* key, const std::string& path) const {
-        const auto& v = at(j, key, path);
-        if (!v.is_array()) fail(v, field(path, key), "expected an array");
+    const nlohmann::json& array(const nlohmann::json& v, const std::string& p) const {
+        if (!v.is_array()) fail(v, p, "expected an array");
         return v;
     }
-    std::uint32_t slot(const nlohmann::json& j, const char* key, const std::string& path) const {
-        if (at(j, key, path).is_null()) return no_slot;
-        return num<std::uint32_t>(j, key, path);
-    }
-    tensor_shape shape(const nlohmann::json& j, const std::string& path) const {
-        const auto& a = array(j, "shape", path);
-        if (a.size() != 4) fail(a, path + ".shape", "expected [size, seqlen, dec_seqlen, hidden]");
-        tensor_shape s;
-        std::uint32_t* f[] = {&s.microbatch_size, &s.seqlen, &s.dec_seqlen, &s.hidden};
-        for (std::size_t i = 0; i < 4; ++i) {
-            if (!a[i].is_number_unsigned() || a[i].get<std::uint64_t>() > UINT32_MAX) fail(a[i], path + ".shape", "expected integers >= 0");
-            *f[i] = a[i].get<std::uint32_t>();
+
+    /// Reads `v` (a field of type T) from the JSON value `j` at path `p`; `listed`: an element of a list.
+    template <class T>
+    void get(T& v, const nlohmann::json& j, const std::string& p, field_text how, bool listed = false) const {
+        (void)how, (void)listed;  // used by some types only
+        if constexpr (plan_struct<T>) {
+            for_each_field<T>([&](const auto& f) {
+                // an older file: what later versions added is read where present (version 2
+                // files list row_sizes of packed micro-batches only)
+                if (version < plan_format_version && f.since > 1 && j.is_object() && !j.contains(f.name.data())) return;
+                get(v.*f.member, at(j, f.name.data(), p), field(p, f.name.data()), f.text);
+            });
+        } else if constexpr (is_std_vector<T>) {
+            using E = typename T::value_type;
+            const auto& a = array(j, p);
+            v.resize(a.size());
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                if constexpr (plan_struct<E>) get(v[i], a[i], p + "[" + std::to_string(i) + "]", how);
+                else get(v[i], a[i], p, how, true);
+            }
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            v = text(j, p);
+            if ((how == field_text::name || how == field_text::placement) && !is_plan_name(v))
+                fail(j, p, "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(v) + "'");
+        } else if constexpr (std::is_same_v<T, tensor_shape>) {
+            if (!j.is_array() || j.size() != 4) fail(j, p, "expected [size, seqlen, dec_seqlen, hidden]");
+            std::uint32_t* f[] = {&v.microbatch_size, &v.seqlen, &v.dec_seqlen, &v.hidden};
+            for (std::size_t i = 0; i < 4; ++i) *f[i] = number<std::uint32_t>(j[i], p, true);
+        } else if constexpr (std::is_same_v<T, instr_kind>) {
+            const std::string name = text(j, p);
+            const auto k = parse_kind(name);
+            if (!k)
+                fail(j, p, "unknown instruction kind '" + printable(name) + "' (a built-in kind name or user<N>, N in " +
+                               std::to_string(first_user_kind) + "..255)");
+            v = *k;
+        } else if constexpr (named_enum<T>) {
+            const std::string name = text(j, p);
+            const auto e = find_name<T>(name);
+            if (!e)
+                fail(j, p, "unknown " + std::string(enum_names(T{}).what) + " '" + printable(name) + "' (" + name_list<T>("|") + ")");
+            v = *e;
+        } else {
+            if constexpr (std::is_same_v<T, std::uint32_t>)
+                if (how == field_text::slot && j.is_null()) return void(v = no_slot);
+            v = number<T>(j, p, listed);
         }
-        return s;
     }
 };
 
+/// The header, then the checks no single field can make alone.
 inline plan_header header_from_json(const json_reader& r, const nlohmann::json& j) {
     const std::string p = "header";
     plan_header h;
-    h.version = r.num<std::uint32_t>(j, "version", p);
-    h.iteration = r.num<std::uint64_t>(j, "iteration", p);
-    h.devices = r.num<std::uint32_t>(j, "devices", p);
-    h.dp = r.num<std::uint32_t>(j, "dp", p);
-    h.chunks = r.num<std::uint32_t>(j, "chunks", p);
-    const std::pair<const char*, std::uint32_t> counts[] = {{"devices", h.devices}, {"dp", h.dp}, {"chunks", h.chunks}};
-    for (const auto& [key, n] : counts)
+    r.get(h, j, p, field_text::plain);
+    if (h.version == 0 || h.version > r.version || (r.version == plan_format_version && h.version != r.version))
+        r.fail(r.at(j, "version", p), p + ".version", version_problem(h.version));
+    for (const auto& [key, n] : {std::pair{"devices", h.devices}, std::pair{"dp", h.dp}, std::pair{"chunks", h.chunks}})
         if (n == 0) r.fail(r.at(j, key, p), json_reader::field(p, key), "must be >= 1");
-    const std::string pl = r.text(j, "placement", p);
-    const auto placement = find_name<schedule::placement_kind>(pl);
-    if (!placement)
-        r.fail(r.at(j, "placement", p), p + ".placement",
-               "unknown placement '" + printable(pl) + "' (" + name_list<schedule::placement_kind>("|") + ")");
-    h.placement = *placement;
-    h.schedule = r.text(j, "schedule", p);
-    if (!is_plan_schedule_name(h.schedule))
-        r.fail(r.at(j, "schedule", p), p + ".schedule",
-               "expected at most 64 characters of [A-Za-z0-9_.+-], found '" + printable(h.schedule) + "'");
-    const std::string type = r.text(j, "dtype", p);
-    const auto t = parse_dtype(type);
-    if (!t) r.fail(r.at(j, "dtype", p), p + ".dtype", "unknown dtype '" + printable(type) + "' (" + dtype_choices() + ")");
-    h.type = *t;
-    h.zero_stage = r.num<std::uint8_t>(j, "zero_stage", p);
-    h.predicted_makespan_ms = r.num<double>(j, "predicted_makespan_ms", p);
-    const auto& peaks = r.array(j, "predicted_peak_memory_mb", p);
-    for (const auto& x : peaks) {
-        if (!x.is_number()) r.fail(x, p + ".predicted_peak_memory_mb", "expected numbers");
-        h.predicted_peak_memory_mb.push_back(x.get<double>());
+    if (r.version < 3) {
+        if (const std::string why = upgrade_placement(h); !why.empty()) r.fail(r.at(j, "placement", p), p + ".placement", why);
+    } else if (const std::string why = placement_problem(h); !why.empty()) {
+        r.fail(r.at(j, "stage_devices", p), p + ".stage_devices", why);
     }
-    const auto& mbs = r.array(j, "microbatches", p);
-    for (std::size_t k = 0; k < mbs.size(); ++k) {
-        const std::string q = p + ".microbatches[" + std::to_string(k) + "]";
-        microbatch_entry m;
-        m.replica = r.num<std::uint32_t>(mbs[k], "replica", q);
-        for (const auto& id : r.array(mbs[k], "sample_ids", q)) {
-            if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX)
-                r.fail(id, q + ".sample_ids", "expected integers >= 0");
-            m.sample_ids.push_back(id.get<std::uint32_t>());
-        }
-        m.shape = r.shape(mbs[k], q);
-        if (mbs[k].contains("row_sizes"))
-            for (const auto& n : r.array(mbs[k], "row_sizes", q)) {
-                if (!n.is_number_unsigned() || n.get<std::uint64_t>() < 1 || n.get<std::uint64_t>() > UINT32_MAX)
-                    r.fail(n, q + ".row_sizes", "expected integers >= 1");
-                m.row_sizes.push_back(n.get<std::uint32_t>());
-            }
-        if (!m.rows_consistent())
-            r.fail(mbs[k], q + ".row_sizes", "the rows must number shape[0] and hold exactly the sample ids");
-        h.microbatches.push_back(std::move(m));
-    }
-    if (h.version >= 2) h.plan_id = r.num<std::uint64_t>(j, "plan_id", p);
+    const auto& mbs = r.at(j, "microbatches", p);
+    for (std::size_t k = 0; k < h.microbatches.size(); ++k)
+        if (!h.microbatches[k].rows_consistent())
+            r.fail(mbs[k], p + ".microbatches[" + std::to_string(k) + "].row_sizes",
+                   "the rows must number shape[0] and hold exactly the sample ids");
     return h;
-}
-
-inline instruction instruction_from_json(const json_reader& r, const nlohmann::json& j, const std::string& q) {
-    instruction x;
-    const std::string kind = r.text(j, "kind", q);
-    const auto k = parse_kind(kind);
-    if (!k)
-        r.fail(r.at(j, "kind", q), q + ".kind",
-               "unknown instruction kind '" + printable(kind) + "' (a built-in kind name or user<N>, N in " +
-                   std::to_string(first_user_kind) + "..255)");
-    x.kind = *k;
-    x.mode = r.num<std::uint8_t>(j, "mode", q);
-    const std::string type = r.text(j, "dtype", q);
-    const auto t = parse_dtype(type);
-    if (!t) r.fail(r.at(j, "dtype", q), q + ".dtype", "unknown dtype '" + printable(type) + "' (" + dtype_choices() + ")");
-    x.type = *t;
-    x.reserved = r.num<std::uint8_t>(j, "reserved", q);
-    x.mb = r.num<std::uint32_t>(j, "mb", q);
-    x.stage = r.num<std::uint32_t>(j, "stage", q);
-    x.peer = r.num<std::int32_t>(j, "peer", q);
-    x.in = r.slot(j, "in", q);
-    x.out = r.slot(j, "out", q);
-    x.stash = r.slot(j, "stash", q);
-    x.work = r.slot(j, "work", q);
-    x.shape = r.shape(j, q);
-    x.bytes = r.num<std::uint64_t>(j, "bytes", q);
-    return x;
-}
-
-inline rank_program program_from_json(const json_reader& r, const nlohmann::json& j, const std::string& p) {
-    rank_program prog;
-    prog.rank = r.num<std::uint32_t>(j, "rank", p);
-    prog.arena_bytes = r.num<std::uint64_t>(j, "arena_bytes", p);
-    prog.live_peak_bytes = r.num<std::uint64_t>(j, "live_peak_bytes", p);
-    const auto& bufs = r.array(j, "buffers", p);
-    for (std::size_t s = 0; s < bufs.size(); ++s) {
-        const std::string q = p + ".buffers[" + std::to_string(s) + "]";
-        buffer b;
-        b.offset_bytes = r.num<std::uint64_t>(bufs[s], "offset_bytes", q);
-        b.size_bytes = r.num<std::uint64_t>(bufs[s], "size_bytes", q);
-        const std::string role = r.text(bufs[s], "role", q);
-        bool found = false;
-        for (std::size_t k = 0; k < buffer_role_count; ++k)
-            if (to_string(static_cast<buffer_role>(k)) == role) b.role = static_cast<buffer_role>(k), found = true;
-        if (!found) r.fail(r.at(bufs[s], "role", q), q + ".role", "unknown buffer role '" + printable(role) + "'");
-        b.mb = r.num<std::uint32_t>(bufs[s], "mb", q);
-        b.stage = r.num<std::uint32_t>(bufs[s], "stage", q);
-        prog.buffers.push_back(b);
-    }
-    const auto& ins = r.array(j, "instructions", p);
-    prog.instructions.reserve(ins.size());
-    for (std::size_t i = 0; i < ins.size(); ++i)
-        prog.instructions.push_back(instruction_from_json(r, ins[i], p + ".instructions[" + std::to_string(i) + "]"));
-    return prog;
 }
 
 /// Reads a whole JSON plan; `one_program`: a rank file, which must hold exactly one program.
 inline std::pair<plan_header, std::vector<rank_program>> parse_plan_json(std::string_view text, const std::string& file,
                                                                          bool one_program) {
     const json_document doc(text, file);  // invalid JSON, too deep nesting: located errors
-    const json_reader r{doc};
+    json_reader r{doc};
     const nlohmann::json& j = doc.root();
     if (!j.is_object()) r.fail(j, "format", "not a pipeplan plan (expected an object)");
     const auto format = j.find("format");
     if (format == j.end() || !format->is_string() || format->get_ref<const std::string&>() != "pipeplan-plan")
         r.fail(format == j.end() ? j : *format, "format", "not a pipeplan plan (format != \"pipeplan-plan\")");
     const auto version = r.num<std::uint32_t>(j, "version", "");
-    if (version > plan_format_version)
-        r.fail(r.at(j, "version", ""), "version",
-               "plan version " + std::to_string(version) + " is newer than this reader's (" + std::to_string(plan_format_version) + ")");
+    if (version == 0 || version > plan_format_version) r.fail(r.at(j, "version", ""), "version", version_problem(version));
+    r.version = version;
     std::pair<plan_header, std::vector<rank_program>> out;
     out.first = header_from_json(r, r.at(j, "header", ""));
-    const auto& ps = r.array(j, "programs", "");
+    const auto& ps = r.array(r.at(j, "programs", ""), "programs");
     if (one_program && ps.size() != 1)
         r.fail(ps, "programs", "a rank file holds one program, this one " + std::to_string(ps.size()));
-    for (std::size_t k = 0; k < ps.size(); ++k) out.second.push_back(program_from_json(r, ps[k], "programs[" + std::to_string(k) + "]"));
+    out.second.resize(ps.size());
+    for (std::size_t k = 0; k < ps.size(); ++k) r.get(out.second[k], ps[k], "programs[" + std::to_string(k) + "]", field_text::plain);
     return out;
 }
 

@@ -84,6 +84,7 @@ struct lowering_options {
     reduce_mode reduce = reduce_mode::all_reduce;
     std::uint32_t rank_offset = 0;     ///< rank of device 0 (replica * devices)
     std::uint32_t microbatch_offset = 0;       ///< micro-batch table index of micro-batch 0
+    send_rule sends = send_rule::buffered;  ///< recorded in the header (send_rule.hpp)
 };
 
 namespace detail {
@@ -468,10 +469,9 @@ inline std::vector<rank_program> insert_communication(const compute_programs& cp
 
 /// The header fields a schedule determines: devices, chunks, placement, schedule name, and the
 /// element type of the messages. The one place that fills them (lower_into(), join_replicas()).
-inline void set_schedule_fields(plan_header& h, const schedule::pipeline_schedule& s, dtype type) {
-    h.devices = static_cast<std::uint32_t>(s.placement.devices());
-    h.chunks = static_cast<std::uint32_t>(s.placement.chunks());
-    h.placement = s.placement.kind();
+inline void set_schedule_fields(plan_header& h, const schedule::pipeline_schedule& s, dtype type, send_rule sends) {
+    set_placement(h, s.placement);
+    h.sends = sends;
     h.schedule = s.name;
     h.type = type;
 }
@@ -485,7 +485,7 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
     sc.validate();
     const compute_programs cp = lower_compute(sc, s);
     p.header = plan_header{};
-    set_schedule_fields(p.header, s, opt.type);
+    set_schedule_fields(p.header, s, opt.type, opt.sends);
     p.header.predicted_peak_memory_mb.assign(p.header.ranks(), 0.0);  // 0 MB: not predicted here
     p.header.microbatches.resize(sc.microbatches);
     for (std::size_t j = 0; j < sc.microbatches && j < opt.shapes.size(); ++j) p.header.microbatches[j].shape = opt.shapes[j];
@@ -495,7 +495,7 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
 
 /// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
 /// microbatch_offset 0). The header's schedule fields (placement, chunks, devices, schedule name,
-/// dtype) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
+/// dtype, send rule) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
 /// the rest. The scenario is validated first (scenario::validate(): sizes and scenario_limits).
 [[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
                                           const lowering_options& opt = {}) {
@@ -519,6 +519,7 @@ struct join_options {
     dtype type = dtype::fp16;
     std::uint64_t iteration = 0;
     std::uint8_t zero_stage = 0;  ///< >= 2: gradients are reduce-scattered
+    send_rule sends = send_rule::buffered;  ///< recorded in the header (send_rule.hpp)
     std::size_t threads = 1;      ///< workers for the per-rank buffer planning (the plan does not depend on it)
 };
 
@@ -531,7 +532,7 @@ struct join_options {
     if (reps.empty()) throw invalid_argument("join_replicas: no replica");
     execution_plan p;
     plan_header& h = p.header;
-    set_schedule_fields(h, *reps.front().sched, o.type);
+    set_schedule_fields(h, *reps.front().sched, o.type, o.sends);
     h.iteration = o.iteration;
     h.dp = static_cast<std::uint32_t>(reps.size());
     h.zero_stage = o.zero_stage;

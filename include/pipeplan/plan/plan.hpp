@@ -1,9 +1,13 @@
 // pipeplan/plan/plan.hpp — an execution plan: header, micro-batch table, per-rank programs.
 //
 // Ranks. A plan covers `devices` pipeline devices times `dp` data-parallel replicas:
-// rank = replica * devices + device. Virtual stages map to devices by the placement
-// (schedule/placement.hpp; `chunks` virtual stages per device). Every replica runs the same
+// rank = replica * devices + device. The header's `stage_devices` maps each of the
+// devices x chunks virtual stages to its device (every device runs `chunks` of them; the
+// placement's name, e.g. "interleaved", only labels the map). Every replica runs the same
 // schedule shape on its own micro-batches (micro-batch table entries carry their replica).
+// `sends` records the send rule of the transport the plan is made for (send_rule.hpp): the
+// validator checks deadlock freedom under it, and an executor refuses a plan whose rule does
+// not cover its transport's.
 //
 // Buffers. `rank_program::buffers` is the rank's buffer table (instructions name buffers by
 // their index, the slot); each buffer has an offset and a size inside the rank's arena of
@@ -21,14 +25,17 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/core/names.hpp"
 #include "pipeplan/plan/instruction.hpp"
+#include "pipeplan/plan/send_rule.hpp"
 #include "pipeplan/schedule/placement.hpp"
 
 namespace pipeplan::plan {
 
-/// Version of the plan layout written by this library (binary and JSON). Version 2 appends
-/// header.plan_id; version 1 files still read (their plan_id is 0).
-inline constexpr std::uint32_t plan_format_version = 2;
+/// Version of the plan layout written by this library (binary and JSON). Version 2 added
+/// header.plan_id (and, in binary, the micro-batches' row sizes); version 3 stores the stage ->
+/// device map and the send rule in the header. Readers read versions 1 to 3.
+inline constexpr std::uint32_t plan_format_version = 3;
 
 /// What a buffer holds.
 enum class buffer_role : std::uint8_t {
@@ -40,17 +47,16 @@ enum class buffer_role : std::uint8_t {
     workspace = 5,       ///< scratch of one op
 };
 inline constexpr std::size_t buffer_role_count = 6;
-[[nodiscard]] constexpr std::string_view to_string(buffer_role r) noexcept {
-    switch (r) {
-        case buffer_role::activation_in: return "activation_in";
-        case buffer_role::activation_out: return "activation_out";
-        case buffer_role::stash: return "stash";
-        case buffer_role::grad_in: return "grad_in";
-        case buffer_role::grad_out: return "grad_out";
-        case buffer_role::workspace: return "workspace";
-    }
-    return "?";
+[[nodiscard]] constexpr auto enum_names(buffer_role) noexcept {
+    return name_table<buffer_role, buffer_role_count>{"buffer role",
+                                                      {{{buffer_role::activation_in, "activation_in"},
+                                                        {buffer_role::activation_out, "activation_out"},
+                                                        {buffer_role::stash, "stash"},
+                                                        {buffer_role::grad_in, "grad_in"},
+                                                        {buffer_role::grad_out, "grad_out"},
+                                                        {buffer_role::workspace, "workspace"}}}};
 }
+[[nodiscard]] constexpr std::string_view to_string(buffer_role r) noexcept { return name_of(r); }
 
 /// One buffer of a rank's arena.
 struct buffer {
@@ -105,7 +111,9 @@ struct plan_header {
     std::uint32_t devices = 1;                 ///< pipeline devices per replica
     std::uint32_t dp = 1;                      ///< data-parallel replicas
     std::uint32_t chunks = 1;                  ///< virtual stages per device
-    schedule::placement_kind placement = schedule::placement_kind::linear;
+    std::string placement = "linear";          ///< the placement's name (labels stage_devices)
+    std::vector<std::uint32_t> stage_devices;  ///< [virtual stage] its device; empty: stage v on device v
+    send_rule sends = send_rule::buffered;     ///< the transport semantics the plan is checked under
     std::string schedule;                      ///< the schedule's name, e.g. "adaptive"
     dtype type = dtype::fp16;                  ///< activation / gradient element type
     std::uint8_t zero_stage = 0;               ///< ZeRO stage (>= 2: reduce-scatter)
@@ -118,8 +126,9 @@ struct plan_header {
 
     [[nodiscard]] std::uint32_t ranks() const noexcept { return devices * dp; }
     [[nodiscard]] std::uint32_t virtual_stages() const noexcept { return devices * chunks; }
-    [[nodiscard]] schedule::stage_placement stage_placement() const {
-        return {placement, devices, chunks};
+    /// Device of virtual stage v (v < virtual_stages(), and a sound map: placement_problem()).
+    [[nodiscard]] std::uint32_t device_of_stage(std::uint32_t v) const noexcept {
+        return stage_devices.empty() ? v : stage_devices[v];
     }
     [[nodiscard]] std::uint32_t device_of_rank(std::uint32_t rank) const noexcept { return rank % devices; }
     [[nodiscard]] std::uint32_t replica_of_rank(std::uint32_t rank) const noexcept { return rank / devices; }
@@ -127,10 +136,65 @@ struct plan_header {
     friend bool operator==(const plan_header&, const plan_header&) = default;
 };
 
-/// Whether `name` may stand in a plan file's header.schedule: at most 64 characters of
-/// [A-Za-z0-9_.+-] (the built-in names and users' own). Both plan readers check it, so every
-/// plan that reads in one format can be written in the other.
-[[nodiscard]] inline bool is_plan_schedule_name(std::string_view name) noexcept {
+/// Why a plan of format `version` is not read or run (readers read 1 to plan_format_version;
+/// executors run plan_format_version only).
+[[nodiscard]] inline std::string version_problem(std::uint32_t version) {
+    const std::string v = "plan format version " + std::to_string(version);
+    const std::string mine = " (" + std::to_string(plan_format_version) + ")";
+    if (version > plan_format_version) return v + " is newer than this reader's" + mine + ": upgrade pipeplan";
+    if (version == 0) return v + " does not exist";
+    return v + " is older than this library's" + mine + ": plan the iteration again with this pipeplan";
+}
+
+/// Records `pl` in the header: devices, chunks, the placement's name and its stage -> device map.
+inline void set_placement(plan_header& h, const schedule::stage_placement& pl) {
+    h.devices = static_cast<std::uint32_t>(pl.devices());
+    h.chunks = static_cast<std::uint32_t>(pl.chunks());
+    h.placement = std::string(schedule::to_string(pl.kind()));
+    h.stage_devices.resize(pl.virtual_stages());
+    for (std::size_t v = 0; v < h.stage_devices.size(); ++v) h.stage_devices[v] = static_cast<std::uint32_t>(pl.device_of(v));
+}
+
+/// Gives a header read from a version 1 or 2 file, which names a schedule::placement_kind and
+/// has no stage -> device map, that placement's map (its send rule stays buffered, the rule
+/// those versions were checked under). Returns what is wrong, or "".
+[[nodiscard]] inline std::string upgrade_placement(plan_header& h) {
+    const auto kind = find_name<schedule::placement_kind>(h.placement);
+    if (!kind) return "unknown placement '" + h.placement + "' (" + name_list<schedule::placement_kind>("|") + ")";
+    if (h.devices == 0 || h.chunks == 0) return "devices and chunks must be >= 1";
+    if (*kind == schedule::placement_kind::linear && h.chunks != 1) return "a linear placement has one chunk per device";
+    set_placement(h, schedule::stage_placement{*kind, h.devices, h.chunks});
+    return "";
+}
+
+/// What is wrong with the header's placement, or "" when it is sound: devices, dp and chunks
+/// >= 1, and stage_devices either empty with one chunk, or devices x chunks entries that give
+/// every device exactly `chunks` stages.
+[[nodiscard]] inline std::string placement_problem(const plan_header& h) {
+    if (h.devices == 0 || h.dp == 0 || h.chunks == 0) return "devices, dp and chunks must be >= 1";
+    if (h.stage_devices.empty()) {
+        if (h.chunks == 1) return "";
+        return "no stage_devices map for " + std::to_string(h.chunks) + " chunks per device";
+    }
+    if (h.stage_devices.size() != std::uint64_t(h.devices) * h.chunks)
+        return "stage_devices has " + std::to_string(h.stage_devices.size()) + " entries, devices x chunks is " +
+               std::to_string(std::uint64_t(h.devices) * h.chunks);
+    std::vector<std::uint32_t> held(h.devices, 0);
+    for (std::size_t v = 0; v < h.stage_devices.size(); ++v) {
+        const std::uint32_t d = h.stage_devices[v];
+        if (d >= h.devices)
+            return "stage_devices[" + std::to_string(v) + "] = " + std::to_string(d) + " is not a device (devices = " +
+                   std::to_string(h.devices) + ")";
+        if (++held[d] > h.chunks)
+            return "device " + std::to_string(d) + " runs more than " + std::to_string(h.chunks) + " stages";
+    }
+    return "";
+}
+
+/// Whether `name` may stand in a plan file's header.schedule or header.placement: at most 64
+/// characters of [A-Za-z0-9_.+-] (the built-in names and users' own). Both plan readers check
+/// it, so every plan that reads in one format can be written in the other.
+[[nodiscard]] inline bool is_plan_name(std::string_view name) noexcept {
     if (name.size() > 64) return false;
     for (const char c : name)
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||

@@ -92,6 +92,9 @@ struct planner_options {
     cluster_options cluster;
     int hidden_size = 0;                   ///< the model's hidden size (message sizes); required
     dtype type = dtype::fp16;              ///< activation / gradient element type
+    /// The send rule of the transport the plan is for (send_rule.hpp: buffered for CPU threads
+    /// and gloo, blocking or grouped for NCCL): recorded in the header, validated under.
+    send_rule sends = send_rule::buffered;
     /// A built-in or registered schedule (schedule/registry.hpp); nullopt: choose (see the file comment).
     std::optional<schedule::schedule_id> schedule;
     std::size_t order_search_evaluations = 24;        ///< per adaptive candidate
@@ -701,6 +704,7 @@ private:
         jo.type = opt_.type;
         jo.iteration = opt_.iteration;
         jo.zero_stage = static_cast<std::uint8_t>(opt_.config.zero_stage);
+        jo.sends = opt_.sends;
         jo.threads = opt_.threads;
         return join_replicas(parts, jo);
     }

@@ -10,9 +10,9 @@
 //   match      on every pair of ranks, the k-th message start on one side matches the k-th on
 //              the other: send vs receive of the same kind, micro-batch, stage, shape, dtype and
 //              bytes (same count on both sides)
-//   deadlock   the programs, run with blocking waits (a send_wait needs the peer's matching
-//              receive posted, a recv_wait the peer's matching send posted; reduce_gradients
-//              needs every rank of its data-parallel group there), always finish
+//   deadlock   the programs, run under the header's send rule (deadlock.hpp: buffered, blocking
+//              or grouped starts; reduce_gradients needs every rank of its data-parallel group
+//              there), always finish
 //   buffer     a buffer is written before it is read (a received buffer only after its wait),
 //              holds the data the reader needs (activation or gradient of the right
 //              micro-batch and stage), is written once, never touched after its free, not
@@ -30,7 +30,8 @@
 //              version, a finite makespan >= 0, one finite peak >= 0 per rank, ZeRO stage 0..3,
 //              replicas < dp; a table that names samples names each sample 0..N-1 exactly once
 //              and at least one per micro-batch; arena_bytes >= live_peak_bytes and <=
-//              max_arena_bytes; for a whole plan, a stamped plan_id equals plan_identity()
+//              max_arena_bytes; for a whole plan of the current version, a stamped plan_id
+//              equals plan_identity() (a version 1 or 2 file's identity hashed its own layout)
 #pragma once
 
 #include <algorithm>
@@ -39,11 +40,16 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/names.hpp"
+#include "pipeplan/plan/deadlock.hpp"
+#include "pipeplan/plan/fields.hpp"
 #include "pipeplan/plan/identity.hpp"
 #include "pipeplan/plan/instruction.hpp"
+#include "pipeplan/plan/messages.hpp"
 #include "pipeplan/plan/plan.hpp"
 
 namespace pipeplan::plan {
@@ -113,14 +119,7 @@ struct reporter {
     }
 };
 
-[[nodiscard]] inline std::string describe(const instruction& i) {
-    std::string s = kind_name(i.kind);
-    if (is_compute(i.kind) || is_message(i.kind) || i.kind == instr_kind::load_microbatch || i.kind == instr_kind::set_frequency)
-        s += " mb " + std::to_string(i.mb) + " stage " + std::to_string(i.stage);
-    if (is_message(i.kind)) s += " peer " + std::to_string(i.peer);
-    if (i.kind == instr_kind::set_frequency) s += " " + std::to_string(frequency_mhz(i)) + " MHz";
-    return s;
-}
+using plan::describe;
 
 /// What a buffer holds: activation / gradient / stash of (mb, stage).
 struct content {
@@ -135,31 +134,39 @@ struct content {
     return std::string(names[c.tag]) + " of mb " + std::to_string(c.mb) + " stage " + std::to_string(c.stage);
 }
 
+/// The header's placement tabulated once per validation (a sound placement: placement_problem()).
+struct placement_tables {
+    /// [stage] the chunk of each stage on its device (its rank among the device's stages, lowest
+    /// first); empty when the header has no map (one chunk: every chunk 0)
+    std::vector<std::uint32_t> stage_chunk;
+    /// the stages of device d, lowest first: held[first[d] .. first[d] + chunks) (empty without a map)
+    std::vector<std::uint32_t> first, held;
+    explicit placement_tables(const plan_header& h) : stage_chunk(h.stage_devices.size()) {
+        if (h.stage_devices.empty()) return;
+        first.assign(h.devices, 0);
+        for (std::uint32_t v = 0; v < stage_chunk.size(); ++v) stage_chunk[v] = first[h.stage_devices[v]]++;
+        std::uint32_t at = 0;
+        for (std::uint32_t& f : first) at += std::exchange(f, at);
+        held.resize(h.stage_devices.size());
+        std::vector<std::uint32_t> fill(first);
+        for (std::uint32_t v = 0; v < stage_chunk.size(); ++v) held[fill[h.stage_devices[v]]++] = v;
+    }
+};
+
 /// Per-rank facts the checks share.
 struct rank_view {
     const plan_header& h;
     const rank_program& p;
+    const placement_tables& t;
     std::uint32_t rank, device, replica;
-    schedule::stage_placement pl;
-    /// pl.device_of and pl.chunk_of tabulated for the first stages, which spares the walks a
-    /// division per instruction (a header from a file may claim billions of stages: the
-    /// tables stop at `tabulated_stages`, the rest is computed)
-    static constexpr std::uint32_t tabulated_stages = 4096;
-    std::vector<std::uint32_t> stage_device, stage_chunk;
-    rank_view(const plan_header& hh, const rank_program& pp)
-        : h(hh), p(pp), rank(pp.rank), device(hh.device_of_rank(pp.rank)), replica(hh.replica_of_rank(pp.rank)),
-          pl(hh.stage_placement()), stage_device(std::min(hh.virtual_stages(), tabulated_stages)),
-          stage_chunk(stage_device.size()) {
-        for (std::uint32_t v = 0; v < stage_device.size(); ++v) {
-            stage_device[v] = static_cast<std::uint32_t>(pl.device_of(v));
-            stage_chunk[v] = static_cast<std::uint32_t>(pl.chunk_of(v));
-        }
-    }
-    [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const {
-        return stage < stage_device.size() ? stage_device[stage] : static_cast<std::uint32_t>(pl.device_of(stage));
-    }
-    [[nodiscard]] std::uint32_t chunk_of(std::uint32_t stage) const {
-        return stage < stage_chunk.size() ? stage_chunk[stage] : static_cast<std::uint32_t>(pl.chunk_of(stage));
+    rank_view(const plan_header& hh, const rank_program& pp, const placement_tables& tt)
+        : h(hh), p(pp), t(tt), rank(pp.rank), device(hh.device_of_rank(pp.rank)), replica(hh.replica_of_rank(pp.rank)) {}
+    [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const { return h.device_of_stage(stage); }
+    [[nodiscard]] std::uint32_t chunk_of(std::uint32_t stage) const { return t.stage_chunk.empty() ? 0 : t.stage_chunk[stage]; }
+    /// The stages of this rank's device, lowest first (one per chunk).
+    [[nodiscard]] std::span<const std::uint32_t> held() const {
+        if (t.held.empty()) return {&device, 1};
+        return {t.held.data() + t.first[device], h.chunks};
     }
     [[nodiscard]] bool holds(std::uint32_t stage) const { return stage < h.virtual_stages() && device_of(stage) == device; }
     [[nodiscard]] std::uint32_t rank_of_stage(std::uint32_t stage) const { return replica * h.devices + device_of(stage); }
@@ -188,7 +195,7 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     if (ins.stage >= rv.h.virtual_stages()) return bad("stage out of range (" + std::to_string(rv.h.virtual_stages()) + " stages)");
     const std::uint32_t V = rv.h.virtual_stages();
     if (local) {
-        if (!rv.holds(ins.stage)) bad("stage runs on device " + std::to_string(rv.pl.device_of(ins.stage)));
+        if (!rv.holds(ins.stage)) bad("stage runs on device " + std::to_string(rv.device_of(ins.stage)));
         return;
     }
     const bool act = is_activation_message(ins.kind);
@@ -256,61 +263,24 @@ inline void check_arena(const rank_view& rv, reporter& rep) {
     }
 }
 
-/// Which of the four messages (activation / gradient, send / receive) a start or wait is: 0..3.
-[[nodiscard]] inline std::size_t message_kind_index(const instruction& x) noexcept {
-    const auto start = static_cast<std::size_t>(x.kind) - (is_message_wait(x.kind) ? 1 : 0);
-    return (start - static_cast<std::size_t>(instr_kind::send_activation_start)) / 2;
-}
-
-/// Flat index of a message on one rank by its start kind, stage and micro-batch (the peer
-/// follows from them once the structure rule holds): the key of the open-message tables.
-struct message_keys {
-    std::size_t microbatches, stages;
-    [[nodiscard]] std::size_t size() const noexcept { return 4 * stages * microbatches; }
-    [[nodiscard]] std::size_t operator()(const instruction& x) const noexcept {
-        return (message_kind_index(x) * stages + x.stage) * microbatches + x.mb;
-    }
-};
-inline constexpr std::uint32_t not_open = 0xFFFFFFFFu;
-
-/// pairing: every start has exactly one later wait of the same message. `open` is scratch.
-/// Keys messages by (kind, this rank's chunk, mb): 4 x chunks x M entries, whatever the number
-/// of stages (the stage this rank holds is the sender's for sends, the adjacent one for receives).
-inline void check_pairing(const rank_view& rv, reporter& rep, std::vector<std::uint32_t>& open) {
-    const std::size_t M = rv.h.microbatches.size();
-    const auto key = [&](const instruction& x) {
-        const std::size_t k = message_kind_index(x);
-        const kind_category c = category(x.kind);
-        const bool send = c == kind_category::send_start || c == kind_category::send_wait;
-        const std::uint32_t mine = send ? x.stage : is_activation_message(x.kind) ? x.stage + 1 : x.stage - 1;
-        return (k * rv.h.chunks + rv.chunk_of(mine)) * M + x.mb;
-    };
-    open.assign(4 * std::size_t(rv.h.chunks) * M, not_open);
+/// pairing: every start has exactly one later wait of the same message (start_of_wait(),
+/// messages.hpp), naming the same buffer, bytes, shape and dtype. Leaves the pairing in `pairs`.
+inline void check_pairing(const rank_view& rv, reporter& rep, wait_pairing& pairs) {
+    pairs = start_of_wait(rv.h, rv.p);
     const auto& prog = rv.p.instructions;
-    std::size_t still_open = 0;  // starts without a wait so far
+    static constexpr const char* what[] = {"started again before its wait", "waits for a message that was not started",
+                                           "never waited for"};
+    for (const wait_pairing::fault& f : pairs.faults)
+        rep(rv.rank, f.index, "pairing", describe(prog[f.index]) + ": " + what[static_cast<std::size_t>(f.what)]);
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
-        const instruction& ins = prog[i];
-        if (is_message_start(ins.kind)) {
-            std::uint32_t& o = open[key(ins)];
-            if (o != not_open) rep(rv.rank, i, "pairing", describe(ins) + ": started again before its wait");
-            else o = i, ++still_open;
-        } else if (is_message_wait(ins.kind)) {
-            std::uint32_t& o = open[key(ins)];
-            if (o == not_open) {
-                rep(rv.rank, i, "pairing", describe(ins) + ": waits for a message that was not started");
-                continue;
-            }
-            const instruction& st = prog[o];
-            if (st.in != ins.in || st.out != ins.out)
-                rep(rv.rank, i, "pairing", describe(ins) + ": names another buffer than its start");
-            else if (st.bytes != ins.bytes || !(st.shape == ins.shape) || st.type != ins.type)
-                rep(rv.rank, i, "pairing", describe(ins) + ": bytes, shape or dtype differ from its start");
-            o = not_open, --still_open;
-        }
+        const std::uint32_t o = pairs.start_of[i];
+        if (o == no_instruction) continue;
+        const instruction &ins = prog[i], &st = prog[o];
+        if (st.in != ins.in || st.out != ins.out)
+            rep(rv.rank, i, "pairing", describe(ins) + ": names another buffer than its start");
+        else if (st.bytes != ins.bytes || !(st.shape == ins.shape) || st.type != ins.type)
+            rep(rv.rank, i, "pairing", describe(ins) + ": bytes, shape or dtype differ from its start");
     }
-    for (std::uint32_t i = 0; still_open > 0 && i < prog.size(); ++i)
-        if (is_message_start(prog[i].kind) && open[key(prog[i])] == i)
-            rep(rv.rank, i, "pairing", describe(prog[i]) + ": never waited for");
 }
 
 /// Per (mb, stage) facts gathered while walking a rank's program.
@@ -552,8 +522,7 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
 /// compute: counts and order of each (mb, stage) the rank must run.
 inline void check_units(const rank_view& rv, const std::vector<unit_state>& units, reporter& rep) {
     const std::size_t M = rv.h.microbatches.size();
-    for (std::uint32_t c = 0; c < rv.h.chunks; ++c) {  // the rank's stages (every placement: one per chunk)
-        const auto v = static_cast<std::uint32_t>(rv.pl.stage_of(rv.device, c));
+    for (const std::uint32_t v : rv.held()) {  // the rank's stages, one per chunk
         for (std::uint32_t j = 0; j < M; ++j) {
             if (rv.h.microbatches[j].replica != rv.replica) continue;
             const unit_state& u = units[rv.unit_of(v, j)];
@@ -682,10 +651,10 @@ inline void check_header(const plan_header& h, std::uint32_t rank, reporter& rep
     check_microbatch_table(h, rank, rep);
 }
 
-/// Every rule that concerns one rank alone. `scratch` is reused across ranks.
-inline void check_rank(const plan_header& h, const rank_program& p, reporter& rep, const validate_options& opt,
-                       std::vector<std::uint32_t>& scratch) {
-    const rank_view rv(h, p);
+/// Every rule that concerns one rank alone; leaves the rank's message pairing in `pairs`.
+inline void check_rank(const plan_header& h, const placement_tables& t, const rank_program& p, reporter& rep,
+                       const validate_options& opt, wait_pairing& pairs) {
+    const rank_view rv(h, p, t);
     const std::size_t before = rep.seen;
     check_arena_figures(p, rep);
     for (std::uint32_t i = 0; i < p.instructions.size(); ++i)
@@ -694,58 +663,15 @@ inline void check_rank(const plan_header& h, const rank_program& p, reporter& re
     if (rep.seen != before) return;  // the walks below index with these fields
     check_clocks(rv, opt, rep);
     if (!enough_compute(rv, rep)) return;  // bounds chunks x M by the program's length
-    check_pairing(rv, rep, scratch);
+    check_pairing(rv, rep, pairs);
     std::vector<unit_state> units(std::size_t(h.chunks) * h.microbatches.size());
     walk_rank(rv, rep, units);
     check_units(rv, units, rep);
     check_end(rv, rep);
 }
 
-/// Index of each message start among the starts between its rank and its peer.
-struct pair_indices {
-    std::size_t ranks = 0;
-    std::vector<std::vector<std::uint32_t>> k;  // [rank][instruction] (starts and waits)
-    std::vector<std::uint32_t> begin;           // [rank * ranks + peer] .. [+ 1]: that pair's run of `flat`
-    std::vector<std::uint32_t> flat;            // the starts' instruction indices, by rank, peer and order
-    [[nodiscard]] std::span<const std::uint32_t> starts(std::size_t rank, std::size_t peer) const {
-        const std::size_t x = rank * ranks + peer;
-        return {flat.data() + begin[x], flat.data() + begin[x + 1]};
-    }
-};
-
-[[nodiscard]] inline pair_indices index_pairs(const execution_plan& plan) {
-    const std::size_t R = plan.programs.size();
-    const message_keys key{plan.header.microbatches.size(), plan.header.virtual_stages()};
-    pair_indices px;
-    px.ranks = R;
-    px.k.resize(R);
-    px.begin.assign(R * R + 1, 0);
-    for (std::size_t r = 0; r < R; ++r)  // count, then fill
-        for (const instruction& x : plan.programs[r].instructions)
-            if (is_message_start(x.kind)) ++px.begin[r * R + static_cast<std::size_t>(x.peer) + 1];
-    for (std::size_t x = 1; x < px.begin.size(); ++x) px.begin[x] += px.begin[x - 1];
-    px.flat.resize(px.begin.back());
-    std::vector<std::uint32_t> fill(px.begin.begin(), px.begin.end() - 1);
-    std::vector<std::uint32_t> open(key.size(), 0);  // the pair index of each open start
-    for (std::size_t r = 0; r < R; ++r) {
-        const auto& prog = plan.programs[r].instructions;
-        px.k[r].assign(prog.size(), 0);
-        for (std::uint32_t i = 0; i < prog.size(); ++i) {
-            const instruction& x = prog[i];
-            if (is_message_start(x.kind)) {
-                const std::size_t pair = r * R + static_cast<std::size_t>(x.peer);
-                px.k[r][i] = open[key(x)] = fill[pair] - px.begin[pair];
-                px.flat[fill[pair]++] = i;
-            } else if (is_message_wait(x.kind)) {
-                px.k[r][i] = open[key(x)];
-            }
-        }
-    }
-    return px;
-}
-
 /// match: the k-th start on each side of every pair agree.
-inline bool check_match(const execution_plan& plan, const pair_indices& px, reporter& rep) {
+inline bool check_match(const execution_plan& plan, const message_sequence& px, reporter& rep) {
     const std::size_t before = rep.seen;
     const std::size_t R = plan.programs.size();
     for (std::uint32_t a = 0; a < R; ++a)
@@ -780,56 +706,29 @@ inline bool check_match(const execution_plan& plan, const pair_indices& px, repo
     return rep.seen == before;
 }
 
-/// deadlock: runs the programs with blocking waits.
-inline void check_deadlock(const execution_plan& plan, const pair_indices& px, reporter& rep) {
-    const std::size_t R = plan.programs.size();
-    const plan_header& h = plan.header;
-    std::vector<std::uint32_t> pos(R, 0), posted(R * R, 0);
-    std::vector<char> at_reduce(R, 0);
-    std::size_t finished = 0;
-    auto can_run = [&](std::size_t r) {
-        const instruction& x = plan.programs[r].instructions[pos[r]];
-        if (is_message_wait(x.kind)) return posted[std::size_t(x.peer) * R + r] > px.k[r][pos[r]];
-        if (x.kind == instr_kind::reduce_gradients) {
-            at_reduce[r] = 1;
-            for (std::uint32_t q = h.device_of_rank(static_cast<std::uint32_t>(r)); q < R; q += h.devices)
-                if (!at_reduce[q]) return false;
-        }
-        return true;
-    };
-    bool progress = true;
-    while (finished < R && progress) {
-        progress = false;
-        for (std::size_t r = 0; r < R; ++r) {
-            const auto& prog = plan.programs[r].instructions;
-            const bool was_running = pos[r] < prog.size();
-            while (pos[r] < prog.size() && can_run(r)) {
-                const instruction& x = prog[pos[r]];
-                if (is_message_start(x.kind)) ++posted[r * R + std::size_t(x.peer)];
-                ++pos[r];
-                progress = true;
-            }
-            if (was_running && pos[r] == prog.size()) ++finished;
-        }
-    }
-    if (finished == R) return;
-    for (std::uint32_t r = 0; r < R; ++r) {
-        const auto& prog = plan.programs[r].instructions;
-        if (pos[r] >= prog.size()) continue;
-        const instruction& x = prog[pos[r]];
+/// deadlock: runs the programs under the header's send rule (deadlock.hpp).
+inline void check_deadlock(const execution_plan& plan, const std::vector<wait_pairing>& pairs, const message_sequence& seq,
+                           reporter& rep) {
+    const std::vector<blocked_rank> stuck = find_deadlock(plan, pairs, seq, plan.header.sends);
+    std::vector<std::uint32_t> at(plan.programs.size(), no_instruction);
+    for (const blocked_rank& b : stuck) at[b.rank] = b.index;
+    for (const blocked_rank& b : stuck) {
+        const instruction& x = plan.programs[b.rank].instructions[b.index];
         std::string why = x.kind == instr_kind::reduce_gradients ? "waits for its data-parallel group"
                                                                  : "waits for rank " + std::to_string(x.peer);
-        if (is_message_wait(x.kind) && pos[std::size_t(x.peer)] < plan.programs[std::size_t(x.peer)].instructions.size())
-            why += ", which is blocked at instruction " + std::to_string(pos[std::size_t(x.peer)]) + " (" +
-                   describe(plan.programs[std::size_t(x.peer)].instructions[pos[std::size_t(x.peer)]]) + ")";
-        rep(r, pos[r], "deadlock", describe(x) + " " + why);
+        if (is_message(x.kind) && at[static_cast<std::size_t>(x.peer)] != no_instruction) {
+            const std::uint32_t q = static_cast<std::uint32_t>(x.peer);
+            why += ", which is blocked at instruction " + std::to_string(at[q]) + " (" +
+                   describe(plan.programs[q].instructions[at[q]]) + ")";
+        }
+        rep(b.rank, b.index, "deadlock", describe(x) + " " + why + " (send rule " + std::string(name_of(plan.header.sends)) + ")");
     }
 }
 
 /// The cross-rank rules (match, deadlock).
-inline void check_messages(const execution_plan& plan, reporter& rep) {
-    const pair_indices px = index_pairs(plan);
-    if (check_match(plan, px, rep)) check_deadlock(plan, px, rep);
+inline void check_messages(const execution_plan& plan, const std::vector<wait_pairing>& pairs, reporter& rep) {
+    const message_sequence seq = pair_sequence(plan);
+    if (check_match(plan, seq, rep)) check_deadlock(plan, pairs, seq, rep);
 }
 }  // namespace detail
 
@@ -845,8 +744,8 @@ inline void check_messages(const execution_plan& plan, reporter& rep) {
                 std::to_string(plan.programs.size()) + " programs");
         return out;
     }
-    if (h.placement == schedule::placement_kind::linear && h.chunks != 1) {
-        rep(0, violation::whole_program, "structure", "a linear placement has one chunk per device");
+    if (const std::string why = placement_problem(h); !why.empty()) {
+        rep(0, violation::whole_program, "structure", "placement: " + why);
         return out;
     }
     for (std::uint32_t r = 0; r < plan.programs.size(); ++r)
@@ -856,16 +755,17 @@ inline void check_messages(const execution_plan& plan, reporter& rep) {
             return out;
         }
     const std::size_t before = rep.seen;
-    std::vector<std::uint32_t> scratch;
-    for (const rank_program& p : plan.programs) detail::check_rank(h, p, rep, opt, scratch);
+    const detail::placement_tables t(h);
+    std::vector<wait_pairing> pairs(plan.programs.size());
+    for (std::size_t r = 0; r < plan.programs.size(); ++r) detail::check_rank(h, t, plan.programs[r], rep, opt, pairs[r]);
     const bool ranks_sound = rep.seen == before;
     detail::check_header(h, 0, rep);
-    if (h.plan_id != 0 && h.plan_id != plan_identity(plan))
+    if (h.plan_id != 0 && h.version == plan_format_version && h.plan_id != plan_identity(plan))
         rep(0, violation::whole_program, "header",
             "header.plan_id: " + plan_id_hex(h.plan_id) + " is not this plan's identity (" + plan_id_hex(plan_identity(plan)) +
                 "): the header or a program was changed after the plan was stamped");
     // The cross-rank rules need sound local structure (matched starts and waits).
-    if (ranks_sound) detail::check_messages(plan, rep);
+    if (ranks_sound) detail::check_messages(plan, pairs, rep);
     return out;
 }
 
@@ -893,12 +793,12 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
         rep(rp.program.rank, violation::whole_program, "structure", "rank out of range of the header");
         return out;
     }
-    if (rp.header.placement == schedule::placement_kind::linear && rp.header.chunks != 1) {
-        rep(rp.program.rank, violation::whole_program, "structure", "a linear placement has one chunk per device");
+    if (const std::string why = placement_problem(rp.header); !why.empty()) {
+        rep(rp.program.rank, violation::whole_program, "structure", "placement: " + why);
         return out;
     }
-    std::vector<std::uint32_t> scratch;
-    detail::check_rank(rp.header, rp.program, rep, opt, scratch);
+    wait_pairing pairs;
+    detail::check_rank(rp.header, detail::placement_tables(rp.header), rp.program, rep, opt, pairs);
     detail::check_header(rp.header, rp.program.rank, rep);
     return out;
 }

@@ -196,7 +196,9 @@ void bind_header(py::module_& m) {
         .def_readonly("devices", &plan_header::devices)
         .def_readonly("dp", &plan_header::dp)
         .def_readonly("chunks", &plan_header::chunks)
-        .def_property_readonly("placement", [](const plan_header& h) { return std::string(schedule::to_string(h.placement)); })
+        .def_readonly("placement", &plan_header::placement)
+        .def_readonly("stage_devices", &plan_header::stage_devices)
+        .def_property_readonly("send_rule", [](const plan_header& h) { return std::string(name_of(h.sends)); })
         .def_readonly("schedule", &plan_header::schedule)
         .def_property_readonly("dtype", [](const plan_header& h) { return std::string(plan::to_string(h.type)); })
         .def_property_readonly("zero_stage", [](const plan_header& h) { return static_cast<int>(h.zero_stage); })
@@ -209,7 +211,7 @@ void bind_header(py::module_& m) {
             if (stage >= h.virtual_stages())
                 throw py::index_error("stage " + std::to_string(stage) + " out of range (" + std::to_string(h.virtual_stages()) +
                                       " virtual stages)");
-            return h.stage_placement().device_of(stage);
+            return h.device_of_stage(stage);
         }, py::arg("stage"))
         .def("device_of_rank", &plan_header::device_of_rank, py::arg("rank"))
         .def("replica_of_rank", &plan_header::replica_of_rank, py::arg("rank"))

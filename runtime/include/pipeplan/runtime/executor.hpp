@@ -38,7 +38,10 @@
 #include <utility>
 #include <vector>
 
+#include "pipeplan/plan/fields.hpp"
+#include "pipeplan/plan/messages.hpp"
 #include "pipeplan/plan/plan.hpp"
+#include "pipeplan/plan/send_rule.hpp"
 #include "pipeplan/plan/validate.hpp"
 #include "pipeplan/runtime/errors.hpp"
 #include "pipeplan/runtime/stream_plan.hpp"
@@ -58,12 +61,10 @@ public:
     using error::error;
 };
 
-/// "instruction #i forward (micro-batch m, stage s)" — how errors name an instruction.
+/// "instruction #i forward mb 3 stage 1 in 4 out 5" — how errors name an instruction
+/// (plan::describe: the fields the instruction uses).
 [[nodiscard]] inline std::string describe_instruction(const plan::instruction& in, std::size_t index) {
-    std::string s = "instruction #" + std::to_string(index) + " " + plan::kind_name(in.kind);
-    s.append(" (micro-batch ").append(std::to_string(in.mb)).append(", stage ").append(std::to_string(in.stage));
-    if (in.peer != plan::no_peer) s.append(", peer ").append(std::to_string(in.peer));
-    return s + ")";
+    return "instruction #" + std::to_string(index) + " " + plan::describe(in);
 }
 
 /// The bytes of one rank's buffers: one allocation, 64-byte aligned, grown, never shrunk.
@@ -265,48 +266,56 @@ inline void check_fields(const plan::rank_plan& p, std::size_t i, std::size_t ra
 
 }  // namespace detail
 
+/// The send rule transport T behaves as (plan/send_rule.hpp): T::sends when it declares one,
+/// else grouped for a transport that groups starts (end_group), else buffered.
+template <transport T>
+[[nodiscard]] constexpr plan::send_rule send_rule_of() noexcept {
+    if constexpr (requires { { T::sends } -> std::convertible_to<plan::send_rule>; }) return T::sends;
+    else if constexpr (grouping_transport<T>) return plan::send_rule::grouped;
+    else return plan::send_rule::buffered;
+}
+
 /// Checks what one rank needs to run its plan safely (the cross-rank rules are the plan tier's
-/// validator's): format version and rank, every buffer inside the arena, every slot, peer and
-/// micro-batch in range, message sizes within their buffers, a handler for every non-message
-/// kind, and every message start waited for exactly once, after it. Throws
-/// rejected_plan_error naming the rank, the instruction and the rule; returns the request map.
-[[nodiscard]] inline request_map check_rank_plan(const plan::rank_plan& p, std::size_t ranks,
-                                                 const handler_registry& handlers) {
+/// validator's): format version and rank, a send rule that covers the transport's
+/// (plan::covers: the plan was checked for deadlocks under it), every buffer inside the arena,
+/// every slot, peer and micro-batch in range, message sizes within their buffers, a handler
+/// for every non-message kind, and every message start waited for exactly once, after it
+/// (plan::start_of_wait). Throws rejected_plan_error naming the rank, the instruction and the
+/// rule; returns the request map.
+[[nodiscard]] inline request_map check_rank_plan(const plan::rank_plan& p, std::size_t ranks, const handler_registry& handlers,
+                                                 plan::send_rule transport_rule = plan::send_rule::buffered) {
     constexpr std::size_t whole = std::size_t(-1);
-    if (p.header.version != plan::plan_format_version)
-        detail::reject(p, whole, "plan format version " + std::to_string(p.header.version) + ", this executor runs " +
-                                     std::to_string(plan::plan_format_version));
+    if (p.header.version != plan::plan_format_version) detail::reject(p, whole, plan::version_problem(p.header.version));
     if (p.header.ranks() != ranks || p.program.rank >= ranks)
         detail::reject(p, whole, "the plan is for rank " + std::to_string(p.program.rank) + " of " +
                                      std::to_string(p.header.ranks()) + ", the transport has " + std::to_string(ranks));
+    if (!plan::covers(p.header.sends, transport_rule))
+        detail::reject(p, whole, "the plan was checked under send rule " + std::string(name_of(p.header.sends)) +
+                                     ", this transport behaves as " + std::string(name_of(transport_rule)) +
+                                     ": plan it for this transport (planner_options::sends)");
     detail::check_buffers(p);
     const auto& prog = p.program.instructions;
-    request_map m;
-    m.slot_of.assign(prog.size(), 0);
-    struct open_start {
-        plan::instruction in;
-        std::uint32_t slot;
-    };
-    std::vector<open_start> open;
+    std::size_t messages = 0;
     for (std::size_t i = 0; i < prog.size(); ++i) {
         detail::check_fields(p, i, ranks, handlers);
-        const auto& in = prog[i];
-        if (plan::is_message_start(in.kind)) {
-            open.push_back({in, static_cast<std::uint32_t>(m.slots)});
-            m.slot_of[i] = static_cast<std::uint32_t>(m.slots++);
-        } else if (plan::is_message_wait(in.kind)) {
-            auto it = std::find_if(open.begin(), open.end(), [&](const open_start& o) {
-                return plan::wait_of(o.in.kind) == in.kind && o.in.mb == in.mb && o.in.stage == in.stage && o.in.peer == in.peer;
-            });
-            if (it == open.end()) detail::reject(p, i, "waits for a message that was not started (or was already waited for)");
-            m.slot_of[i] = it->slot;
-            open.erase(it);
-        }
+        messages += plan::is_message(prog[i].kind) ? 1 : 0;
     }
-    if (!open.empty())
-        detail::reject(p, whole, plan::kind_name(open.front().in.kind) + " of micro-batch " +
-                                     std::to_string(open.front().in.mb) + ", stage " + std::to_string(open.front().in.stage) +
-                                     " is never waited for");
+    request_map m;
+    m.slot_of.assign(prog.size(), 0);
+    if (messages == 0) return m;  // nothing to pair: a rank of one stage skips the pairing tables
+    const plan::wait_pairing pairs = plan::start_of_wait(p.header, p.program);
+    for (const auto& f : pairs.faults) {
+        if (f.what == plan::pairing_fault::never_waited)
+            detail::reject(p, whole, plan::kind_name(prog[f.index].kind) + " of micro-batch " + std::to_string(prog[f.index].mb) +
+                                         ", stage " + std::to_string(prog[f.index].stage) + " is never waited for");
+        detail::reject(p, f.index, f.what == plan::pairing_fault::started_again
+                                       ? "starts a message that is still open (started, not yet waited for)"
+                                       : "waits for a message that was not started (or was already waited for)");
+    }
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+        if (plan::is_message_start(prog[i].kind)) m.slot_of[i] = static_cast<std::uint32_t>(m.slots++);
+        else if (plan::is_message_wait(prog[i].kind)) m.slot_of[i] = m.slot_of[pairs.start_of[i]];
+    }
     return m;
 }
 
@@ -319,13 +328,14 @@ struct executor_options {
     static constexpr std::size_t no_fault = static_cast<std::size_t>(-1);
 };
 
-/// Everything an executor checks before running a rank's plan: check_rank_plan, then the header
-/// rules (plan::validate_header: predictions, micro-batch table, arena figures), with `full` all
-/// the plan tier's rank rules (plan::validate_rank: buffer lifetimes, compute order, end of
-/// iteration). Throws rejected_plan_error; returns the request map.
-[[nodiscard]] inline request_map check_before_run(const plan::rank_plan& p, std::size_t ranks,
-                                                  const handler_registry& handlers, bool full) {
-    request_map reqs = check_rank_plan(p, ranks, handlers);
+/// Everything an executor checks before running a rank's plan: check_rank_plan (under the
+/// transport's send rule), then the header rules (plan::validate_header: predictions,
+/// micro-batch table, arena figures), with `full` all the plan tier's rank rules
+/// (plan::validate_rank: buffer lifetimes, compute order, end of iteration). Throws
+/// rejected_plan_error; returns the request map.
+[[nodiscard]] inline request_map check_before_run(const plan::rank_plan& p, std::size_t ranks, const handler_registry& handlers,
+                                                  bool full, plan::send_rule transport_rule = plan::send_rule::buffered) {
+    request_map reqs = check_rank_plan(p, ranks, handlers, transport_rule);
     const plan::validation_report rep = full ? plan::validate_rank(p) : plan::validate_header(p);
     if (!rep.ok()) throw rejected_plan_error("rank " + std::to_string(p.program.rank) + ": invalid plan:\n" + rep.to_string());
     return reqs;
@@ -347,7 +357,7 @@ public:
         if (p.program.rank != t_->rank())
             throw rejected_plan_error("rank " + std::to_string(t_->rank()) + ": was given the plan of rank " +
                                       std::to_string(p.program.rank));
-        const request_map reqs = check_before_run(p, t_->ranks(), handlers_, o_.validate);
+        const request_map reqs = check_before_run(p, t_->ranks(), handlers_, o_.validate, send_rule_of<T>());
         arena_.resize(p.program.arena_bytes);
         requests_.assign(reqs.slots, typename T::request{});
         group_ = dp_group(p.header, p.program.rank);

@@ -33,6 +33,9 @@ struct tiny_plan_options {
     std::size_t devices = 2;  ///< pipeline devices per replica (S)
     std::size_t chunks = 2;   ///< virtual stages per device for the schedules that split into chunks (interleaved)
     std::uint64_t iteration = 0;
+    /// The send rule of the transport that runs the plan (plan/send_rule.hpp): buffered for the
+    /// thread transport, grouped for the CUDA transports.
+    plan::send_rule sends = plan::send_rule::buffered;
 };
 
 /// Padded length of micro-batch `ids` (its longest sample).
@@ -108,6 +111,7 @@ struct tiny_plan_options {
     plan::join_options jo;
     jo.type = plan::dtype::fp64;  // the tiny model's activations and gradients are double
     jo.iteration = o.iteration;
+    jo.sends = o.sends;
     plan::execution_plan out = plan::join_replicas(parts, jo);
     plan::validate_or_throw(out);
     return out;

@@ -73,12 +73,12 @@ public:
         data_.clear();
         caches_.clear();
         const auto layouts = split_layers(c_.blocks, p.header.virtual_stages());
-        const auto place = p.header.stage_placement();
         modules_.clear();
         owned_.clear();
         for (std::size_t v = 0; v < layouts.size(); ++v) {
             modules_.emplace_back(c_, params_, grads_, layouts[v]);
-            if (place.device_of(v) == p.header.device_of_rank(p.program.rank)) owned_.push_back(layouts[v]);
+            if (p.header.device_of_stage(static_cast<std::uint32_t>(v)) == p.header.device_of_rank(p.program.rank))
+                owned_.push_back(layouts[v]);
         }
     }
 

@@ -154,9 +154,9 @@ public:
                               cudaMemcpyHostToDevice, s),
               "cudaMemcpyAsync");
         owned_.clear();
-        const auto place = p.header.stage_placement();
         for (std::size_t v = 0; v < layouts_.size(); ++v)
-            if (place.device_of(v) == p.header.device_of_rank(p.program.rank)) owned_.push_back(layouts_[v]);
+            if (p.header.device_of_stage(static_cast<std::uint32_t>(v)) == p.header.device_of_rank(p.program.rank))
+                owned_.push_back(layouts_[v]);
     }
 
     [[nodiscard]] handler_registry handlers() {

@@ -13,7 +13,8 @@
 //    else false), then makes the rank's compute stream wait on the copy's end event; the host
 //    never waits for the device inside a step (finish_step does, with a timeout).
 // Under these rules a host blocks at a wait only until the peer posts the matching start, the
-// rendezvous find_stream_deadlock (stream_plan.hpp) checks plans against.
+// rendezvous the plan tier's deadlock check runs plans under (plan/deadlock.hpp; a grouping
+// transport: executors run only plans checked under the `grouped` rule or a stricter one).
 // All-reduce / reduce-scatter: each member records an event on its compute stream; the last
 // member to arrive makes its communication stream wait on every member's event, launches one
 // kernel summing in member order (kernels.hpp) and records an end event every member's compute
