@@ -18,61 +18,55 @@ import re
 import sys
 
 CPP_EXT = ('.hpp', '.h', '.cpp', '.cu', '.cuh')
+WINDOW = 4000
 CONTROL = {'if', 'for', 'while', 'switch', 'catch', 'return', 'sizeof', 'alignof', 'decltype',
            'noexcept', 'requires', 'static_assert', 'constexpr'}
 
 
+START = re.compile(r"//|/\*|(?<![A-Za-z0-9_])(?:u8|u|U|L)?R?\"|'")
+
+
+def blank(s):
+    return re.sub(r'[^\n]', ' ', s)
+
+
 def blank_code(text):
     """Comments and literals replaced by spaces (newlines kept, so line numbers hold)."""
-    out = []
-    i, n = 0, len(text)
-
-    def blank(s):
-        return ''.join(c if c == '\n' else ' ' for c in s)
-
-    while i < n:
-        c = text[i]
-        if text.startswith('//', i):
+    out, pos, n = [], 0, len(text)
+    while True:
+        m = START.search(text, pos)
+        if not m:
+            out.append(text[pos:])
+            return ''.join(out)
+        i, tok = m.start(), m.group(0)
+        out.append(text[pos:i])
+        if tok == '//':
             j = text.find('\n', i)
             j = n if j < 0 else j
-            out.append(blank(text[i:j]))
-            i = j
-        elif text.startswith('/*', i):
+        elif tok == '/*':
             j = text.find('*/', i + 2)
             j = n if j < 0 else j + 2
-            out.append(blank(text[i:j]))
-            i = j
-        elif c == '"' or (c == 'R' and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == '_')) ) \
-                or (c in 'uUL8' and re.match(r'(u8|u|U|L)R?"', text[i:i + 4]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == '_'))):
-            m = re.match(r'(u8|u|U|L)?(R)?"', text[i:i + 4])
-            start = i
-            i += m.end()
-            if m.group(2):  # raw string: R"delim( ... )delim"
-                k = text.find('(', i)
-                delim = text[i:k]
-                end = text.find(')' + delim + '"', k)
-                i = n if end < 0 else end + len(delim) + 2
-            else:
-                while i < n and text[i] != '"':
-                    i += 2 if text[i] == '\\' else 1
-                i += 1
-            out.append('"' + blank(text[start + 1:i - 1]) + '"' if i - start >= 2 else blank(text[start:i]))
-        elif c == "'":
-            # digit separator (1'000) or a character literal
-            if i > 0 and text[i - 1].isalnum() and re.match(r"[0-9a-fA-F]", text[i + 1:i + 2] or ' ') \
-                    and re.search(r'[0-9]', text[max(0, i - 1)]):
-                out.append(' ')
-                i += 1
+        elif tok == "'":
+            if i > 0 and text[i - 1].isdigit() and text[i + 1:i + 2].isalnum():
+                out.append(' ')  # digit separator (1'000)
+                pos = i + 1
                 continue
             j = i + 1
             while j < n and text[j] != "'":
                 j += 2 if text[j] == '\\' else 1
-            out.append("'" + blank(text[i + 1:j]) + "'")
-            i = j + 1
+            j += 1
+        elif tok.endswith('R"'):  # raw string: R"delim( ... )delim"
+            k = text.find('(', m.end())
+            delim = text[m.end():k]
+            end = text.find(')' + delim + '"', k)
+            j = n if end < 0 else end + len(delim) + 2
         else:
-            out.append(c)
-            i += 1
-    return ''.join(out)
+            j = m.end()
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == '\\' else 1
+            j += 1
+        out.append(blank(text[i:j]))
+        pos = j
 
 
 def match_back(code, close, open_c, close_c):
@@ -91,22 +85,25 @@ def match_back(code, close, open_c, close_c):
 IDENT_BEFORE = re.compile(r'([A-Za-z_~][A-Za-z_0-9]*(?:\s*::\s*~?[A-Za-z_][A-Za-z_0-9]*)*|operator\s*[^\s(]+(?:\s*\(\s*\))?)\s*$')
 
 
+def search_end(pattern, s, width=300):
+    """re.search of an end-anchored pattern over s's last `width` characters (linear time)."""
+    base = max(0, len(s) - width)
+    m = re.search(pattern, s[base:])
+    return (m.start() + base) if m else -1
+
+
 def header_paren(code, brace):
     """For a `{` at `brace`, the index of the `)` closing the function's parameter list, or -1."""
     head = code[:brace]
     for _ in range(16):  # strip qualifiers, a trailing return type and a requires clause
         s = head.rstrip()
-        m = re.search(r'(\b(const|volatile|noexcept|override|final|mutable|try)|&&|&)$', s)
-        if m:
-            head = s[:m.start()]
-            continue
-        m = re.search(r'\brequires\b[^;{}]*$', s)
-        if m:
-            head = s[:m.start()]
-            continue
-        m = re.search(r'->\s*[A-Za-z_0-9:<>,\s*&]*$', s)
-        if m:
-            head = s[:m.start()]
+        k = search_end(r'(\b(const|volatile|noexcept|override|final|mutable|try)|&&|&)$', s)
+        if k < 0:
+            k = search_end(r'\brequires\b[^;{}]*$', s)
+        if k < 0:
+            k = search_end(r'->\s*[A-Za-z_0-9:<>,\s*&]*$', s)
+        if k >= 0:
+            head = s[:k]
             continue
         if s.endswith(')') or s.endswith('}'):
             close = len(s) - 1
@@ -114,14 +111,14 @@ def header_paren(code, brace):
             if open_k < 0:
                 return -1
             before = s[:open_k].rstrip()
-            m = re.search(r'\b(noexcept|decltype)$', before)
-            if m and s.endswith(')'):
-                head = before[:m.start()]
+            k = search_end(r'\b(noexcept|decltype)$', before)
+            if k >= 0 and s.endswith(')'):
+                head = before[:k]
                 continue
-            m = IDENT_BEFORE.search(before)
-            if not m:
+            k = search_end(IDENT_BEFORE, before)
+            if k < 0:
                 return -1
-            pre = before[:m.start()].rstrip()
+            pre = before[:k].rstrip()
             if pre.endswith(',') or (pre.endswith(':') and not pre.endswith('::')):
                 head = pre[:-1]  # a member initialiser: continue with the one before it
                 continue
@@ -138,13 +135,13 @@ def is_function(code, paren_close):
     before = code[:open_k].rstrip()
     if before.endswith(']') or re.search(r'\]\s*<[^<>]*>$', before):
         return None  # lambda
-    m = IDENT_BEFORE.search(before)
-    if not m:
+    k = search_end(IDENT_BEFORE, before)
+    if k < 0:
         return None
-    name = re.sub(r'\s+', '', m.group(1))
+    name = re.sub(r'\s+', '', IDENT_BEFORE.search(before[k:]).group(1))
     if name.split('::')[-1] in CONTROL:
         return None
-    return name, m.start()
+    return name, k
 
 
 def cpp_functions(text):
@@ -159,13 +156,15 @@ def cpp_functions(text):
             pairs[stack.pop()] = k
     found = []
     for k in sorted(pairs):
-        p = header_paren(code, k)
+        lo = max(0, k - WINDOW)  # a function's header fits in the WINDOW characters before its `{`
+        window = code[lo:k + 1]
+        p = header_paren(window, k - lo)
         if p < 0:
             continue
-        fun = is_function(code, p)
+        fun = is_function(window, p)
         if not fun:
             continue
-        name, start = fun
+        name, start = fun[0], fun[1] + lo
         found.append((name, code.count('\n', 0, start) + 1, code.count('\n', 0, pairs[k]) + 1, k, pairs[k]))
     # a function nested in another (a local class's member) is reported on its own
     return [(name, a, b) for name, a, b, _, _ in found]
