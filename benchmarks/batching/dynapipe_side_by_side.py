@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Side by side with DynaPipe's published planner on real batches (issue 8; docs/batching.md).
+"""Side by side with DynaPipe's published planner on real batches (docs/batching.md).
 
 Draws global batches from $PIPEPLAN_DATA_DIR/lengths with mixed_batches.py (share 0: exactly
 the tests' draw_batch, seeded splitmix64 Fisher-Yates, samples taken while input + target tokens
 fit the budget; share p: each sample is with probability p a synthetic long-target one, inputs
 40-150 and targets 80-300 tokens), then for each batch runs, through the reference harness ../shared/reference/dynapipe (its
 modules imported in this process, the cost model built once):
-  * DynaPipe's default planner (dyna_split.run_split: elkai/LKH TSP order + its DP), its
+  * DynaPipe's default planner (dyna_split.run_split: elkai/LKH TSP order + its dynamic program), its
     realised objective priced by its own per-micro-batch cost (dyna_eval.mb_cost);
   * pipeplan's split (dynapipe and pipeplan accounting) with --order auto, lexicographic, tour,
     and on DynaPipe's TSP order (the batch rewritten in that order, --order dataset);
@@ -109,7 +109,7 @@ class Dynapipe:
         return dynaref.read_batch(batch_csv, self.model, self.args.max_seqlen)
 
     def split(self, batch_csv):
-        """DynaPipe's default planner (TSP order + its DP): dyna_split.py's JSON."""
+        """DynaPipe's default planner (TSP order + its dynamic program): dyna_split.py's JSON."""
         import dyna_split
 
         enc, dec = self.lengths(batch_csv)
@@ -146,8 +146,8 @@ class Dynapipe:
 
 def print_table(results, orders):
     """Markdown: per batch, objectives (ms) in DynaPipe's accounting (pipeplan's splits priced by
-    DynaPipe's own cost function) and in pipeplan's; `TSP` = pipeplan's exact DP on DynaPipe's
-    TSP order; Δ = default vs DynaPipe's planner (dynapipe acc.) or vs the DP on the TSP order."""
+    DynaPipe's own cost function) and in pipeplan's; `TSP` = pipeplan's exact split on DynaPipe's
+    TSP order; Δ = default vs DynaPipe's planner (dynapipe acc.) or vs the exact split on the TSP order."""
     names = {"auto": "default", "lexicographic": "lexicographic", "tour": "tour"}
     cols = [names.get(o, o) for o in orders] + ["TSP"]
     print("| tokens | long share | seed | samples (long) | DynaPipe planner | " + " | ".join(cols) + " | Δ default | "

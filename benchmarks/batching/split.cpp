@@ -1,6 +1,6 @@
 // Micro-batch splitting on real batches and real profiles (single thread, default mode).
 //   build/benchmarks/bench_batching --benchmark_min_time=0.05
-// Targets (issue 3): GPT-6.7B 65,536 tokens <= 5 ms, T5-11B 65,536 tokens <= 20 ms,
+// Targets: GPT-6.7B 65,536 tokens <= 5 ms, T5-11B 65,536 tokens <= 20 ms,
 // GPT-6.7B 1,048,576 tokens <= 1 s. Skips (with a message) when ../shared/data is absent.
 #include <benchmark/benchmark.h>
 
@@ -46,10 +46,10 @@ void run(benchmark::State& state, const scenario& sc, long long tokens, pb::acco
     opt.accounting = accounting;
     opt.order = order;
     pb::split_result r;
-    pb::split_dp_stats stats;
+    pb::exact_split_stats stats;
     for (auto _ : state) {
         stats = {};
-        r = pb::split_dp(*m, batch, cfg, opt, &stats);
+        r = pb::exact_split(*m, batch, cfg, opt, &stats);
         benchmark::DoNotOptimize(r.microbatches.data());
     }
     state.counters["samples"] = static_cast<double>(batch.size());
@@ -78,7 +78,7 @@ void BM_split_t5_mixed_dynapipe(benchmark::State& s) {
     run(s, t5, s.range(0), pb::accounting_mode::dynapipe, pb::ordering_method::automatic, s.range(1) / 100.0);
 }
 
-// The ordering study (docs/batching.md): over 10 seeded T5 batches, the DP objective on the
+// The ordering study (docs/batching.md): over 10 seeded T5 batches, the exact split objective on the
 // lexicographic order, on each tour, and the default (best of the three), as counters: the
 // relative change of the summed objective vs lexicographic (%, negative = better) and how many
 // batches the default improves.
@@ -104,15 +104,15 @@ void BM_t5_ordering_study(benchmark::State& state) {
             const auto batch = pipeplan::test::draw_batch(t5.lengths_file, state.range(0), seed);
             pb::split_options opt;
             opt.accounting = accounting;
-            const double a = pb::split_dp(*m, batch, cfg, opt).objective_ms;
+            const double a = pb::exact_split(*m, batch, cfg, opt).objective_ms;
             opt.order = pb::ordering_method::lexicographic;
-            const double l = pb::split_dp(*m, batch, cfg, opt).objective_ms;
+            const double l = pb::exact_split(*m, batch, cfg, opt).objective_ms;
             const pb::split_context<profile_cost_model> ctx(*m, batch, cfg, opt);
             for (const auto& rung : ctx.ladder()) {
                 if (!ctx.singletons_fit(rung)) continue;
-                tour4 += pb::split_dp_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 4), rung)
+                tour4 += pb::exact_split_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 4), rung)
                              .objective_ms;
-                tour1 += pb::split_dp_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 1), rung)
+                tour1 += pb::exact_split_ordered(ctx, pb::order_samples(ctx.shapes(), true, pb::ordering_method::tour, 1), rung)
                              .objective_ms;
                 break;
             }

@@ -1,4 +1,4 @@
-// Profile loading (issue 13, finding 6): parse + grouping time of a generated 5 MB profile with
+// Profile loading: parse + grouping time of a generated 5 MB profile with
 // thousands of distinct tp degrees (once quadratic in them), and of the real profiles.
 //   build/benchmarks/bench_cost --benchmark_filter=profile_load --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>

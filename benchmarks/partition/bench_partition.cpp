@@ -1,5 +1,5 @@
-// Partition tier benchmarks (targets from issue 11):
-//   BM_PipeDream/vgg16/16            antichain DAG + hierarchical DP, VGG-16, 16 workers   <= 10 ms
+// Partition tier benchmarks (targets):
+//   BM_PipeDream/vgg16/16            antichain DAG + hierarchical dynamic program, VGG-16, 16 workers   <= 10 ms
 //   BM_PipeDream/<largest CNN>/16    the largest reference graphs on 16 workers
 //   BM_PipeDreamResNet/<blocks>/<W>  a synthetic ResNet (33 blocks = ResNet-101's size,
 //                                    ~346 layers) on W workers                           <= 100 ms at 33/16
@@ -77,7 +77,7 @@ pp::pipedream_options workers(int w) {
     return o;
 }
 
-/// Times the whole optimizer (antichain DAG + DP) on `g`.
+/// Times the whole optimizer (antichain DAG + dynamic program) on `g`.
 void time_optimizer(benchmark::State& st, const pp::layer_graph& g, const pp::pipedream_options& opt) {
     std::size_t states = 0;
     for (auto _ : st) {
@@ -120,7 +120,7 @@ BENCHMARK(BM_PipeDreamResNet)
     ->ArgsProduct({{4, 8, 16, 33}, {4, 8, 16, 32}})
     ->Unit(benchmark::kMillisecond);
 
-// The antichain DAG alone and the DP alone (ResNet-101 size, 16 workers).
+// The antichain DAG alone and the dynamic program alone (ResNet-101 size, 16 workers).
 void BM_AntichainDag(benchmark::State& st) {
     const auto g = synthetic_resnet(33, 101);
     for (auto _ : st) benchmark::DoNotOptimize(pp::build_antichain_dag(g).states.size());

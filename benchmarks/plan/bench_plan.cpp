@@ -3,7 +3,7 @@
 //   build/benchmarks/bench_plan --benchmark_min_time=0.05
 // BM_plan_*: one planner re-planning one batch; *_fresh: a new planner per iteration (one
 // `pipeplan plan` run, cold shape-cost cache); *_new_batches: one planner, 8 seeded batches in turn.
-// Targets (issue 9): GPT-6.7B 65,536 tokens (S 4, tp 2, L 8, 36 GB) <= 10 ms, T5-11B 65,536
+// Targets: GPT-6.7B 65,536 tokens (S 4, tp 2, L 8, 36 GB) <= 10 ms, T5-11B 65,536
 // tokens (S 4, tp 4, L 6) <= 25 ms (also with 25 % long-target samples: BM_plan_t5_mixed_fresh), 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
 // worst arena / live set. Skips (with a message) when ../shared/data is absent.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plans side by side with DynaPipe's published planner on real batches (issue 9; docs/plans.md).
+"""Plans side by side with DynaPipe's published planner on real batches (docs/plans.md).
 
 Draws global batches from $PIPEPLAN_DATA_DIR/lengths exactly as the tests' draw_batch does (the
 helpers of benchmarks/batching/dynapipe_side_by_side.py), then for each batch runs:

@@ -1,4 +1,4 @@
-// Runtime tier benchmarks (targets from issue 10):
+// Runtime tier benchmarks (targets):
 //   BM_Dispatch/N              executor: checks + dispatch of N instructions to
 //                              registered handlers, per instruction (items)         <= 1 us
 //   BM_CpuIteration            CPU backend, tiny model, S = 4, M = 32, 1F1B: one

@@ -1,4 +1,4 @@
-// The scenario reader's error path (issue 13, finding 3): a scenario file of N bytes whose last
+// The scenario reader's error path: a scenario file of N bytes whose last
 // value is bad must be read and the error located (file, line, column, field) in time
 // proportional to N. Compare the 1 MB and 4 MB figures: the ratio should be about 4.
 // Also a file nested a million deep (refused after 65 brackets).

@@ -1,17 +1,17 @@
-// Schedule tier benchmarks (targets from issue 4):
+// Schedule tier benchmarks (targets):
 //   BM_Simulate1F1B/64/4096      simulate 1F1B, S = 64, M = 4096 (~524k ops)       <= 50 ms
 //   BM_Adaptive/8/64             adaptive schedule incl. order discovery, S = 8,
 //                                M = 64 variable micro-batches                     <= 1 ms
 //   BM_OrderSearch/4/25          order search, S = 4, 25 micro-batches, memory limit <= 5 ms
-// Adaptive at scale (issue 13, finding 5: order discovery in O(ops · log)), single thread,
+// Adaptive at scale (order discovery in O(ops · log)), single thread,
 // with the memory limit above (few micro-batches in flight) and without one (BM_AdaptiveNoLimit:
-// every micro-batch in flight on the first stage, the case the former linear scans made M^2):
-//   BM_Adaptive{,NoLimit}/4/200000    <= 5 s (was 518 s)
+// every micro-batch in flight on the first stage, the case linear scans make M^2):
+//   BM_Adaptive{,NoLimit}/4/200000    <= 5 s (518 s with linear scans)
 //   BM_Adaptive{,NoLimit}/64/4096     <= 1 s
-//   BM_Adaptive{,NoLimit}/1024/2048   (was 126 s)
+//   BM_Adaptive{,NoLimit}/1024/2048   (126 s with linear scans)
 //   BM_Adaptive{,NoLimit}/4/{25k..200k}  time grows ~linearly with M
 // Run: build/benchmarks/bench_schedule --benchmark_filter='BM_Adaptive.*/(4/|64|1024)'
-// The planner's case (issue 9: the schedule phase of a 65k-token plan runs hundreds of small
+// The planner's case (the schedule phase of a 65k-token plan runs hundreds of small
 // discoveries): S = 4, 25 unequal micro-batches, messages over 100 Gbit/s, a memory limit that
 // binds (BM_DiscoverySmall/0: adaptive, its 9 preference candidates; /1: adaptive as the order
 // search evaluates it, 3 uniform candidates; /2: zb-h1, one discovery):

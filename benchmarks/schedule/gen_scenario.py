@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a scenario JSON (docs/formats.md) of S stages and M variable micro-batches to stdout,
-for timing `pipeplan simulate` at scale (issue 13, finding 5). Deterministic for a seed; the
+for timing `pipeplan simulate` at scale (order discovery in O(ops · log)). Deterministic for a seed; the
 same shape as bench_schedule.cpp's variable(): per-stage base times, per-micro-batch multipliers,
 backward = 2 x forward, model state 4000 MB, stored 800 MB and peak 1600 MB per unit.
 

@@ -487,7 +487,7 @@ void register_plan(CLI::App& app) {
     sub->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (one process per replica, one track per rank, flow arrows for messages)");
     sub->add_option("--svg", o->svg, "Write an SVG Gantt chart of the chosen schedule");
     sub->add_option("--alternative-splits", o->alternative_splits,
-                    "Also consider up to N runner-up splits of the exact DP (0..8): each is screened by one quick simulation, the best extra split is scheduled in full (docs/plans.md)")
+                    "Also consider up to N runner-up splits of the exact split (0..8): each is screened by one quick simulation, the best extra split is scheduled in full (docs/plans.md)")
         ->check(integer_in(0u, 8u))
         ->capture_default_str();
     sub->add_option("--threads", o->threads,

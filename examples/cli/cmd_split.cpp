@@ -1,5 +1,5 @@
-// `pipeplan split`: splits one global batch (a CSV of samples) into micro-batches with the exact
-// DP or a baseline, prints a summary or (--json) the split result object (docs/formats.md).
+// `pipeplan split`: splits one global batch (a CSV of samples) into micro-batches with the
+// exact split or a baseline, prints a summary or (--json) the split result object (docs/formats.md).
 #include <algorithm>
 #include <optional>
 #include <cstdio>
@@ -111,7 +111,7 @@ void split_with(const Model& model, const std::vector<batching::sample>& batch, 
     };
     batching::split_result r;
     if (o.method == "dp") {
-        r = batching::split_dp(model, batch, cfg, opt);
+        r = batching::exact_split(model, batch, cfg, opt);
     } else if (o.method == "fixed") {
         need(o.mbs > 0, "--mbs N (>= 1)");
         batching::fixed_order fo = batching::fixed_order::dataset;
@@ -202,7 +202,7 @@ void run_split(const split_cli_options& o, const std::set<std::string>& given) {
 void register_split(CLI::App& app) {
     auto o = std::make_shared<split_cli_options>();
     CLI::App* sub = app.add_subcommand(
-        "split", "Split one global batch into micro-batches (exact DP or a baseline); see docs/batching.md");
+        "split", "Split one global batch into micro-batches (exact split or a baseline); see docs/batching.md");
     sub->add_option("--profiles", o->profiles, "Folder of profile CSVs (not needed for --model analytic:...)");
     sub->add_option("--model", o->model, "Profiled model (gpt_6.7b, t5_11b) or analytic:<preset>")->required();
     sub->add_option("--tp", o->tp, "Tensor-parallel degree")->capture_default_str()->check(integer_in(1, max_tp));
@@ -236,9 +236,9 @@ void register_split(CLI::App& app) {
                     "linear | dynapipe | default (the recommended); --accounting dynapipe always reads the "
                     "profiles as DynaPipe does (dynapipe: maximum of repeats, extrapolation below the grid)")
         ->capture_default_str();
-    sub->add_option("--order", o->order, "DP order: auto | sorted | lexicographic | tour | dataset")
+    sub->add_option("--order", o->order, "Sample order of the exact split: auto | sorted | lexicographic | tour | dataset")
         ->capture_default_str();
-    sub->add_flag("--pack", o->pack, "DP: pack short samples into rows where it lowers a micro-batch's cost");
+    sub->add_flag("--pack", o->pack, "Exact split: pack short samples into rows where it lowers a micro-batch's cost");
     sub->add_option("--separator-tokens", o->separator_tokens, "Tokens between packed samples")
         ->capture_default_str()
         ->check(integer_in(0, 1 << 20));

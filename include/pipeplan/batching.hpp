@@ -1,7 +1,7 @@
 // pipeplan/batching.hpp — micro-batch splitting (umbrella header; no JSON, no Eigen/Boost).
 //
 // Samples and padded shapes, the batch CSV reader, the pipeline configuration, stage-cost
-// accounting, orderings, the exact partition DP and the splitter built on it, the baselines and
+// accounting, orderings, the exact range split and the splitter built on it, the baselines and
 // data-parallel balancing. For JSON output include pipeplan/batching/json.hpp as well.
 #pragma once
 
@@ -13,10 +13,10 @@
 #include "pipeplan/batching/errors.hpp"
 #include "pipeplan/batching/ordering.hpp"
 #include "pipeplan/batching/packing.hpp"
-#include "pipeplan/batching/partition_dp.hpp"
+#include "pipeplan/batching/range_split.hpp"
 #include "pipeplan/batching/pipeline_config.hpp"
 #include "pipeplan/batching/result.hpp"
 #include "pipeplan/batching/sample.hpp"
 #include "pipeplan/batching/split_context.hpp"
-#include "pipeplan/batching/split_dp.hpp"
+#include "pipeplan/batching/exact_split.hpp"
 #include "pipeplan/batching/stage_cost.hpp"

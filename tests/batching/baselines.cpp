@@ -57,12 +57,12 @@ TEST_CASE("fixed mbs sorted: groups follow the descending order and never pad mo
     CHECK(pad_sorted <= pad_dataset);
     for (std::size_t k = 1; k < sorted.per_microbatch.size(); ++k)
         CHECK(sorted.per_microbatch[k].shape.seqlen_tokens <= sorted.per_microbatch[k - 1].shape.seqlen_tokens);
-    // The DP over the same order is at least as good as any fixed size under the same rung.
+    // The exact split over the same order is at least as good as any fixed size under the same rung.
     pb::split_options same;
     same.limit_ladder = {sorted.limit};
     same.recompute_ladder = {sorted.recompute};
     same.order = pb::ordering_method::sorted;
-    CHECK(pb::split_dp(model, b, config(), same).objective_ms <= sorted.objective_ms * (1 + 1e-12));
+    CHECK(pb::exact_split(model, b, config(), same).objective_ms <= sorted.objective_ms * (1 + 1e-12));
 }
 
 TEST_CASE("token budget: padded tokens per micro-batch stay within the budget") {
@@ -201,7 +201,7 @@ TEST_CASE("balance_result fills dp_groups over the micro-batches") {
     const auto b = batch_of(6, 90);
     auto cfg = config();
     cfg.dp = 3;
-    auto r = pb::split_dp(model, b, cfg);
+    auto r = pb::exact_split(model, b, cfg);
     CHECK(r.dp == 3);
     pb::balance_result(r);
     REQUIRE(r.dp_groups.size() == 3);

@@ -20,7 +20,7 @@ TEST_CASE("empty batch") {
     table_cost_model model;
     const std::vector<pb::sample> none;
     try {
-        (void)pb::split_dp(model, none, two_stage_config());
+        (void)pb::exact_split(model, none, two_stage_config());
         FAIL("expected split_error");
     } catch (const pb::split_error& e) {
         CHECK(e.kind() == pb::split_failure::empty_batch);
@@ -35,7 +35,7 @@ TEST_CASE("a sample longer than the model supports, and truncation as the remedy
     table_cost_model model;  // prices lengths up to 4096 tokens
     const std::vector<pb::sample> b{{100, 0}, {5000, 3}, {20, 1}};
     try {
-        (void)pb::split_dp(model, b, two_stage_config());
+        (void)pb::exact_split(model, b, two_stage_config());
         FAIL("expected split_error");
     } catch (const pb::split_error& e) {
         CHECK(e.kind() == pb::split_failure::sample_too_long);
@@ -48,14 +48,14 @@ TEST_CASE("a sample longer than the model supports, and truncation as the remedy
     }
     pb::split_options opt;
     opt.lengths.max_seqlen_tokens = 4096;
-    const auto r = pb::split_dp(model, b, two_stage_config(), opt);
+    const auto r = pb::exact_split(model, b, two_stage_config(), opt);
     CHECK(r.microbatches.size() >= 1);
     // Encoder-decoder: the decoder length is checked too.
     table_cost_model t5;
     t5.encoder_decoder = true;
     const std::vector<pb::sample> long_target{{10, 2000}};
     try {
-        (void)pb::split_dp(t5, long_target, two_stage_config());
+        (void)pb::exact_split(t5, long_target, two_stage_config());
         FAIL("expected split_error");
     } catch (const pb::split_error& e) {
         CHECK(e.kind() == pb::split_failure::sample_too_long);
@@ -69,7 +69,7 @@ TEST_CASE("model states that do not fit in the device") {
     auto cfg = two_stage_config();
     cfg.device_memory_mb = 150;
     try {
-        (void)pb::split_dp(model, std::vector<pb::sample>{{10, 0}}, cfg);
+        (void)pb::exact_split(model, std::vector<pb::sample>{{10, 0}}, cfg);
         FAIL("expected split_error");
     } catch (const pb::split_error& e) {
         CHECK(e.kind() == pb::split_failure::model_states);
@@ -80,7 +80,7 @@ TEST_CASE("model states that do not fit in the device") {
     // ZeRO-3 over dp = 4 shards everything: 50 MB.
     cfg.zero_stage = 3;
     cfg.dp = 4;
-    const auto r = pb::split_dp(model, std::vector<pb::sample>{{10, 0}}, cfg);
+    const auto r = pb::exact_split(model, std::vector<pb::sample>{{10, 0}}, cfg);
     CHECK(r.model_state_mb == doctest::Approx(50));
     CHECK(r.available_mb == doctest::Approx(100));
 }
@@ -92,7 +92,7 @@ TEST_CASE("no feasible split: the smallest sample's peak against the available m
     cfg.device_memory_mb = 400;  // 200 MB model states; 200 MB available
     // One 512-token sample: stored 2 x 512 / 3 = 341 MB even under full recomputation.
     try {
-        (void)pb::split_dp(model, std::vector<pb::sample>{{8, 0}, {512, 0}}, cfg);
+        (void)pb::exact_split(model, std::vector<pb::sample>{{8, 0}, {512, 0}}, cfg);
         FAIL("expected split_error");
     } catch (const pb::split_error& e) {
         CHECK(e.kind() == pb::split_failure::peak_memory);
@@ -108,14 +108,14 @@ TEST_CASE("invalid options are invalid_argument") {
     const std::vector<pb::sample> b{{10, 0}};
     pb::split_options o;
     o.preferred_fraction = 1.5;
-    CHECK_THROWS_AS((void)pb::split_dp(model, b, two_stage_config(), o), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::exact_split(model, b, two_stage_config(), o), pipeplan::invalid_argument);
     o = {};
     o.recompute_ladder.clear();
-    CHECK_THROWS_AS((void)pb::split_dp(model, b, two_stage_config(), o), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::exact_split(model, b, two_stage_config(), o), pipeplan::invalid_argument);
     o = {};
     o.relative_tolerance = -1;
-    CHECK_THROWS_AS((void)pb::split_dp(model, b, two_stage_config(), o), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::exact_split(model, b, two_stage_config(), o), pipeplan::invalid_argument);
     auto cfg = two_stage_config();
     cfg.tp = 0;
-    CHECK_THROWS_AS((void)pb::split_dp(model, b, cfg), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::exact_split(model, b, cfg), pipeplan::invalid_argument);
 }

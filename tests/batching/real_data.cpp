@@ -1,5 +1,5 @@
 // The splitter on real batches (../shared/data/lengths) and real profiles (cost_models):
-// acceptance properties, the DP against the baselines over the same order, and the two
+// acceptance properties, the exact split against the baselines over the same order, and the two
 // accounting modes checked against the layer costs by hand.
 #include <doctest/doctest.h>
 
@@ -34,12 +34,12 @@ double fb(const pipeplan::layer_cost& c) { return c.forward_ms.value() + c.backw
 
 }  // namespace
 
-TEST_CASE("real GPT-6.7B 65,536-token batch: properties, and the DP beats the baselines of its order" *
+TEST_CASE("real GPT-6.7B 65,536-token batch: properties, and the exact split beats the baselines of its order" *
           PIPEPLAN_NEEDS_DATA()) {
     const auto& m = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 65536, 42);
     REQUIRE(batch.size() > 300);
-    const auto r = pb::split_dp(m, batch, gpt_config());
+    const auto r = pb::exact_split(m, batch, gpt_config());
     check_result(r, batch.size());
     CHECK(r.limit == pb::memory_limit_kind::preferred);
     CHECK(r.recompute == recompute_mode::none);
@@ -73,11 +73,11 @@ TEST_CASE("real T5-11B 65,536-token batch: properties; the default order is no w
           PIPEPLAN_NEEDS_DATA()) {
     const auto& m = profile_model("t5_11b", interpolation_mode::recommended);
     const auto batch = pipeplan::test::draw_batch("superni_llama.csv", 65536, 42);
-    const auto r = pb::split_dp(m, batch, t5_config());
+    const auto r = pb::exact_split(m, batch, t5_config());
     check_result(r, batch.size());
     pb::split_options lex;
     lex.order = pb::ordering_method::lexicographic;
-    const auto l = pb::split_dp(m, batch, t5_config(), lex);
+    const auto l = pb::exact_split(m, batch, t5_config(), lex);
     check_result(l, batch.size());
     CHECK(r.objective_ms <= l.objective_ms);
     for (const auto& rec : r.per_microbatch) CHECK(rec.shape.dec_seqlen_tokens > 0);
@@ -109,14 +109,14 @@ TEST_CASE("real T5-11B batches with long-target samples: the default order is no
         const auto batch = pipeplan::test::draw_mixed_batch("superni_llama.csv", 65536, 7, share);
         pb::split_options opt;
         opt.accounting = pb::accounting_mode::dynapipe;
-        const auto r = pb::split_dp(m, batch, t5_config(), opt);
+        const auto r = pb::exact_split(m, batch, t5_config(), opt);
         check_result(r, batch.size());
         const pb::split_context<profile_cost_model> ctx(m, batch, t5_config(), opt);
         for (const auto& rung : ctx.ladder()) {
             if (rung.kind != r.limit || rung.recompute != r.recompute) continue;
             for (const auto& c : pb::automatic_candidate_orders(ctx.shapes())) {
                 INFO("share " << share << " order " << c.name);
-                CHECK(r.objective_ms <= pb::split_dp_ordered(ctx, c.ids, rung).objective_ms);
+                CHECK(r.objective_ms <= pb::exact_split_ordered(ctx, c.ids, rung).objective_ms);
             }
         }
     }
@@ -201,14 +201,14 @@ TEST_CASE("dynapipe accounting on real profiles follows the published formulas" 
     }
 }
 
-TEST_CASE("real batches: DP split in dynapipe accounting and with data-parallel balancing" * PIPEPLAN_NEEDS_DATA()) {
+TEST_CASE("real batches: exact split in dynapipe accounting and with data-parallel balancing" * PIPEPLAN_NEEDS_DATA()) {
     const auto& m = profile_model("gpt_6.7b", interpolation_mode::dynapipe);
     const auto batch = pipeplan::test::draw_batch("superni_gpt.csv", 131072, 7);
     auto cfg = gpt_config();
     cfg.dp = 4;
     pb::split_options opt;
     opt.accounting = pb::accounting_mode::dynapipe;
-    auto r = pb::split_dp(m, batch, cfg, opt);
+    auto r = pb::exact_split(m, batch, cfg, opt);
     check_result(r, batch.size());
     pb::balance_result(r);
     REQUIRE(r.dp_groups.size() == 4);
@@ -221,7 +221,7 @@ TEST_CASE("a sample longer than the profiles, and the maximum length that trunca
     const auto& m = profile_model("gpt_6.7b", interpolation_mode::recommended);
     const std::vector<pb::sample> b{{100, 10}, {9000, 100}};
     try {
-        (void)pb::split_dp(m, b, gpt_config());
+        (void)pb::exact_split(m, b, gpt_config());
         FAIL("expected split_error");
     } catch (const pb::split_error& e) {
         CHECK(e.kind() == pb::split_failure::sample_too_long);
@@ -231,6 +231,6 @@ TEST_CASE("a sample longer than the profiles, and the maximum length that trunca
     }
     pb::split_options opt;
     opt.lengths.max_seqlen_tokens = 4096;
-    const auto r = pb::split_dp(m, b, gpt_config(), opt);
+    const auto r = pb::exact_split(m, b, gpt_config(), opt);
     CHECK(r.per_microbatch.front().shape.seqlen_tokens == 4096);
 }

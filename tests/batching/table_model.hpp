@@ -1,5 +1,5 @@
 // A small table-driven cost model for the batching tests: deterministic pseudo-random times per
-// (component, mbs, seqlen, dec_seqlen, recompute) — deliberately not monotone, so the DP may not
+// (component, mbs, seqlen, dec_seqlen, recompute) — deliberately not monotone, so the exact split may not
 // rely on it — and memory that grows monotonically with the shape (as real activations do).
 #pragma once
 

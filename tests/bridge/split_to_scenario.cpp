@@ -41,7 +41,7 @@ TEST_CASE("to_scenario: chunk costs add up to the split's micro-batch costs") {
             cfg.layers_per_stage = 2;
             cfg.device_memory_mb = 8000;
             const auto batch = make_batch(7 + static_cast<std::uint64_t>(chunks), 120);
-            const auto split = pb::split_dp(model, batch, cfg);
+            const auto split = pb::exact_split(model, batch, cfg);
             const ps::scenario sc = pipeplan::bridge::make_scenario_from_split(model, split, cfg, {.hidden_size = 64});
             INFO("enc_dec " << enc_dec << " chunks " << chunks);
             REQUIRE(sc.stages == static_cast<std::size_t>(cfg.stages * chunks));
@@ -77,7 +77,7 @@ TEST_CASE("to_scenario: model states per chunk and errors") {
     cfg.layers_per_stage = 3;
     cfg.device_memory_mb = 8000;
     const auto batch = make_batch(3, 40);
-    const auto split = pb::split_dp(model, batch, cfg);
+    const auto split = pb::exact_split(model, batch, cfg);
     const auto sc = pipeplan::bridge::make_scenario_from_split(model, split, cfg);
     REQUIRE(sc.model_state_mb.size() == 2);
     // chunk 0: embedding + 3 layers; chunk 1: 3 layers + LM head (tied embedding copy); × 8.
@@ -87,7 +87,7 @@ TEST_CASE("to_scenario: model states per chunk and errors") {
 
     pb::split_options dyn;
     dyn.accounting = pb::accounting_mode::dynapipe;
-    const auto dsplit = pb::split_dp(model, batch, cfg, dyn);
+    const auto dsplit = pb::exact_split(model, batch, cfg, dyn);
     CHECK_THROWS_WITH_AS((void)pipeplan::bridge::make_scenario_from_split(model, dsplit, cfg),
                          doctest::Contains("'dynapipe' accounting"), pipeplan::invalid_argument);
     pb::split_result empty;

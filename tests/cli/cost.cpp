@@ -29,7 +29,7 @@ nlohmann::json cost_json(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("cli cost: golden values of the issue (--interpolation linear)" * PIPEPLAN_NEEDS_DATA()) {
+TEST_CASE("cli cost: golden values at an unprofiled point (--interpolation linear)" * PIPEPLAN_NEEDS_DATA()) {
     auto j = cost_json({"--profiles", profiles(), "--model", "gpt_6.7b", "--tp", "2", "--recompute", "none",
                         "--component", "encoder", "--mbs", "3", "--seqlen", "600", "--interpolation", "linear"});
     CHECK(j["forward_ms"].get<double>() == doctest::Approx(2.7103).epsilon(1e-4));

@@ -32,7 +32,7 @@ struct scratch {
     }
 };
 
-/// The golden scenario of issue 4 as text.
+/// The golden scenario (tests/cli/golden.hpp) as text.
 std::string golden_scenario() { return pipeplan::test::golden_scenario_json().dump(); }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The golden scenario of issue 4 for CLI tests: S = 4, forward 4, 4, 2, 2 ms x m, backward 2x
+// The golden scenario of docs/schedules.md for CLI tests: S = 4, forward 4, 4, 2, 2 ms x m, backward 2x
 // forward, 4000 MB model state, stored 8000 m MB, peak 16000 m MB, no communication.
 #pragma once
 

@@ -1,5 +1,5 @@
-// Regression tests of issue 13 (hardening): each test generates the exact bad or extreme input
-// the issue found and checks the CLI answers with a clear error and exit status 1, touches
+// Hardening of the CLI against bad and extreme input: each test generates one bad or extreme
+// input and checks the CLI answers with a clear error and exit status 1, touches
 // nothing but the named output, and never prints a half-written or lost result.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// Issue 13 (hardening), flags of the later commands: plan, plan-show, energy, partition, shard,
+// Hardening of the flags of the later commands: plan, plan-show, energy, partition, shard,
 // run-cpu and serve-plans. Every numeric flag is range-checked (the error names the flag and the
 // allowed range), flags that do not apply are errors, values are never silently changed, usage
 // and input errors exit 1 and resource limits exit 3. Every input is generated in the test.
@@ -174,7 +174,7 @@ TEST_CASE("cli hardening flags: run-cpu and serve-plans ranges; too many ranks e
     const std::string b = small_batch(d);
     const std::vector<std::string> run{"run-cpu", "--batch", b, "--stages", "2"};
     check_error({"run-cpu", "--batch", b, "--stages", "0"}, {"--stages", "[1, 256]"});
-    check_error({"run-cpu", "--batch", b, "--stages", "-1"}, {"--stages", "[1, 256]"});  // was 2^64 - 1
+    check_error({"run-cpu", "--batch", b, "--stages", "-1"}, {"--stages", "[1, 256]"});  // not wrapped to 2^64 - 1
     check_error(with(run, {"--dp", "0"}), {"--dp", "[1, 256]"});
     check_error(with(run, {"--chunks", "0"}), {"--chunks", "[1, 64]"});
     check_error(with(run, {"--mbs", "0"}), {"--mbs", "[1, 1048576]"});

@@ -1,4 +1,4 @@
-// CLI contract tests for `pipeplan run-cpu` (issue 10): JSON keys, the reference check passing
+// CLI contract tests for `pipeplan run-cpu`: JSON keys, the reference check passing
 // for several schedules, dp and --mbs, plans through a directory store, bad input; and for
 // `pipeplan serve-plans` (tiny and real models) with `pipeplan fetch-plan` reading plans back.
 #include <doctest/doctest.h>

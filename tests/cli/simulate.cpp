@@ -32,7 +32,7 @@ temp_files& written() {
     return t;
 }
 
-/// Writes the golden scenario of issue 4 (optionally edited) to a fresh temp file.
+/// Writes the golden scenario (tests/cli/golden.hpp; optionally edited) to a fresh temp file.
 std::string golden_file(const std::function<void(nlohmann::json&)>& edit = {}) {
     nlohmann::json j = pipeplan::test::golden_scenario_json();
     if (edit) edit(j);

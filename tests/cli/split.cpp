@@ -1,4 +1,4 @@
-// CLI contract tests for `pipeplan split` (issue 3): JSON keys, every method, --dp, both
+// CLI contract tests for `pipeplan split`: JSON keys, every method, --dp, both
 // accounting modes, errors; on the analytic model (no data needed) and the real profiles.
 #include <doctest/doctest.h>
 
@@ -94,7 +94,7 @@ void check_contract(const nlohmann::json& j, int n, bool encoder_decoder) {
 
 }  // namespace
 
-TEST_CASE("cli split: the DP on the analytic model (no data needed)") {
+TEST_CASE("cli split: the exact split on the analytic model (no data needed)") {
     const std::string batch = make_batch(60);
     auto j = split_json(base("analytic:gpt-6.7b", batch));
     check_contract(j, 60, false);

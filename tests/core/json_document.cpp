@@ -1,5 +1,5 @@
 // core/json_document.hpp: one linear SAX pass that builds the value and knows where each value
-// starts (issue 13, finding 3).
+// starts.
 #include <doctest/doctest.h>
 
 #include <string>

@@ -75,7 +75,7 @@ TEST_CASE("energy: the A100 DVFS model") {
     CHECK(eff.size() == 55);
     for (std::size_t k = 1; k < eff.size(); ++k) CHECK(effective(eff[k]) < effective(eff[k - 1]));
     // f and R use F's curve, W uses W's.
-    CHECK(&p.curve(ps::op_kind::f, 0) == &c);
+    CHECK(&p.curve(ps::op_kind::F_checkpoint, 0) == &c);
     CHECK(&p.curve(ps::op_kind::R, 1) == &c);
     CHECK(&p.curve(ps::op_kind::W, 1) == &p.curves.at({'W', energy_profile::any_stage}));
     // Scaling to an op of 4 ms.
@@ -125,7 +125,7 @@ TEST_CASE("energy: profile CSV") {
     CHECK(error_of(head + "F,0,1410,10,4\n").find("no idle row") != std::string::npos);
     CHECK(error_of("kind,stage,time_ms,energy_j\nF,0,1,1\n").find("frequency_mhz") != std::string::npos);
     CHECK(error_of(head + "F,0,1410,10,-4\nidle,*,0,1,1\n").find("bad.csv:2: column 'energy_j'") != std::string::npos);
-    // Every value has a range (issue 13): the error names the line, the column and the range.
+    // Every value has a range: the error names the line, the column and the range.
     CHECK(error_of(head + "F,0,1410,1e300,4\nidle,*,0,1,1\n") ==
           "bad.csv:2: column 'time_ms': expected a number in [0, 1e+09] ms, found '1e300'");
     CHECK(error_of(head + "F,0,1410,10,1e13\nidle,*,0,1,1\n") ==

@@ -204,7 +204,7 @@ TEST_CASE("PipeDream: its own numbers on the reference CNNs" * PIPEPLAN_NEEDS_DA
     }
 }
 
-TEST_CASE("PipeDream: the DP equals brute force on small random graphs") {
+TEST_CASE("PipeDream: the dynamic program equals brute force on small random graphs") {
     std::mt19937_64 rng(20261122);
     int cases = 0;
     for (int trial = 0; trial < 300; ++trial) {

@@ -169,7 +169,7 @@ TEST_CASE("planner: real GPT-6.7B profiles, 65k-token batches: near the lower bo
         MESSAGE("seed " << seed << ": arena / largest live set, worst rank: " << worst);
         for (std::size_t k = 0; k < r.arena_mb.size(); ++k) {
             CHECK(r.arena_mb[k] >= r.live_peak_mb[k]);
-            CHECK(r.arena_mb[k] <= 1.10 * r.live_peak_mb[k]);  // the issue's 10% (1.00-1.08 on 440 real rank programs)
+            CHECK(r.arena_mb[k] <= 1.10 * r.live_peak_mb[k]);  // arena within 10 % of the live peak (1.00-1.08 on 440 real rank programs)
             CHECK(to_binary(share_of(r.plan, k)).size() <= 64 * 1024);
         }
     }

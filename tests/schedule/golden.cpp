@@ -16,9 +16,9 @@ using namespace pipeplan::test;
 
 namespace {
 
-/// The golden scenario of issue 4: S = 4, forward 4, 4, 2, 2 ms × m, backward 2× forward,
+/// The golden scenario of docs/schedules.md: S = 4, forward 4, 4, 2, 2 ms × m, backward 2× forward,
 /// 4000 MB model state, stored 8000·m MB, peak 16000·m MB, no communication.
-scenario golden_issue4() {
+scenario golden_scenario() {
     return scaled_scenario({4, 4, 2, 2}, {1, .8, 1.2, .9, 1.1, .7, 1.4, .6}, 2.0, 4000, 8000, 16000);
 }
 
@@ -37,8 +37,8 @@ void golden(const scenario& sc, const pipeline_schedule& s, double makespan_ms, 
 
 }  // namespace
 
-TEST_CASE("golden: issue 4's table (docs/schedules.md)") {
-    const scenario sc = golden_issue4();
+TEST_CASE("golden: the makespan and peak-memory table of docs/schedules.md") {
+    const scenario sc = golden_scenario();
     // 1F1B: stage 0 (F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 ...) peaks while F6 (m = 1.4) runs with
     // micro-batches 3, 4, 5 stored: 4000 + 8000·(.9 + 1.1 + .7) + 16000·1.4 = 48000 MB.
     golden(sc, one_f_one_b{}(sc), 120.4, 48000.0);
@@ -82,7 +82,7 @@ TEST_CASE("golden: Merak's variants on uniform S = 4, M = 8 (docs/schedules.md)"
     pipeline_schedule ckpt = one_f_one_b{}(sc);
     for (auto& dev : ckpt.orders)
         for (op& x : dev)
-            if (x.kind == op_kind::F) x.kind = op_kind::f;
+            if (x.kind == op_kind::F) x.kind = op_kind::F_checkpoint;
     golden(sc, ckpt, 44.0, 120.0);
     // Merak: each explicit R moves a recomputation off the gradient path (early 41, last 39,
     // critical 38 ms; also replayed by a separate script while writing the docs). Memory: an f

@@ -1,5 +1,5 @@
 // Merak's recomputation-aware schedules (schedule/merak.hpp): the orders derived from the rules
-// of issue 7 for S in 2..8, M in S..16 (uniform and unequal micro-batches), the S = 4, M = 6
+// of Merak's schedules (docs/schedules.md) for S in 2..8, M in S..16 (uniform and unequal micro-batches), the S = 4, M = 6
 // golden strings, makespans against an independent replay (reference.hpp), the stage-aware
 // checkpoint ratio and its memory / time formulas.
 #include <doctest/doctest.h>
@@ -21,7 +21,7 @@ namespace {
 constexpr merak_variant variants[3] = {merak_variant::early_recompute, merak_variant::last_stage_no_recompute,
                                        merak_variant::shifted_critical_path};
 
-/// The rules of issue 7, written out per (variant, S, M, stage): which micro-batches get an
+/// Merak's placement rules (docs/schedules.md), written out per (variant, S, M, stage): which micro-batches get an
 /// explicit R, and how many forwards precede each backward.
 std::set<std::uint32_t> expected_r(merak_variant v, std::size_t S, std::size_t M, std::size_t s) {
     std::set<std::uint32_t> cool;  // C(s): the last S-1-s micro-batches
@@ -47,7 +47,7 @@ void check_rules(const std::vector<op>& o, merak_variant v, std::size_t S, std::
         CHECK(x.stage == s);
         if (is_forward(x.kind)) {
             CHECK(x.mb == forwards);
-            CHECK(x.kind == (ckpt ? op_kind::f : op_kind::F));
+            CHECK(x.kind == (ckpt ? op_kind::F_checkpoint : op_kind::F));
             ++forwards;
         } else if (x.kind == op_kind::R) {
             CHECK(rs.count(x.mb) == 1);
@@ -74,13 +74,13 @@ pipeline_schedule one_f_one_b_checkpointed(const scenario& sc) {
     s.name = "1f1b-checkpointed";
     for (auto& dev : s.orders)
         for (op& x : dev)
-            if (x.kind == op_kind::F) x.kind = op_kind::f;
+            if (x.kind == op_kind::F) x.kind = op_kind::F_checkpoint;
     return s;
 }
 
 }  // namespace
 
-TEST_CASE("merak: the S = 4, M = 6 orders of issue 7") {
+TEST_CASE("merak: the S = 4, M = 6 orders of docs/schedules.md") {
     const scenario sc = uniform_scenario(4, 6);
     const auto e = merak{merak_variant::early_recompute}(sc);
     CHECK(e.name == "merak-early");
@@ -212,6 +212,6 @@ TEST_CASE("merak: partial checkpointing — memory and time formulas") {
     CHECK(r2.memory_mb[0][3].memory_mb == 110.0);
     CHECK(r2.memory_mb[0][4].time_ms == 4.5);
     CHECK(r2.peak_memory_mb[0] == 125.0);
-    CHECK(r2.peak_memory_op[0] == op{op_kind::f, 1, 0});
+    CHECK(r2.peak_memory_op[0] == op{op_kind::F_checkpoint, 1, 0});
     CHECK(reference_replay(two, s2).peak_mb[0] == 125.0);
 }

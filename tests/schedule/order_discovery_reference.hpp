@@ -1,12 +1,12 @@
 // tests/schedule/order_discovery_reference.hpp — the QUADRATIC reference of order discovery,
 // kept only for equivalence testing.
 //
-// This is schedule/order_discovery.hpp's discover_order as it was before it became
-// O(ops · log) (issue 13, finding 5): candidates in unordered lists scanned linearly, the next
+// The same policy as schedule/order_discovery.hpp's discover_order, written the obvious way
+// instead of in O(ops · log): candidates in unordered lists scanned linearly, the next
 // event found by scanning every device, the reserved memory recomputed over all micro-batches
-// in flight on every release. It is slow (M^2) but simple; tests/schedule/discovery.cpp checks
+// in flight on every release. It is slow (M^2) but simple; tests/schedule/order_discovery.cpp checks
 // that the library's discovery produces exactly the same orders and makespans on random
-// scenarios. Do not "optimise" this file: its value is that it is the old, obvious code.
+// scenarios. Do not "optimise" this file: its value is that it is the obvious code.
 #pragma once
 
 #include <algorithm>

@@ -32,7 +32,7 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
     for (const auto& dev : s.orders)
         for (const ps::op& o : dev) {
             if (o.kind == ps::op_kind::R) has_r.insert({'R', o.mb, o.stage});
-            if (o.kind == ps::op_kind::f) checkpointed.insert({'A', o.mb, o.stage});
+            if (o.kind == ps::op_kind::F_checkpoint) checkpointed.insert({'A', o.mb, o.stage});
         }
     const double w = s.w_share;
     const std::size_t V = sc.stages, D = s.orders.size();
@@ -57,7 +57,7 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
                 bool ready = true;
                 switch (o.kind) {
                     case ps::op_kind::F:
-                    case ps::op_kind::f:
+                    case ps::op_kind::F_checkpoint:
                         if (v > 0) ready = ended({'A', j, v - 1}, t);
                         dur = fw;
                         break;
@@ -101,7 +101,7 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
             peak = std::max(peak, total - h + (o.kind == ps::op_kind::W ? h : sc.peak(o.mb, o.stage)));
             double next = 0.0;
             if (o.kind == ps::op_kind::F || o.kind == ps::op_kind::R) next = st;
-            if (o.kind == ps::op_kind::f) next = (1.0 - r) * st + sc.activation(o.mb);
+            if (o.kind == ps::op_kind::F_checkpoint) next = (1.0 - r) * st + sc.activation(o.mb);
             if (o.kind == ps::op_kind::B) next = w > 0.0 ? w * st : 0.0;
             total += next - h;
             h = next;

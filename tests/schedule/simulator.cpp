@@ -56,7 +56,7 @@ TEST_CASE("simulator: memory model (stored, peak, checkpoints, W residual)") {
     CHECK(r.memory_mb[0].back().memory_mb == doctest::Approx(100));
     // A checkpointed forward keeps only activation_mb.
     pipeline_schedule s{"ck", stage_placement::linear(2),
-                        {{{op_kind::f, 0, 0}, {op_kind::f, 1, 0}, {op_kind::R, 0, 0}, {op_kind::B, 0, 0}, {op_kind::B, 1, 0}},
+                        {{{op_kind::F_checkpoint, 0, 0}, {op_kind::F_checkpoint, 1, 0}, {op_kind::R, 0, 0}, {op_kind::B, 0, 0}, {op_kind::B, 1, 0}},
                          {{op_kind::F, 0, 1}, {op_kind::B, 0, 1}, {op_kind::F, 1, 1}, {op_kind::B, 1, 1}}},
                         0.0};
     const auto c = check_schedule(sc, s);

@@ -1,6 +1,6 @@
 // pipeplan/batching/baselines.hpp — the usual ways of forming micro-batches, for comparison.
 //
-// Each returns the same split_result as the DP (same cost accounting, same memory ladder: the
+// Each returns the same split_result as the exact split (same cost accounting, same memory ladder: the
 // first rung under which all of its micro-batches fit) and exposes its knob so a caller can
 // grid-search it:
 //   * split_fixed_mbs:    `mbs` consecutive samples per micro-batch, padded to the longest, in

@@ -7,8 +7,8 @@
 // iteration (preferred and available memory), and every later iteration — can keep them:
 //
 //   pipeplan::batching::shape_cost_cache cache;
-//   auto a = split_dp(model, batch, config, options, nullptr, &cache);
-//   auto b = split_dp(model, next_batch, config, options, nullptr, &cache);  // reuses a's costs
+//   auto a = exact_split(model, batch, config, options, nullptr, &cache);
+//   auto b = exact_split(model, next_batch, config, options, nullptr, &cache);  // reuses a's costs
 //
 // Each row holds the costs of mbs = 1..n and whether mbs = n + 1 cannot be priced. A cache
 // remembers the evaluator it was filled by (model address, configuration, accounting) and

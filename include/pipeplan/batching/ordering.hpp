@@ -1,6 +1,6 @@
-// pipeplan/batching/ordering.hpp — the order in which the DP sees the samples.
+// pipeplan/batching/ordering.hpp — the order in which the exact split sees the samples.
 //
-// The DP optimises over contiguous ranges of one order, so the order decides which samples can
+// The exact split optimises over contiguous ranges of one order, so the order decides which samples can
 // share a micro-batch. Decoder-only: sort by length, descending (every range is then padded to
 // its first sample's length). Encoder-decoder: a 2-D order of (encoder, decoder) lengths in which
 // neighbours have similar shapes — lexicographic (encoder, then decoder, descending), or a tour:
@@ -83,7 +83,7 @@ inline void two_opt_path(std::vector<std::pair<int, int>>& pts, std::size_t wind
 
 }  // namespace detail
 
-/// The order (a permutation of sample ids) used by the DP. Ties are broken by sample id, so the
+/// The order (a permutation of sample ids) used by the exact split. Ties are broken by sample id, so the
 /// result is deterministic. `tour_decoder_weight` (in quarters: 4 = decoder tokens count as much
 /// as encoder tokens, 1 = a quarter) weighs decoder-length differences in the tour's distance.
 [[nodiscard]] inline std::vector<int> order_samples(std::span<const sample_shape> shapes, bool encoder_decoder,

@@ -2,7 +2,7 @@
 //
 // A packed row holds samples one after another, separated by `separator_tokens`; its length is
 // Σ raw lengths + separator_tokens · (samples − 1) and never exceeds the row's target length
-// (the micro-batch's padded length). Two packers: first-fit (used inside the DP: samples arrive
+// (the micro-batch's padded length). Two packers: first-fit (used inside the exact split: samples arrive
 // longest first, so it is first-fit-decreasing) and sequential (Megatron-style concatenation in
 // dataset order, used by the pack-then-fixed-mbs baseline).
 #pragma once
@@ -26,7 +26,7 @@ struct packed_layout {
     std::vector<int> row_dec_tokens;  ///< per micro-batch: the decoder row length (0 / absent = its longest)
 };
 
-/// Packing inside the DP's micro-batches (decoder-only models).
+/// Packing inside the exact split's micro-batches (decoder-only models).
 struct packing_options {
     bool enabled = false;      ///< pack where it lowers a micro-batch's cost
     int separator_tokens = 0;  ///< tokens between two samples of a row (>= 0)

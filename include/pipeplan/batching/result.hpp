@@ -1,4 +1,4 @@
-// pipeplan/batching/result.hpp — the result every splitter (the DP and the baselines) returns.
+// pipeplan/batching/result.hpp — the result every splitter (the exact split and the baselines) returns.
 //
 // The objective is the pipelined iteration time estimate
 //     objective = (S − 1) · t_max / C + Σ t / dp

@@ -41,30 +41,30 @@ namespace pipeplan::batching {
     return {all_recompute_modes.begin(), all_recompute_modes.end()};
 }
 
-/// Options shared by the DP and the baselines.
+/// Options shared by the exact split and the baselines.
 struct split_options {
     accounting_mode accounting = accounting_mode::pipeplan;
     length_rules lengths;                              ///< rounding / truncation
-    ordering_method order = ordering_method::automatic;  ///< the DP's sample order
+    ordering_method order = ordering_method::automatic;  ///< the exact split's sample order
     /// Preferred stored limit as a fraction of the available memory; 0 = 1 / S.
     double preferred_fraction = 0;
     /// Stored limits tried, in order.
     std::vector<memory_limit_kind> limit_ladder = default_limit_ladder();
     /// Recomputation modes tried (for each limit), in order.
     std::vector<recompute_mode> recompute_ladder = default_recompute_ladder();
-    packing_options packing;        ///< DP only: packing inside micro-batches (decoder-only)
-    double relative_tolerance = 0;  ///< DP only: 0 = exact
-    /// DP, encoder-decoder, automatic order: refinement passes after the initial orders (>= 0).
+    packing_options packing;        ///< Exact split only: packing inside micro-batches (decoder-only)
+    double relative_tolerance = 0;  ///< Exact split only: 0 = exact
+    /// Exact split, encoder-decoder, automatic order: refinement passes after the initial orders (>= 0).
     int refine_passes = 4;
-    /// DP only: search only for splits whose objective is below this bound (infinity = exact).
+    /// Exact split only: search only for splits whose objective is below this bound (infinity = exact).
     /// The result is the exact optimum whenever that is below the bound; otherwise a split whose
     /// objective is >= the bound (a caller holding a split of that objective keeps its own).
     double objective_bound_ms = std::numeric_limits<double>::infinity();
-    /// DP only: how many runner-up splits split_dp returns when asked (its `alternatives`).
+    /// Exact split only: how many runner-up splits exact_split returns when asked (its `alternatives`).
     int alternative_splits = 2;
-    /// DP only: weights w of the fill term for the reweighted splits split_dp returns when asked
+    /// Exact split only: weights w of the fill term for the reweighted splits exact_split returns when asked
     /// (its `reweighted`): each the exact optimum of w · (S − 1) · t_max / C + Σ t / dp over the
-    /// final order's contiguous partitions, under the same rung. Each w must be finite and >= 0.
+    /// final order's contiguous splits, under the same rung. Each w must be finite and >= 0.
     std::vector<double> fill_weights;
 };
 

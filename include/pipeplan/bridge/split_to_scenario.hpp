@@ -34,7 +34,7 @@ struct scenario_options {
     schedule::network_model network{};
 };
 
-/// Builds the simulator's scenario for `split` (a result of split_dp or a baseline, made with
+/// Builds the simulator's scenario for `split` (a result of exact_split or a baseline, made with
 /// the same `model` and `config`). Throws pipeplan::invalid_argument when the split was made in
 /// the `dynapipe` accounting mode (it has no per-chunk layout) or when a micro-batch cannot be
 /// priced (e.g. beyond the profiled range), naming the micro-batch and the component.

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "pipeplan/batching/draw.hpp"
-#include "pipeplan/batching/split_dp.hpp"
+#include "pipeplan/batching/exact_split.hpp"
 #include "pipeplan/compare/methods.hpp"
 
 namespace pipeplan::compare {
@@ -327,7 +327,7 @@ template <cost_model Model>
     for (std::size_t i = 0; i < batches.size(); ++i) {
         std::optional<batching::split_result> exact;
         try {
-            exact = batching::split_dp(model, batches[i], po.config, po.split);
+            exact = batching::exact_split(model, batches[i], po.config, po.split);
         } catch (const error&) {
         }
         for (std::size_t sp = 0; sp < 2; ++sp)

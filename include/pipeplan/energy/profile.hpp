@@ -140,7 +140,7 @@ struct energy_profile {
     /// The curve of op kind `k` on `stage`; throws pipeplan::invalid_argument when absent.
     [[nodiscard]] const std::vector<energy_point>& curve(schedule::op_kind k, std::uint32_t stage) const {
         char key = schedule::letter(k);
-        if (k == schedule::op_kind::f || k == schedule::op_kind::R) key = 'F';
+        if (k == schedule::op_kind::F_checkpoint || k == schedule::op_kind::R) key = 'F';
         for (const char c : {key, key == 'W' ? 'B' : key})
             for (const std::uint32_t s : {stage, any_stage})
                 if (auto it = curves.find({c, s}); it != curves.end()) return it->second;

@@ -1,4 +1,4 @@
-// pipeplan/partition/pipedream.hpp — PipeDream's hierarchical partitioning DP (SOSP'19).
+// pipeplan/partition/pipedream.hpp — PipeDream's hierarchical partitioning dynamic program (SOSP'19).
 //
 // Reproduces optimizer/optimizer_graph_hierarchical.py of msr-fiddle/pipedream number for
 // number. On the states 0..n-1 of the antichain DAG (antichain.hpp), with cumulative compute
@@ -117,9 +117,9 @@ struct dp_cell {
     [[nodiscard]] bool ok() const noexcept { return !std::isnan(time_s); }
 };
 
-class dp_table {
+class pipedream_table {
 public:
-    dp_table(std::size_t rows, std::size_t n, int workers)
+    pipedream_table(std::size_t rows, std::size_t n, int workers)
         : n_(n), w_(static_cast<std::size_t>(workers)), cells_(rows * n * w_) {}
     dp_cell& at(std::size_t i, std::size_t j, int m) { return cells_[(i * n_ + j) * w_ + static_cast<std::size_t>(m)]; }
     [[nodiscard]] const dp_cell& at(std::size_t i, std::size_t j, int m) const {
@@ -162,7 +162,7 @@ struct range_sums {
 [[nodiscard]] inline double ceil_ratio(int a, int b) { return std::ceil(static_cast<double>(a) / b); }
 
 /// Fills row i's one-stage cells (PipeDream's first loop).
-inline void fill_single_stages(dp_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W,
+inline void fill_single_stages(pipedream_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W,
                                double bw, int within) {
     const std::size_t n = sums.n;
     const int max_m = opt.straight_pipeline ? 1 : W;
@@ -184,7 +184,7 @@ inline void fill_single_stages(dp_table& A, const range_sums& sums, std::size_t 
 /// PipeDream's m, j, k, r so that the range sums of (k, j] are computed once; every cell still
 /// sees its candidates in PipeDream's order (k, then r; the first strictly better one wins) and
 /// the same arithmetic, so ties break the same way.
-inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W,
+inline void fill_pipelines(pipedream_table& A, const range_sums& sums, std::size_t i, const pipedream_options& opt, int W,
                            double bw) {
     const antichain_dag& dag = *sums.dag;
     const std::size_t n = sums.n;
@@ -223,7 +223,7 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
 
 /// Walks the choices of A[start][end-1][W-1] back into stages [start, end) (PipeDream's
 /// analyze_partitioning, with the correct ranges).
-[[nodiscard]] inline std::vector<pipedream_stage> trace_stages(const dp_table& A, const antichain_dag& dag,
+[[nodiscard]] inline std::vector<pipedream_stage> trace_stages(const pipedream_table& A, const antichain_dag& dag,
                                                                std::size_t start, std::size_t end, int W, double bw,
                                                                double compression) {
     std::vector<pipedream_stage> rev;
@@ -257,7 +257,7 @@ inline void fill_pipelines(dp_table& A, const range_sums& sums, std::size_t i, c
 
 }  // namespace detail
 
-/// The most memory the lower levels' DP tables may take (bytes).
+/// The most memory the lower levels' dynamic-program tables may take (bytes).
 inline constexpr double max_table_bytes = 4e9;
 
 /// Runs PipeDream's hierarchical optimizer on the antichain DAG `dag`. Throws invalid_argument
@@ -278,7 +278,7 @@ inline constexpr double max_table_bytes = 4e9;
                         " MB of tables for the lower levels (limit " + std::to_string(static_cast<long long>(max_table_bytes / 1e6)) +
                         " MB); use one level or a smaller graph");
     }
-    std::vector<detail::dp_table> tables;
+    std::vector<detail::pipedream_table> tables;
     int within = 1;
     for (std::size_t l = 0; l < opt.levels.size(); ++l) {
         const bool top = l + 1 == opt.levels.size();

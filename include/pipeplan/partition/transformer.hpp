@@ -13,7 +13,7 @@
 //   layers      — equal layer counts, the remainder to the first stages (pipeplan's uniform
 //                 layout when S divides L);
 //   time        — exact min-max of the stages' forward + backward time.
-// The exact min-max is a DP over (stage, last layer): O(S L²); ties go to the partition whose
+// The exact min-max is a dynamic program over (stage, last layer): O(S L²); ties go to the partition whose
 // earlier stages end earliest.
 #pragma once
 

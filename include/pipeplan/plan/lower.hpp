@@ -83,14 +83,14 @@ struct lowering_options {
     std::vector<tensor_shape> shapes;  ///< per micro-batch shape (empty: zeros)
     reduce_mode reduce = reduce_mode::all_reduce;
     std::uint32_t rank_offset = 0;     ///< rank of device 0 (replica * devices)
-    std::uint32_t mb_offset = 0;       ///< micro-batch table index of micro-batch 0
+    std::uint32_t microbatch_offset = 0;       ///< micro-batch table index of micro-batch 0
     send_rule sends = send_rule::buffered;  ///< recorded in the header (send_rule.hpp)
 };
 
 namespace detail {
 
-[[nodiscard]] inline std::uint64_t mb_to_bytes(double mb) {
-    return mb > 0.0 ? static_cast<std::uint64_t>(std::llround(mb * 1e6)) : 0;
+[[nodiscard]] inline std::uint64_t bytes_from_mb(double size_mb) {
+    return size_mb > 0.0 ? static_cast<std::uint64_t>(std::llround(size_mb * 1e6)) : 0;
 }
 
 [[nodiscard]] inline instruction compute_instruction(const schedule::op& o, bool split) {
@@ -99,7 +99,7 @@ namespace detail {
     ins.stage = o.stage;
     switch (o.kind) {
         case schedule::op_kind::F: ins.kind = instr_kind::forward; break;
-        case schedule::op_kind::f:
+        case schedule::op_kind::F_checkpoint:
             ins.kind = instr_kind::forward;
             ins.mode = static_cast<std::uint8_t>(forward_mode::checkpoint);
             break;
@@ -258,11 +258,11 @@ private:
         const bool fwd = ins.kind == instr_kind::forward;
         const bool bwd = ins.kind == instr_kind::backward;
         if (fwd || bwd) ins.in = input_slot(o, fwd);
-        if (fwd && v + 1 < V) ins.out = t.add(buffer_role::activation_out, ins.mb, ins.stage, mb_to_bytes(sc.activation(j)));
-        if (bwd && v > 0) ins.out = t.add(buffer_role::grad_out, ins.mb, ins.stage, mb_to_bytes(sc.activation(j)));
+        if (fwd && v + 1 < V) ins.out = t.add(buffer_role::activation_out, ins.mb, ins.stage, bytes_from_mb(sc.activation(j)));
+        if (bwd && v > 0) ins.out = t.add(buffer_role::grad_out, ins.mb, ins.stage, bytes_from_mb(sc.activation(j)));
         const bool stores = (fwd && ins.mode == static_cast<std::uint8_t>(forward_mode::store)) ||
                             ins.kind == instr_kind::recompute;
-        if (stores) ins.stash = t.add(buffer_role::stash, ins.mb, ins.stage, mb_to_bytes(sc.stored(j, v)));
+        if (stores) ins.stash = t.add(buffer_role::stash, ins.mb, ins.stage, bytes_from_mb(sc.stored(j, v)));
         const op_ref st = cp.stash_from[o.rank][o.index];
         if (st.valid()) {
             const instruction& src = at(st);
@@ -273,7 +273,7 @@ private:
         }
         if (ins.kind != instr_kind::backward_weight) {
             const double excess = sc.peak(j, v) - sc.stored(j, v);
-            if (excess > 0.0) ins.work = t.add(buffer_role::workspace, ins.mb, ins.stage, mb_to_bytes(excess));
+            if (excess > 0.0) ins.work = t.add(buffer_role::workspace, ins.mb, ins.stage, bytes_from_mb(excess));
         }
     }
 
@@ -288,7 +288,7 @@ private:
         m.activation = fwd;
         m.producer = p;
         m.consumer = o;
-        m.bytes = mb_to_bytes(sc.activation(ins.mb));
+        m.bytes = bytes_from_mb(sc.activation(ins.mb));
         m.slot_send = at(p).out;
         m.slot_recv = tables[o.rank].add(fwd ? buffer_role::activation_in : buffer_role::grad_in, ins.mb,
                                          at(p).stage, m.bytes);
@@ -455,8 +455,8 @@ inline void insert_communication_into(std::vector<rank_program>& progs, const co
         instruction step;
         step.kind = instr_kind::optimizer_step;
         p.instructions.push_back(step);
-        for (auto& ins : p.instructions) ins.mb += opt.mb_offset;
-        for (auto& b : p.buffers) b.mb += opt.mb_offset;
+        for (auto& ins : p.instructions) ins.mb += opt.microbatch_offset;
+        for (auto& b : p.buffers) b.mb += opt.microbatch_offset;
     }
 }
 
@@ -494,7 +494,7 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
 }
 
 /// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
-/// mb_offset 0). The header's schedule fields (placement, chunks, devices, schedule name,
+/// microbatch_offset 0). The header's schedule fields (placement, chunks, devices, schedule name,
 /// dtype, send rule) and a micro-batch table with the shapes (no sample ids) are filled; the planner adds
 /// the rest. The scenario is validated first (scenario::validate(): sizes and scenario_limits).
 [[nodiscard]] inline execution_plan lower(const schedule::scenario& sc, const schedule::pipeline_schedule& s,
@@ -536,7 +536,7 @@ struct join_options {
     h.iteration = o.iteration;
     h.dp = static_cast<std::uint32_t>(reps.size());
     h.zero_stage = o.zero_stage;
-    std::uint32_t mb_offset = 0;
+    std::uint32_t microbatch_offset = 0;
     for (std::size_t r = 0; r < reps.size(); ++r) {
         const replica_schedule& rep = reps[r];
         if (rep.sched->placement.devices() != h.devices || rep.sched->placement.chunks() != h.chunks)
@@ -545,7 +545,7 @@ struct join_options {
         lo.type = o.type;
         lo.reduce = o.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
         lo.rank_offset = static_cast<std::uint32_t>(r) * h.devices;
-        lo.mb_offset = mb_offset;
+        lo.microbatch_offset = microbatch_offset;
         for (const microbatch_entry& e : rep.microbatches) {
             lo.shapes.push_back(e.shape);
             h.microbatches.push_back(e);
@@ -559,7 +559,7 @@ struct join_options {
         } else {
             h.predicted_peak_memory_mb.insert(h.predicted_peak_memory_mb.end(), h.devices, 0.0);  // 0 MB: not predicted
         }
-        mb_offset += static_cast<std::uint32_t>(rep.microbatches.size());
+        microbatch_offset += static_cast<std::uint32_t>(rep.microbatches.size());
     }
     parallel_for(p.programs.size(), o.threads, [&](std::size_t k, std::size_t) { plan_buffers(p.programs[k]); });
     return p;

@@ -8,7 +8,7 @@
 //   plan_result r = p.plan(batch);               // throws pipeplan::error
 //   plan_outcome q = p.try_plan(batch);          // never throws: result or error text
 //
-// Split: the exact DP of batching/split_dp.hpp (in the accounting asked for). Its objective is
+// Split: the exact split of batching/exact_split.hpp (in the accounting asked for). Its objective is
 // only a proxy of the pipelined time, so the split under the available memory and splits with a
 // lighter fill term (fill_weights; screened by one quick simulation) are candidates too.
 // Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
@@ -51,7 +51,7 @@
 
 #include "pipeplan/batching/cost_cache.hpp"
 #include "pipeplan/batching/dp_balance.hpp"
-#include "pipeplan/batching/split_dp.hpp"
+#include "pipeplan/batching/exact_split.hpp"
 #include "pipeplan/bridge/split_to_scenario.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/parallel.hpp"
@@ -108,11 +108,11 @@ struct planner_options {
     std::uint64_t seed = 1;
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
-    /// Also schedule up to this many runner-up splits of the preferred limit (partitions the
-    /// exact DP solved on its way, next best by objective: batching::split_dp's alternatives).
+    /// Also schedule up to this many runner-up splits of the preferred limit (splits the
+    /// exact split solved on its way, next best by objective: batching::exact_split's alternatives).
     std::size_t alternative_splits = 0;
     /// Also split with these weights of the fill term (batching::split_options::fill_weights):
-    /// the DP's (S − 1) · t_max / C overprices fill and drain when the order search puts light
+    /// the exact split's (S − 1) · t_max / C overprices fill and drain when the order search puts light
     /// micro-batches at the pipeline's ends, so fewer, larger micro-batches may run faster.
     std::vector<double> fill_weights = {0.5, 0.25};
     /// How many extra splits (fill weights, runner-ups) are scheduled with every candidate kind
@@ -295,7 +295,7 @@ private:
         so.alternative_splits = static_cast<int>(opt_.alternative_splits);
         so.fill_weights = opt_.fill_weights;
         std::vector<batching::split_result> runner_ups, reweighted;
-        batching::split_result pref = batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_,
+        batching::split_result pref = batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_,
                                                          opt_.alternative_splits > 0 ? &runner_ups : nullptr,
                                                          opt_.fill_weights.empty() ? nullptr : &reweighted);
         const auto add = [&](std::string name, batching::split_result&& s) {
@@ -494,7 +494,7 @@ private:
     /// The split under the available memory alone, when it differs from `preferred`. When the
     /// preferred split needed no recomputation, its micro-batches also fit the available rung at
     /// the same costs, so only strictly better objectives are searched for (the bound prunes the
-    /// DP); a split that is not strictly better is not a candidate.
+    /// exact split); a split that is not strictly better is not a candidate.
     [[nodiscard]] std::optional<batching::split_result> available_split(std::span<const batching::sample> batch,
                                                                        const batching::split_options& base,
                                                                        const batching::split_result& preferred) {
@@ -504,7 +504,7 @@ private:
                              preferred.recompute == recompute_mode::none;
         if (bounded) so.objective_bound_ms = preferred.objective_ms;
         try {
-            batching::split_result alt = batching::split_dp(model_, batch, opt_.config, so, nullptr, &costs_);
+            batching::split_result alt = batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_);
             if (alt.microbatches == preferred.microbatches) return std::nullopt;
             if (bounded && !(alt.objective_ms < preferred.objective_ms)) return std::nullopt;
             return alt;

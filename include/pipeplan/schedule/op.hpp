@@ -2,7 +2,7 @@
 //
 // A schedule is, per device, a sequence of operations on (micro-batch, virtual stage):
 //   F  forward that stores its activations for the backward,
-//   f  forward under no-grad that keeps only the stage input (a checkpoint),
+//   f  forward under no-grad that keeps only the stage input (a checkpoint; op_kind::F_checkpoint),
 //   R  recomputation of an `f` forward (restores the full activations),
 //   B  backward (input gradient; the whole backward when the schedule has no W ops),
 //   W  weight-gradient part of a split backward (zero-bubble schedules).
@@ -22,19 +22,19 @@
 namespace pipeplan::schedule {
 
 /// The kind of a pipeline operation (see the file comment).
-enum class op_kind : std::uint8_t { F = 0, B = 1, W = 2, f = 3, R = 4 };
+enum class op_kind : std::uint8_t { F = 0, B = 1, W = 2, F_checkpoint = 3, R = 4 };
 
 [[nodiscard]] constexpr auto enum_names(op_kind) noexcept {
     return name_table<op_kind, 5>{
         "op kind",
-        {{{op_kind::F, "F"}, {op_kind::B, "B"}, {op_kind::W, "W"}, {op_kind::f, "f"}, {op_kind::R, "R"}}}};
+        {{{op_kind::F, "F"}, {op_kind::B, "B"}, {op_kind::W, "W"}, {op_kind::F_checkpoint, "f"}, {op_kind::R, "R"}}}};
 }
 
 /// The letter used in device orders and traces: F, B, W, f, R.
 [[nodiscard]] constexpr char letter(op_kind k) noexcept { return name_of(k)[0]; }
 
 /// True for the kinds that run a forward pass (F, f).
-[[nodiscard]] constexpr bool is_forward(op_kind k) noexcept { return k == op_kind::F || k == op_kind::f; }
+[[nodiscard]] constexpr bool is_forward(op_kind k) noexcept { return k == op_kind::F || k == op_kind::F_checkpoint; }
 
 /// One operation: kind on (micro-batch `mb`, virtual stage `stage`).
 struct op {

@@ -41,7 +41,7 @@ struct op_index {
     [[nodiscard]] std::int32_t id_of(op_kind kind, std::size_t k) const noexcept {
         switch (kind) {
             case op_kind::F:
-            case op_kind::f: return fwd[k];
+            case op_kind::F_checkpoint: return fwd[k];
             case op_kind::R: return rec_of(k);
             case op_kind::B: return bwd[k];
             case op_kind::W: return wgt_of(k);
@@ -137,7 +137,7 @@ private:
         std::int32_t* slot = nullptr;
         switch (o.kind) {
             case op_kind::F:
-            case op_kind::f: slot = &fwd[k]; break;
+            case op_kind::F_checkpoint: slot = &fwd[k]; break;
             case op_kind::R: slot = &rec[k]; break;
             case op_kind::B: slot = &bwd[k]; break;
             case op_kind::W:
@@ -156,7 +156,7 @@ private:
         bool ok = true;
         for (std::size_t k = 0; k < M * V; ++k) {
             ok &= fwd[k] != none && bwd[k] != none && (!split || wgt_of(k) != none);
-            ok &= !recomputed(k) || (fwd[k] != none && ops[static_cast<std::size_t>(fwd[k])].kind == op_kind::f);
+            ok &= !recomputed(k) || (fwd[k] != none && ops[static_cast<std::size_t>(fwd[k])].kind == op_kind::F_checkpoint);
         }
         return ok;
     }
@@ -175,7 +175,7 @@ private:
                 if (fwd[k] == none) missing('F');
                 if (bwd[k] == none) missing('B');
                 if (split && wgt_of(k) == none) missing('W');
-                if (recomputed(k) && ops[static_cast<std::size_t>(fwd[k])].kind != op_kind::f)
+                if (recomputed(k) && ops[static_cast<std::size_t>(fwd[k])].kind != op_kind::F_checkpoint)
                     throw invalid_argument("simulate: schedule '" + s.name + "' recomputes (R) micro-batch " +
                                            std::to_string(j) + " on stage " + std::to_string(v) +
                                            " whose forward was not checkpointed (f)");

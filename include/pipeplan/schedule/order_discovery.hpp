@@ -48,7 +48,7 @@
 // thread; adaptive runs its preference candidates on one prepare()), so a warm engine does not
 // allocate. A run also records where each device's preference made a choice (choice_masks), so
 // adaptive can skip a candidate that would repeat a run (same_decisions).
-// tests/schedule/order_discovery_reference.hpp keeps the former quadratic implementation; a
+// tests/schedule/order_discovery_reference.hpp is the same policy with linear scans (quadratic); a
 // property test checks both give the same orders.
 #pragma once
 

@@ -47,13 +47,13 @@ struct order_positions {
 
 /// Same-device dependency checks of one op already recorded in `pos` (see the file comment).
 inline const char* same_device_misorder(order_positions& pos, const op& o) {
-    const std::int64_t fwd = std::max(pos.of(op_kind::F, o.stage, o.mb), pos.of(op_kind::f, o.stage, o.mb));
+    const std::int64_t fwd = std::max(pos.of(op_kind::F, o.stage, o.mb), pos.of(op_kind::F_checkpoint, o.stage, o.mb));
     const std::int64_t r = pos.of(op_kind::R, o.stage, o.mb), b = pos.of(op_kind::B, o.stage, o.mb),
                        w = pos.of(op_kind::W, o.stage, o.mb);
     switch (o.kind) {
         case op_kind::R:
             if (fwd < 0) return "R before its forward f on this device";
-            if (pos.of(op_kind::f, o.stage, o.mb) < 0) return "R of a forward that was not checkpointed (f)";
+            if (pos.of(op_kind::F_checkpoint, o.stage, o.mb) < 0) return "R of a forward that was not checkpointed (f)";
             if (b >= 0 && b < r) return "R after its B";
             break;
         case op_kind::B:
@@ -87,7 +87,7 @@ inline void check_orders_text(orders_text& t, const std::string& source, std::si
                                       op_label(s, o);
             const bool fwd = is_forward(o.kind);
             if (pos.of(o.kind, o.stage, o.mb) >= 0 ||
-                (fwd && pos.of(o.kind == op_kind::F ? op_kind::f : op_kind::F, o.stage, o.mb) >= 0))
+                (fwd && pos.of(o.kind == op_kind::F ? op_kind::F_checkpoint : op_kind::F, o.stage, o.mb) >= 0))
                 throw input_error(source, line, where, "appears twice");
             pos.of(o.kind, o.stage, o.mb) = static_cast<std::int64_t>(p);
             if (const char* why = detail::same_device_misorder(pos, o)) throw input_error(source, line, where, why);
@@ -104,7 +104,7 @@ inline void check_orders_text(orders_text& t, const std::string& source, std::si
                                       "missing (every micro-batch needs a forward and a B on every stage" +
                                           std::string(any_w ? ", and a W" : "") + ")");
                 };
-                if (pos.of(op_kind::F, v, j) < 0 && pos.of(op_kind::f, v, j) < 0) missing(op_kind::F);
+                if (pos.of(op_kind::F, v, j) < 0 && pos.of(op_kind::F_checkpoint, v, j) < 0) missing(op_kind::F);
                 if (pos.of(op_kind::B, v, j) < 0) missing(op_kind::B);
                 if (any_w && pos.of(op_kind::W, v, j) < 0) missing(op_kind::W);
             }

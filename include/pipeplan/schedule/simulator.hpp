@@ -113,7 +113,7 @@ inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::
         node& n = nodes[i];
         pending[i] = input_count(o, V);
         const bool inline_recompute = o.kind == op_kind::B && !idx.recomputed(key) &&
-                                      idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::f;
+                                      idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::F_checkpoint;
         n.dur = model.duration_ms(o, inline_recompute);
         n.cross = idx.cross_successor_of(o);
         n.local = idx.local_successor_of(o);

@@ -182,7 +182,7 @@ inline void svg_op_box(std::ostream& out, const svg_layout& L, double y, double 
     out << "<g><title>" << label << " (stage " << t.o.stage << "): " << fmt(t.start_ms, 3) << " – " << fmt(t.end_ms, 3)
         << " ms</title><rect x=\"" << fmt(x0, 2) << "\" y=\"" << fmt(y + 1) << "\" width=\"" << fmt(w, 2) << "\" height=\""
         << fmt(h - 2) << "\" fill=\"" << fill << "\" stroke=\"#222\" stroke-width=\"0.6\"";
-    if (t.o.kind == op_kind::f) out << " stroke-dasharray=\"3,2\"";
+    if (t.o.kind == op_kind::F_checkpoint) out << " stroke-dasharray=\"3,2\"";
     out << "/>";
     if (const char* pat = kind_pattern(t.o.kind)) {  // R: the whole box; B, W: a band under the text
         const double band = t.o.kind == op_kind::R ? h - 2 : std::min(7.0, (h - 2) / 3);

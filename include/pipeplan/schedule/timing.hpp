@@ -43,7 +43,7 @@ public:
         const std::size_t k = sc_->at(o.mb, o.stage);
         switch (o.kind) {
             case op_kind::F:
-            case op_kind::f:
+            case op_kind::F_checkpoint:
             case op_kind::R: return sc_->forward_ms[k];
             case op_kind::B:
                 return sc_->backward_ms[k] * (1.0 - w_) +
@@ -62,7 +62,7 @@ public:
         switch (o.kind) {
             case op_kind::F:
             case op_kind::R: return sc_->stored_mb[k];
-            case op_kind::f: return (1.0 - sc_->ratio(o.stage)) * sc_->stored_mb[k] + sc_->activation(o.mb);
+            case op_kind::F_checkpoint: return (1.0 - sc_->ratio(o.stage)) * sc_->stored_mb[k] + sc_->activation(o.mb);
             case op_kind::B: return w_ > 0.0 ? sc_->stored_mb[k] * w_ : 0.0;
             case op_kind::W: return 0.0;
         }
@@ -110,7 +110,7 @@ struct cross_target {
 [[nodiscard]] constexpr std::optional<op_kind> local_successor(op_kind k, bool recomputed, bool split_backward) noexcept {
     switch (k) {
         case op_kind::F:
-        case op_kind::f: return recomputed ? op_kind::R : op_kind::B;
+        case op_kind::F_checkpoint: return recomputed ? op_kind::R : op_kind::B;
         case op_kind::R: return op_kind::B;
         case op_kind::B: return split_backward ? std::optional<op_kind>(op_kind::W) : std::nullopt;
         case op_kind::W: return std::nullopt;
@@ -124,7 +124,7 @@ struct cross_target {
 [[nodiscard]] constexpr std::optional<op_kind> local_producer(op_kind k, bool recomputed) noexcept {
     switch (k) {
         case op_kind::F:
-        case op_kind::f: return std::nullopt;
+        case op_kind::F_checkpoint: return std::nullopt;
         case op_kind::R: return op_kind::F;
         case op_kind::B: return recomputed ? op_kind::R : op_kind::F;
         case op_kind::W: return op_kind::B;

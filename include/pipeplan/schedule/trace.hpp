@@ -55,7 +55,7 @@ namespace detail {
 inline const char* category(op_kind k) {
     switch (k) {
         case op_kind::F: return "forward";
-        case op_kind::f: return "forward-checkpointed";
+        case op_kind::F_checkpoint: return "forward-checkpointed";
         case op_kind::B: return "backward";
         case op_kind::W: return "weight";
         case op_kind::R: return "recompute";

@@ -5,7 +5,7 @@ Each table, dynapipe_<name>.csv, lists micro-batch shapes and what DynaPipe's pe
 cost function (`_get_time_and_memory_for_microbatch` in dynapipe/data_opt/dp_helper.cpp, float32)
 says they cost, over DynaPipe's ProfileBasedCostModel rebuilt from ../shared/data/cost_models:
   * source `dp`: the micro-batches of DynaPipe's own split of a batch (dyna_split.py; the values
-    are those its C++ DP returned);
+    are those its C++ dynamic program returned);
   * source `eval`: shapes priced by the reference harness's float32 copy of that function over
     DynaPipe's interpolators (dyna_eval.mb_cost), for batches too large for DynaPipe's planner
     (GPT 1M tokens: the micro-batches of pipeplan's split) and for a grid of shapes that covers

@@ -3,7 +3,7 @@
 // The tiny model gets a cost model of its own (tiny_cost_model, a pipeplan::cost_model): per
 // layer and micro-batch a fixed launch overhead plus time proportional to the padded tokens
 // times the layer's multiply-adds, activations of one hidden-size double tensor per stored
-// intermediate. With it the batching tier's exact split (batching::split_dp) or the fixed-size
+// intermediate. With it the batching tier's exact split (batching::exact_split) or the fixed-size
 // baseline (batching::split_fixed_mbs, dataset order) splits a batch of samples; sequence
 // lengths are input + target tokens, truncated at max_seqlen_tokens, never rounded (the tiny
 // model pads each micro-batch to its longest sample). With dp > 1 the micro-batches are
@@ -18,7 +18,7 @@
 
 #include "pipeplan/batching/baselines.hpp"
 #include "pipeplan/batching/dp_balance.hpp"
-#include "pipeplan/batching/split_dp.hpp"
+#include "pipeplan/batching/exact_split.hpp"
 #include "pipeplan/runtime/cpu/tiny_model.hpp"
 
 namespace pipeplan::runtime::cpu {
@@ -117,7 +117,7 @@ struct tiny_batch {
                                                const tiny_split_options& o) {
     const batching::pipeline_config cfg = tiny_pipeline(c, o);
     const batching::split_options so = tiny_split_rules(o);
-    batching::split_result r = o.mbs == 0 ? batching::split_dp(tiny_cost_model{c}, batch, cfg, so) : tiny_fixed_split(c, batch, o);
+    batching::split_result r = o.mbs == 0 ? batching::exact_split(tiny_cost_model{c}, batch, cfg, so) : tiny_fixed_split(c, batch, o);
     tiny_batch out;
     out.lengths_tokens = tiny_lengths(batch, o);
     std::vector<std::vector<int>> groups;

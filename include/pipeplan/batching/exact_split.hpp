@@ -1,8 +1,8 @@
-// pipeplan/batching/split_dp.hpp — the exact micro-batch splitter (DynaPipe-style DP).
+// pipeplan/batching/exact_split.hpp — the exact micro-batch splitter (DynaPipe-style dynamic program).
 //
-// split_dp orders the samples (ordering.hpp), then for each rung of the memory ladder
+// exact_split orders the samples (ordering.hpp), then for each rung of the memory ladder
 // (split_context.hpp) whose single samples all fit, builds the range-cost rows and solves the
-// exact partition DP (partition_dp.hpp). Range costs come from dense per-shape tables:
+// exact range split (range_split.hpp). Range costs come from dense per-shape tables:
 //   * decoder-only, sorted descending: a range [i, i+m) is padded to (m, len_i), so row i is a
 //     prefix of the table row of len_i — one table row per distinct length, built once, for
 //     m up to the first size that does not fit (memory is taken as non-decreasing in mbs);
@@ -12,7 +12,7 @@
 //   * packing: row i adds samples first-fit into rows of len_i; t is the cheaper of padded and
 //     packed, and the range may grow while the packed rows fit.
 // Complexity: O(N log N) ordering + O(distinct shapes) model queries + O(Σ row lengths) per
-// capped DP, Σ row lengths ≤ N · K with K the largest micro-batch that fits.
+// capped solve, Σ row lengths ≤ N · K with K the largest micro-batch that fits.
 #pragma once
 
 #include <algorithm>
@@ -28,7 +28,7 @@
 
 #include "pipeplan/batching/ordering.hpp"
 #include "pipeplan/batching/packing.hpp"
-#include "pipeplan/batching/partition_dp.hpp"
+#include "pipeplan/batching/range_split.hpp"
 #include "pipeplan/batching/split_context.hpp"
 
 namespace pipeplan::batching {
@@ -169,23 +169,23 @@ template <cost_model Model>
 /// candidates for a simulator to compare, so exactness is not worth its solves.
 inline constexpr double reweighted_tolerance = 0.003;
 
-/// Statistics of one DP split (benchmarks and docs).
-struct split_dp_stats {
-    int capped_solves = 0;       ///< capped DPs run by the exact search
+/// Statistics of one exact split (benchmarks and docs).
+struct exact_split_stats {
+    int capped_solves = 0;       ///< capped solves run by the exact search
     long long range_entries = 0; ///< Σ row lengths (feasible ranges)
     int orders = 0;              ///< orders solved
 };
 
-/// The DP split over a given order of the context's samples, under `rung` (all singletons must
+/// The exact split over a given order of the context's samples, under `rung` (all singletons must
 /// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
 /// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
-/// `upper_bound` prunes the search as in solve_partition (exact whenever the optimum is below it).
+/// `upper_bound` prunes the search as in solve_range_split (exact whenever the optimum is below it).
 /// `alternatives` (optional) receives up to options().alternative_splits runner-up splits of this
-/// order (solve_partition's), best first. `reweighted` (optional) receives one split of this
+/// order (solve_range_split's), best first. `reweighted` (optional) receives one split of this
 /// order per options().fill_weights entry w: the exact optimum with the fill term weighted by w.
 template <cost_model Model>
-[[nodiscard]] split_result split_dp_ordered(const split_context<Model>& ctx, std::span<const int> order,
-                                            const memory_rung& rung, split_dp_stats* stats = nullptr,
+[[nodiscard]] split_result exact_split_ordered(const split_context<Model>& ctx, std::span<const int> order,
+                                            const memory_rung& rung, exact_split_stats* stats = nullptr,
                                             detail::shape_tables<Model>* shared_tables = nullptr,
                                             double upper_bound = std::numeric_limits<double>::infinity(),
                                             std::vector<split_result>* alternatives = nullptr,
@@ -198,8 +198,8 @@ template <cost_model Model>
     range_costs rc = detail::build_range_costs(ctx, order, tables, head_padded, entries);
     const auto& cfg = ctx.config();
     const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
-    partition_cache cache;  // the objective-free solves, shared with the reweighted splits
-    partition_solution sol = solve_partition(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
+    range_split_cache cache;  // the objective-free solves, shared with the reweighted splits
+    range_split_solution sol = solve_range_split(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
                                              alternatives ? static_cast<std::size_t>(ctx.options().alternative_splits) : 0,
                                              &cache);
     if (stats) {
@@ -217,7 +217,7 @@ template <cost_model Model>
         const double tol = std::max(ctx.options().relative_tolerance, reweighted_tolerance);
         reweighted->clear();
         for (double w : ctx.options().fill_weights) {
-            const partition_solution ws = solve_partition(rc, w * a, cfg.dp, tol, std::numeric_limits<double>::infinity(), 0, &cache);
+            const range_split_solution ws = solve_range_split(rc, w * a, cfg.dp, tol, std::numeric_limits<double>::infinity(), 0, &cache);
             reweighted->push_back(detail::assemble_bounds(ctx, order, rung, ws.bounds, tables, head_padded));
         }
     }
@@ -314,8 +314,8 @@ void refine_chain(const std::vector<sample_shape>& shapes, split_result start, i
 /// Throws split_error (empty batch, sample too long, model states, no feasible split) or
 /// invalid_argument (configuration, options, token counts).
 template <cost_model Model>
-[[nodiscard]] split_result split_dp(const Model& model, std::span<const sample> batch, const pipeline_config& config,
-                                    const split_options& options = {}, split_dp_stats* stats = nullptr,
+[[nodiscard]] split_result exact_split(const Model& model, std::span<const sample> batch, const pipeline_config& config,
+                                    const split_options& options = {}, exact_split_stats* stats = nullptr,
                                     shape_cost_cache* cache = nullptr,
                                     std::vector<split_result>* alternatives = nullptr,
                                     std::vector<split_result>* reweighted = nullptr) {
@@ -344,9 +344,9 @@ template <cost_model Model>
         std::vector<std::vector<int>> refined;  // keeps the refined orders alive
         // Solves `order` (exact below `bound`); the result becomes the best when it is better.
         const auto solve = [&](std::span<const int> order, double bound) {
-            split_dp_stats st;
+            exact_split_stats st;
             std::vector<split_result> alts, rws;
-            split_result r = split_dp_ordered(ctx, order, rung, &st, &tables, std::min(bound, options.objective_bound_ms),
+            split_result r = exact_split_ordered(ctx, order, rung, &st, &tables, std::min(bound, options.objective_bound_ms),
                                               alternatives ? &alts : nullptr, reweighted && single ? &rws : nullptr);
             if (stats) {
                 stats->capped_solves += st.capped_solves;
@@ -374,7 +374,7 @@ template <cost_model Model>
                 detail::refine_chain(ctx.shapes(), std::move(starts[rank[k]]), options.refine_passes, refined, solve);
         }
         if (reweighted && !single)  // the main solve is bounded by its own optimum: nearly free
-            (void)split_dp_ordered(ctx, best_order, rung, nullptr, &tables, best.objective_ms, nullptr, reweighted);
+            (void)exact_split_ordered(ctx, best_order, rung, nullptr, &tables, best.objective_ms, nullptr, reweighted);
         return best;
     }
     ctx.throw_no_rung();

@@ -1,4 +1,4 @@
-// The exact DP: brute force over all contiguous partitions, and the acceptance properties.
+// The exact split: brute force over all contiguous splits, and the acceptance properties.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@ std::vector<pb::sample> random_batch(std::mt19937_64& rng, int n, int max_in = 6
     return b;
 }
 
-/// Brute force over range_costs: every contiguous partition.
+/// Brute force over range_costs: every contiguous split.
 double brute_force_rows(const pb::range_costs& rc, double a, double dp) {
     const std::size_t n = rc.size();
     double best = std::numeric_limits<double>::infinity();
@@ -40,7 +40,7 @@ double brute_force_rows(const pb::range_costs& rc, double a, double dp) {
     return best;
 }
 
-/// Brute force over the real splitter's inputs: every contiguous partition of `order` whose
+/// Brute force over the real splitter's inputs: every contiguous split of `order` whose
 /// ranges all fit under `rung`.
 template <class Model>
 double brute_force_split(const pb::split_context<Model>& ctx, const std::vector<int>& order, const pb::memory_rung& rung) {
@@ -72,7 +72,7 @@ const pb::memory_rung* first_fitting_rung(const pb::split_context<Model>& ctx) {
     return nullptr;
 }
 
-void check_partition(const pb::split_result& r, std::size_t n) {
+void check_covers_batch(const pb::split_result& r, std::size_t n) {
     std::vector<int> all;
     for (const auto& m : r.microbatches) {
         CHECK(!m.empty());
@@ -100,8 +100,8 @@ void check_limits_and_objective(const pb::split_result& r) {
 
 bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
 
-/// a · max t + Σ t / dp of the partition cut at `bounds` (checked to be one of [0, N)).
-double partition_objective(const pb::range_costs& rc, const std::vector<int>& bounds, double a, double dp) {
+/// a · max t + Σ t / dp of the split cut at `bounds` (checked to be one of [0, N)).
+double range_split_objective(const pb::range_costs& rc, const std::vector<int>& bounds, double a, double dp) {
     REQUIRE(bounds.front() == 0);
     REQUIRE(static_cast<std::size_t>(bounds.back()) == rc.size());
     double sum = 0, mx = -1e300;
@@ -118,7 +118,7 @@ double partition_objective(const pb::range_costs& rc, const std::vector<int>& bo
 
 }  // namespace
 
-TEST_CASE("solve_partition equals brute force on random cost rows") {
+TEST_CASE("solve_range_split equals brute force on random cost rows") {
     std::mt19937_64 rng(12345);
     for (int trial = 0; trial < 400; ++trial) {
         const int n = 1 + static_cast<int>(rng() % 14);
@@ -137,19 +137,19 @@ TEST_CASE("solve_partition equals brute force on random cost rows") {
         }
         const double a = static_cast<double>(rng() % 8) / static_cast<double>(1 + rng() % 3);
         const double dp = static_cast<double>(1 + rng() % 4);
-        const auto sol = pb::solve_partition(rc, a, dp);
+        const auto sol = pb::solve_range_split(rc, a, dp);
         const double bf = brute_force_rows(rc, a, dp);
         INFO("trial " << trial << " n " << n);
         CHECK(close(sol.objective_ms, bf));
         // A relative tolerance stops within it of the optimum (the reweighted splits' setting).
-        const auto loose = pb::solve_partition(rc, a, dp, pb::reweighted_tolerance);
+        const auto loose = pb::solve_range_split(rc, a, dp, pb::reweighted_tolerance);
         CHECK(loose.objective_ms >= bf * (1 - 1e-12));
         CHECK(loose.objective_ms <= bf * (1 + pb::reweighted_tolerance) + 1e-9);
-        CHECK(close(partition_objective(rc, loose.bounds, a, dp), loose.objective_ms));
-        // The bounds describe a partition whose recomputed objective is the reported one.
-        CHECK(close(partition_objective(rc, sol.bounds, a, dp), sol.objective_ms));
-        // Runner-ups: the optimum is unchanged; each is a distinct valid partition, no better.
-        const auto with_alts = pb::solve_partition(rc, a, dp, 0, std::numeric_limits<double>::infinity(), 3);
+        CHECK(close(range_split_objective(rc, loose.bounds, a, dp), loose.objective_ms));
+        // The bounds describe a split whose recomputed objective is the reported one.
+        CHECK(close(range_split_objective(rc, sol.bounds, a, dp), sol.objective_ms));
+        // Runner-ups: the optimum is unchanged; each is a distinct valid split, no better.
+        const auto with_alts = pb::solve_range_split(rc, a, dp, 0, std::numeric_limits<double>::infinity(), 3);
         CHECK(with_alts.bounds == sol.bounds);
         CHECK(with_alts.objective_ms == sol.objective_ms);
         CHECK(with_alts.alternatives.size() <= 3);
@@ -160,11 +160,11 @@ TEST_CASE("solve_partition equals brute force on random cost rows") {
             CHECK(distinct.insert(alt.bounds).second);
             CHECK(alt.objective_ms >= prev);
             prev = alt.objective_ms;
-            CHECK(close(partition_objective(rc, alt.bounds, a, dp), alt.objective_ms));
+            CHECK(close(range_split_objective(rc, alt.bounds, a, dp), alt.objective_ms));
         }
         // An upper bound above the optimum keeps it exact; one below it is respected.
-        CHECK(close(pb::solve_partition(rc, a, dp, 0, bf * 1.0001 + 1e-9).objective_ms, bf));
-        CHECK(pb::solve_partition(rc, a, dp, 0, bf * 0.999 - 1e-9).objective_ms >= bf * (1 - 1e-12));
+        CHECK(close(pb::solve_range_split(rc, a, dp, 0, bf * 1.0001 + 1e-9).objective_ms, bf));
+        CHECK(pb::solve_range_split(rc, a, dp, 0, bf * 0.999 - 1e-9).objective_ms >= bf * (1 - 1e-12));
     }
 }
 
@@ -202,7 +202,7 @@ TEST_CASE("solve_capped: F is constant from the cap up to next_cap, a range cost
                 CHECK(std::find(all.begin(), all.end(), at.next_cap) != all.end());
                 for (const double c : {cap + (at.next_cap - cap) / 3, std::nextafter(at.next_cap, 0.0)}) {
                     const auto in = pb::detail::solve_capped(rc, c, f, scratch);
-                    CHECK(in.sum == at.sum);  // also both infinite: no partition under either cap
+                    CHECK(in.sum == at.sum);  // also both infinite: no split under either cap
                     ++checked;
                 }
             } else {
@@ -212,27 +212,27 @@ TEST_CASE("solve_capped: F is constant from the cap up to next_cap, a range cost
         }
         // The exact search with these skips still equals brute force (also with integer ties).
         const double a = static_cast<double>(1 + rng() % 5), dp = static_cast<double>(1 + rng() % 3);
-        if (n <= 14) CHECK(close(pb::solve_partition(rc, a, dp).objective_ms, brute_force_rows(rc, a, dp)));
+        if (n <= 14) CHECK(close(pb::solve_range_split(rc, a, dp).objective_ms, brute_force_rows(rc, a, dp)));
     }
     CHECK(checked > 2000);
 }
 
-TEST_CASE("solve_partition rejects bad input") {
+TEST_CASE("solve_range_split rejects bad input") {
     pb::range_costs rc;
     rc.add_row(std::vector<double>{1.0, 2.0});
-    CHECK_THROWS_AS((void)pb::solve_partition(rc, 1.0, 1.0), pipeplan::invalid_argument);  // row beyond N
+    CHECK_THROWS_AS((void)pb::solve_range_split(rc, 1.0, 1.0), pipeplan::invalid_argument);  // row beyond N
     pb::range_costs ok;
     ok.add_row(std::vector<double>{1.0});
-    CHECK_THROWS_AS((void)pb::solve_partition(ok, -1.0, 1.0), pipeplan::invalid_argument);
-    CHECK_THROWS_AS((void)pb::solve_partition(ok, 1.0, 0.0), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::solve_range_split(ok, -1.0, 1.0), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::solve_range_split(ok, 1.0, 0.0), pipeplan::invalid_argument);
     pb::range_costs empty_row;
     empty_row.add_row(std::vector<double>{});
-    CHECK_THROWS_AS((void)pb::solve_partition(empty_row, 1.0, 1.0), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::solve_range_split(empty_row, 1.0, 1.0), pipeplan::invalid_argument);
     pb::range_costs none;
-    CHECK(pb::solve_partition(none, 1.0, 1.0).bounds == std::vector<int>{0});
+    CHECK(pb::solve_range_split(none, 1.0, 1.0).bounds == std::vector<int>{0});
 }
 
-TEST_CASE("split_dp equals brute force for N <= 14 in both accounting modes") {
+TEST_CASE("exact_split equals brute force for N <= 14 in both accounting modes") {
     int compared = 0;
     for (const bool enc_dec : {false, true}) {
         for (const auto mode : {pb::accounting_mode::pipeplan, pb::accounting_mode::dynapipe}) {
@@ -259,11 +259,11 @@ TEST_CASE("split_dp equals brute force for N <= 14 in both accounting modes") {
                 const pb::memory_rung* rung = first_fitting_rung(ctx);
                 if (!rung) continue;
                 auto order = pb::order_samples(ctx.shapes(), enc_dec, opt.order);
-                const auto r = pb::split_dp_ordered(ctx, order, *rung);
+                const auto r = pb::exact_split_ordered(ctx, order, *rung);
                 const double bf = brute_force_split(ctx, order, *rung);
                 INFO("seed " << seed << " enc_dec " << enc_dec << " mode " << pb::to_string(mode) << " n " << n);
                 CHECK(close(r.objective_ms, bf));
-                check_partition(r, batch.size());
+                check_covers_batch(r, batch.size());
                 check_limits_and_objective(r);
                 ++compared;
             }
@@ -272,7 +272,7 @@ TEST_CASE("split_dp equals brute force for N <= 14 in both accounting modes") {
     CHECK(compared >= 200);
 }
 
-TEST_CASE("split_dp properties on larger random batches") {
+TEST_CASE("exact_split properties on larger random batches") {
     for (const bool enc_dec : {false, true}) {
         for (std::uint64_t seed = 1; seed <= 6; ++seed) {
             std::mt19937_64 rng(seed);
@@ -285,8 +285,8 @@ TEST_CASE("split_dp properties on larger random batches") {
             cfg.stages = 4;
             cfg.layers_per_stage = 2;
             cfg.device_memory_mb = 4000;
-            const auto r = pb::split_dp(model, batch, cfg);
-            check_partition(r, batch.size());
+            const auto r = pb::exact_split(model, batch, cfg);
+            check_covers_batch(r, batch.size());
             check_limits_and_objective(r);
             CHECK(r.method == "dp");
 
@@ -298,7 +298,7 @@ TEST_CASE("split_dp properties on larger random batches") {
                 for (double mem : {3000.0, 3500.0, 4000.0, 6000.0, 10000.0, 40000.0}) {
                     cfg.device_memory_mb = mem;
                     try {
-                        const auto q = pb::split_dp(model, batch, cfg, opt);
+                        const auto q = pb::exact_split(model, batch, cfg, opt);
                         CHECK(q.objective_ms <= prev * (1 + 1e-12));
                         prev = q.objective_ms;
                     } catch (const pb::split_error&) {
@@ -311,7 +311,7 @@ TEST_CASE("split_dp properties on larger random batches") {
                 for (double frac : {0.05, 0.1, 0.2, 0.5, 1.0}) {
                     opt.preferred_fraction = frac;
                     try {
-                        const auto q = pb::split_dp(model, batch, cfg, opt);
+                        const auto q = pb::exact_split(model, batch, cfg, opt);
                         CHECK(q.objective_ms <= prev_f * (1 + 1e-12));
                         prev_f = q.objective_ms;
                     } catch (const pb::split_error&) {
@@ -323,7 +323,7 @@ TEST_CASE("split_dp properties on larger random batches") {
                 cfg.device_memory_mb = 4000;
                 cfg.stages = 1;
                 if (enc_dec) cfg.virtual_chunks = 2;  // an even number of chunks
-                const auto q = pb::split_dp(model, batch, cfg);
+                const auto q = pb::exact_split(model, batch, cfg);
                 CHECK(q.objective_ms == doctest::Approx(q.sum_ms).epsilon(1e-12));
                 // Any other split (e.g. the fixed baselines) has at least this Σt under the same rung.
                 pb::split_options opt;
@@ -343,9 +343,9 @@ TEST_CASE("split_dp properties on larger random batches") {
                 cfg.device_memory_mb = 4000;
                 pb::split_options opt;
                 opt.order = pb::ordering_method::lexicographic;
-                const auto exact = pb::split_dp(model, batch, cfg, opt);
+                const auto exact = pb::exact_split(model, batch, cfg, opt);
                 opt.relative_tolerance = 0.01;
-                const auto q = pb::split_dp(model, batch, cfg, opt);
+                const auto q = pb::exact_split(model, batch, cfg, opt);
                 CHECK(q.objective_ms <= exact.objective_ms * 1.01 + 1e-9);
                 CHECK(q.objective_ms >= exact.objective_ms * (1 - 1e-12));
             }
@@ -353,7 +353,7 @@ TEST_CASE("split_dp properties on larger random batches") {
     }
 }
 
-TEST_CASE("split_dp: the ladder reports the rung used") {
+TEST_CASE("exact_split: the ladder reports the rung used") {
     table_cost_model model;
     model.time_noise = 0;
     model.stored_mb_per_token = 0.1;
@@ -364,7 +364,7 @@ TEST_CASE("split_dp: the ladder reports the rung used") {
     cfg.stages = 4;
     cfg.layers_per_stage = 4;
     cfg.device_memory_mb = 100000;
-    const auto roomy = pb::split_dp(model, batch, cfg);
+    const auto roomy = pb::exact_split(model, batch, cfg);
     CHECK(roomy.limit == pb::memory_limit_kind::preferred);
     CHECK(roomy.recompute == pipeplan::recompute_mode::none);
     CHECK(roomy.memory_limit_mb == doctest::Approx(roomy.available_mb / 4));
@@ -381,7 +381,7 @@ TEST_CASE("split_dp: the ladder reports the rung used") {
                           expect{2000, pb::memory_limit_kind::preferred, recompute_mode::full},
                           expect{1500, pb::memory_limit_kind::available, recompute_mode::selective}}) {
         cfg.device_memory_mb = e.mem;
-        const auto r = pb::split_dp(model, batch, cfg);
+        const auto r = pb::exact_split(model, batch, cfg);
         INFO("memory " << e.mem);
         CHECK(r.limit == e.kind);
         CHECK(r.recompute == e.r);
@@ -390,7 +390,7 @@ TEST_CASE("split_dp: the ladder reports the rung used") {
     }
     cfg.device_memory_mb = 700;
     try {
-        (void)pb::split_dp(model, batch, cfg);
+        (void)pb::exact_split(model, batch, cfg);
         FAIL("expected a split_error");
     } catch (const pb::split_error& e) {
         // Under full recomputation: stored 4 x 100 MB, peak = stored + (1.5 x 100 + 1 - 100) = 451 MB.
@@ -403,7 +403,7 @@ TEST_CASE("split_dp: the ladder reports the rung used") {
     }
 }
 
-TEST_CASE("split_dp with packing: rows never exceed their target length and only help") {
+TEST_CASE("exact_split with packing: rows never exceed their target length and only help") {
     for (std::uint64_t seed = 1; seed <= 20; ++seed) {
         std::mt19937_64 rng(seed);
         table_cost_model model;
@@ -418,8 +418,8 @@ TEST_CASE("split_dp with packing: rows never exceed their target length and only
         pb::split_options opt;
         opt.packing.enabled = true;
         opt.packing.separator_tokens = static_cast<int>(seed % 3);
-        const auto packed = pb::split_dp(model, batch, cfg, opt);
-        check_partition(packed, batch.size());
+        const auto packed = pb::exact_split(model, batch, cfg, opt);
+        check_covers_batch(packed, batch.size());
         check_limits_and_objective(packed);
         const auto shapes = pb::padded_shapes(batch, opt.lengths, false);
         bool any_rows = false;
@@ -443,7 +443,7 @@ TEST_CASE("split_dp with packing: rows never exceed their target length and only
         pb::split_options plain;
         plain.limit_ladder = {packed.limit};
         plain.recompute_ladder = {packed.recompute};
-        const auto unpacked = pb::split_dp(model, batch, cfg, plain);
+        const auto unpacked = pb::exact_split(model, batch, cfg, plain);
         CHECK(packed.objective_ms <= unpacked.objective_ms * (1 + 1e-12));
     }
     table_cost_model t5;
@@ -454,10 +454,10 @@ TEST_CASE("split_dp with packing: rows never exceed their target length and only
     pb::split_options opt;
     opt.packing.enabled = true;
     const std::vector<pb::sample> b{{10, 2}};
-    CHECK_THROWS_AS((void)pb::split_dp(t5, b, cfg, opt), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::exact_split(t5, b, cfg, opt), pipeplan::invalid_argument);
     table_cost_model gpt;
     opt.order = pb::ordering_method::dataset;  // packing needs the sorted order
-    CHECK_THROWS_AS((void)pb::split_dp(gpt, b, cfg, opt), pipeplan::invalid_argument);
+    CHECK_THROWS_AS((void)pb::exact_split(gpt, b, cfg, opt), pipeplan::invalid_argument);
 }
 
 /// Brute force over every set partition of the batch (any grouping, not only contiguous ranges
@@ -494,7 +494,7 @@ double brute_force_grouping(const pb::split_context<Model>& ctx, const pb::memor
     return best;
 }
 
-TEST_CASE("split_dp: the default encoder-decoder order is never worse than any candidate order it solves") {
+TEST_CASE("exact_split: the default encoder-decoder order is never worse than any candidate order it solves") {
     for (std::uint64_t seed = 1; seed <= 12; ++seed) {
         std::mt19937_64 rng(seed);
         table_cost_model model;
@@ -508,9 +508,9 @@ TEST_CASE("split_dp: the default encoder-decoder order is never worse than any c
         pb::pipeline_config cfg;
         cfg.stages = 4;
         cfg.device_memory_mb = 4000;
-        pb::split_dp_stats st;
-        const auto a = pb::split_dp(model, batch, cfg, {}, &st);
-        check_partition(a, batch.size());
+        pb::exact_split_stats st;
+        const auto a = pb::exact_split(model, batch, cfg, {}, &st);
+        check_covers_batch(a, batch.size());
         check_limits_and_objective(a);
         const pb::split_context<table_cost_model> ctx(model, batch, cfg, {});
         const auto candidates = pb::automatic_candidate_orders(ctx.shapes());
@@ -519,21 +519,21 @@ TEST_CASE("split_dp: the default encoder-decoder order is never worse than any c
             if (rung.recompute != a.recompute || rung.kind != a.limit) continue;
             for (const auto& c : candidates) {
                 INFO("seed " << seed << " order " << c.name);
-                CHECK(a.objective_ms <= pb::split_dp_ordered(ctx, c.ids, rung).objective_ms);
+                CHECK(a.objective_ms <= pb::exact_split_ordered(ctx, c.ids, rung).objective_ms);
             }
         }
         for (const auto m : {pb::ordering_method::lexicographic, pb::ordering_method::tour}) {
             pb::split_options one;
             one.order = m;
-            CHECK(a.objective_ms <= pb::split_dp(model, batch, cfg, one).objective_ms);
+            CHECK(a.objective_ms <= pb::exact_split(model, batch, cfg, one).objective_ms);
         }
         pb::split_options none;
         none.refine_passes = 0;
-        CHECK(pb::split_dp(model, batch, cfg, none).objective_ms >= a.objective_ms);
+        CHECK(pb::exact_split(model, batch, cfg, none).objective_ms >= a.objective_ms);
     }
 }
 
-TEST_CASE("split_dp: the default encoder-decoder order against brute force over every grouping (N <= 8)") {
+TEST_CASE("exact_split: the default encoder-decoder order against brute force over every grouping (N <= 8)") {
     int exact = 0, compared = 0;
     for (std::uint64_t seed = 1; seed <= 40; ++seed) {
         std::mt19937_64 rng(seed * 31);
@@ -552,7 +552,7 @@ TEST_CASE("split_dp: the default encoder-decoder order against brute force over 
         const pb::split_context<table_cost_model> ctx(model, batch, cfg, {});
         const pb::memory_rung* rung = first_fitting_rung(ctx);
         if (!rung) continue;
-        const auto a = pb::split_dp(model, batch, cfg);
+        const auto a = pb::exact_split(model, batch, cfg);
         const double bf = brute_force_grouping(ctx, *rung);
         REQUIRE(std::isfinite(bf));  // the singletons fit, so one grouping does
         INFO("seed " << seed << " n " << n);
@@ -564,7 +564,7 @@ TEST_CASE("split_dp: the default encoder-decoder order against brute force over 
     CHECK(exact * 5 >= compared * 4);  // the optimum on >= 80 % of them (33 of these 40)
 }
 
-TEST_CASE("split_dp: the default encoder-decoder order groups two clusters a 1-D order interleaves (golden)") {
+TEST_CASE("exact_split: the default encoder-decoder order groups two clusters a 1-D order interleaves (golden)") {
     // Short-target samples and long-target samples with the same encoder lengths: lexicographic
     // interleaves them, so every micro-batch pays the long decoder; the decoder bands separate them.
     table_cost_model model;
@@ -574,17 +574,17 @@ TEST_CASE("split_dp: the default encoder-decoder order groups two clusters a 1-D
     pb::pipeline_config cfg;
     cfg.stages = 4;
     cfg.device_memory_mb = 4000;
-    const auto a = pb::split_dp(model, batch, cfg);
+    const auto a = pb::exact_split(model, batch, cfg);
     for (const auto& mb : a.microbatches) {
         const bool long_target = batch[static_cast<std::size_t>(mb.front())].target_tokens == 280;
         for (int id : mb) CHECK((batch[static_cast<std::size_t>(id)].target_tokens == 280) == long_target);
     }
     pb::split_options lex;
     lex.order = pb::ordering_method::lexicographic;
-    CHECK(a.objective_ms < pb::split_dp(model, batch, cfg, lex).objective_ms);
+    CHECK(a.objective_ms < pb::exact_split(model, batch, cfg, lex).objective_ms);
 }
 
-TEST_CASE("split_dp is deterministic") {
+TEST_CASE("exact_split is deterministic") {
     std::mt19937_64 rng(99);
     table_cost_model model;
     model.encoder_decoder = true;
@@ -592,13 +592,13 @@ TEST_CASE("split_dp is deterministic") {
     pb::pipeline_config cfg;
     cfg.stages = 4;
     cfg.device_memory_mb = 5000;
-    const auto a = pb::split_dp(model, batch, cfg);
-    const auto b = pb::split_dp(model, batch, cfg);
+    const auto a = pb::exact_split(model, batch, cfg);
+    const auto b = pb::exact_split(model, batch, cfg);
     CHECK(a.microbatches == b.microbatches);
     CHECK(a.objective_ms == b.objective_ms);
 }
 
-TEST_CASE("split_dp with a shape cost cache equals split_dp without one, across batches and ladders") {
+TEST_CASE("exact_split with a shape cost cache equals exact_split without one, across batches and ladders") {
     int compared = 0;
     for (const bool enc_dec : {false, true}) {
         table_cost_model model;
@@ -615,8 +615,8 @@ TEST_CASE("split_dp with a shape cost cache equals split_dp without one, across 
                 pb::split_options opt;
                 opt.limit_ladder = {kind};
                 opt.accounting = it % 2 == 0 ? pb::accounting_mode::pipeplan : pb::accounting_mode::dynapipe;
-                const auto plain = pb::split_dp(model, batch, cfg, opt);
-                const auto cached = pb::split_dp(model, batch, cfg, opt, nullptr, &cache);
+                const auto plain = pb::exact_split(model, batch, cfg, opt);
+                const auto cached = pb::exact_split(model, batch, cfg, opt, nullptr, &cache);
                 INFO("enc_dec " << enc_dec << " iteration " << it);
                 CHECK(cached.microbatches == plain.microbatches);
                 CHECK(cached.objective_ms == plain.objective_ms);
@@ -672,7 +672,7 @@ pb::pipeline_config four_stages() {
 }
 }  // namespace
 
-TEST_CASE("split_dp objective bound: exact below the bound, never below it when the optimum is not") {
+TEST_CASE("exact_split objective bound: exact below the bound, never below it when the optimum is not") {
     for (const bool enc_dec : {false, true}) {
         std::mt19937_64 rng(enc_dec ? 5 : 6);
         const table_cost_model model = tight_model(enc_dec);
@@ -680,18 +680,18 @@ TEST_CASE("split_dp objective bound: exact below the bound, never below it when 
         const auto batch = random_batch(rng, 90);
         pb::split_options opt;
         opt.order = pb::ordering_method::lexicographic;  // one order: the bound only prunes
-        const auto exact = pb::split_dp(model, batch, cfg, opt);
+        const auto exact = pb::exact_split(model, batch, cfg, opt);
         opt.objective_bound_ms = exact.objective_ms * 1.01;
-        const auto above = pb::split_dp(model, batch, cfg, opt);
+        const auto above = pb::exact_split(model, batch, cfg, opt);
         CHECK(above.objective_ms == exact.objective_ms);
         opt.objective_bound_ms = exact.objective_ms;  // nothing strictly better exists
-        CHECK(pb::split_dp(model, batch, cfg, opt).objective_ms >= exact.objective_ms);
+        CHECK(pb::exact_split(model, batch, cfg, opt).objective_ms >= exact.objective_ms);
         opt.objective_bound_ms = std::numeric_limits<double>::quiet_NaN();
-        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+        CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
     }
 }
 
-TEST_CASE("split_dp runner-up splits: the result is unchanged, the runner-ups are valid and no better") {
+TEST_CASE("exact_split runner-up splits: the result is unchanged, the runner-ups are valid and no better") {
     for (const bool enc_dec : {false, true}) {
         std::mt19937_64 rng(enc_dec ? 31 : 32);
         const table_cost_model model = tight_model(enc_dec);
@@ -699,9 +699,9 @@ TEST_CASE("split_dp runner-up splits: the result is unchanged, the runner-ups ar
         const auto batch = random_batch(rng, 100);
         pb::split_options opt;
         opt.alternative_splits = 3;
-        const auto plain = pb::split_dp(model, batch, cfg, opt);
+        const auto plain = pb::exact_split(model, batch, cfg, opt);
         std::vector<pb::split_result> alts;
-        const auto best = pb::split_dp(model, batch, cfg, opt, nullptr, nullptr, &alts);
+        const auto best = pb::exact_split(model, batch, cfg, opt, nullptr, nullptr, &alts);
         CHECK(best.microbatches == plain.microbatches);
         CHECK(best.objective_ms == plain.objective_ms);
         CHECK(!alts.empty());
@@ -709,25 +709,25 @@ TEST_CASE("split_dp runner-up splits: the result is unchanged, the runner-ups ar
         for (const auto& r : alts) {
             CHECK(r.microbatches != best.microbatches);
             CHECK(r.objective_ms >= best.objective_ms);
-            check_partition(r, batch.size());
+            check_covers_batch(r, batch.size());
             check_limits_and_objective(r);
         }
         opt.alternative_splits = -1;
-        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+        CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
     }
 }
 
-TEST_CASE("split_dp reweighted splits: the result is unchanged; each is near-optimal for its weight") {
+TEST_CASE("exact_split reweighted splits: the result is unchanged; each is near-optimal for its weight") {
     for (const bool enc_dec : {false, true}) {
         std::mt19937_64 rng(enc_dec ? 41 : 42);
         const table_cost_model model = tight_model(enc_dec);
         const pb::pipeline_config cfg = four_stages();
         const auto batch = random_batch(rng, 100);
         pb::split_options opt;
-        const auto plain = pb::split_dp(model, batch, cfg, opt);
+        const auto plain = pb::exact_split(model, batch, cfg, opt);
         opt.fill_weights = {1.0, 0.5, 0.0};
         std::vector<pb::split_result> rw;
-        const auto best = pb::split_dp(model, batch, cfg, opt, nullptr, nullptr, nullptr, &rw);
+        const auto best = pb::exact_split(model, batch, cfg, opt, nullptr, nullptr, nullptr, &rw);
         CHECK(best.microbatches == plain.microbatches);
         CHECK(best.objective_ms == plain.objective_ms);
         REQUIRE(rw.size() == 3);
@@ -735,11 +735,11 @@ TEST_CASE("split_dp reweighted splits: the result is unchanged; each is near-opt
         const auto weighted = [&](const pb::split_result& r, double w) { return w * a * r.tmax_ms + r.sum_ms / cfg.dp; };
         for (std::size_t k = 0; k < rw.size(); ++k) {
             INFO("enc_dec " << enc_dec << " weight " << opt.fill_weights[k]);
-            check_partition(rw[k], batch.size());
+            check_covers_batch(rw[k], batch.size());
             check_limits_and_objective(rw[k]);
             CHECK(rw[k].limit == best.limit);
             CHECK(rw[k].recompute == best.recompute);
-            // The main split is a partition of the same (final) order: the reweighted one is
+            // The main split is a split of the same (final) order: the reweighted one is
             // at least as good for its weight, within the tolerance.
             CHECK(weighted(rw[k], opt.fill_weights[k]) <=
                   weighted(best, opt.fill_weights[k]) * (1 + pb::reweighted_tolerance) + 1e-9);
@@ -752,12 +752,12 @@ TEST_CASE("split_dp reweighted splits: the result is unchanged; each is near-opt
         CHECK(rw[2].microbatches.size() <= best.microbatches.size());
         // Deterministic.
         std::vector<pb::split_result> again;
-        (void)pb::split_dp(model, batch, cfg, opt, nullptr, nullptr, nullptr, &again);
+        (void)pb::exact_split(model, batch, cfg, opt, nullptr, nullptr, nullptr, &again);
         REQUIRE(again.size() == rw.size());
         for (std::size_t k = 0; k < rw.size(); ++k) CHECK(again[k].microbatches == rw[k].microbatches);
         opt.fill_weights = {-0.5};
-        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+        CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
         opt.fill_weights = {std::numeric_limits<double>::infinity()};
-        CHECK_THROWS_AS((void)pb::split_dp(model, batch, cfg, opt), pipeplan::invalid_argument);
+        CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
     }
 }

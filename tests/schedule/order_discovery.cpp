@@ -1,5 +1,5 @@
-// Order discovery (schedule/order_discovery.hpp) against its former quadratic implementation
-// (order_discovery_reference.hpp): identical orders, makespans and errors on random scenarios
+// Order discovery (schedule/order_discovery.hpp) against the same policy with linear scans
+// (order_discovery_reference.hpp, quadratic): identical orders, makespans and errors on random scenarios
 // covering what discovery supports — placements with chunks, memory limits from none to ones
 // that force waiting, in-flight limits, split backwards, per-device preferences, networks,
 // and exact ties in times and memory. Plus the exact-sum rule of detail::reserved_memory.

@@ -1,25 +1,25 @@
-// pipeplan/batching/partition_dp.hpp — the exact dynamic program over contiguous partitions.
+// pipeplan/batching/range_split.hpp — the exact dynamic program over contiguous splits.
 //
 // Given N ordered items and, for every start i, the cost t(i, m) of each feasible range
-// [i, i + m) (m = 1..len(i); ranges longer than len(i) are infeasible), find the partition of
+// [i, i + m) (m = 1..len(i); ranges longer than len(i) are infeasible), find the split of
 // [0, N) into consecutive ranges minimizing
 //     g = a · max t + Σ t / dp      (a = (S − 1) / C)
 // exactly (no bucketing of t values).
 //
-// Algorithm. For a cap c let F(c) = min Σ t over partitions whose ranges all have t ≤ c (an
-// O(Σ len) shortest-path DP). F is a non-increasing step function and
+// Algorithm. For a cap c let F(c) = min Σ t over splits whose ranges all have t ≤ c (an
+// O(Σ len) shortest-path dynamic program). F is a non-increasing step function and
 //     min g = min over c of a · c + F(c) / dp,
-// attained at c = the largest t of some optimal partition. Solving at c returns a partition
+// attained at c = the largest t of some optimal split. Solving at c returns a split
 // whose realised maximum r ≤ c has F(r) = F(c), so the whole interval [r, c] is settled by one
 // solve. Solving at c also gives n(c), the smallest range cost above c among the ranges that
-// start where some partition under c reaches; F is constant on [c, n(c)) (a partition under a
+// start where some split under c reaches; F is constant on [c, n(c)) (a split under a
 // cap below n(c) cannot take its first range above c), so that interval is settled too. The
 // search keeps the unsettled gaps [n(c_a), r_b) between solved caps, with F(c_a) ≥ F ≥ F(c_b)
 // on them, and bisects them best-first; a gap is dropped when
 //   * it is empty, or F(c_a) = F(c_b) (no step inside: nothing in it beats the solve at c_a), or
 //   * a · n(c_a) + F(c_b) / dp ≥ the best objective found (a lower bound on the gap),
 // and its caps c with a · c + F(c_b) / dp ≥ the best are cut off (solving at the cut first).
-// The smallest feasible cap c_lo (the min-max partition value) comes from a bottleneck DP.
+// The smallest feasible cap c_lo (the min-max split value) comes from a bottleneck dynamic program.
 // Rows whose costs are non-decreasing in m stop scanning at the first t > c; other rows (real
 // profiles interpolate with small dips) at the first m whose suffix minimum exceeds c. An optional relative tolerance prunes gaps whose bound is within tol of the best.
 #pragma once
@@ -60,7 +60,7 @@ public:
         finalized_ = false;
     }
     /// Resolves pointers and per-row monotonicity; throws invalid_argument for a non-finite cost,
-    /// an empty row, or a row reaching beyond N. Called by solve_partition if needed.
+    /// an empty row, or a row reaching beyond N. Called by solve_range_split if needed.
     void finalize() {
         const std::size_t n = rows_.size();
         for (std::size_t i = 0; i < n; ++i) {
@@ -131,16 +131,16 @@ private:
     bool finalized_ = false;
 };
 
-/// An optimal partition: range boundaries 0 = b_0 < b_1 < ... < b_k = N.
-struct partition_solution {
+/// An optimal split: range boundaries 0 = b_0 < b_1 < ... < b_k = N.
+struct range_split_solution {
     std::vector<int> bounds;
     double sum_ms = 0;        ///< Σ t of the ranges
     double tmax_ms = 0;       ///< largest t of the ranges
     double objective_ms = 0;  ///< a · tmax_ms + sum_ms / dp
-    int solves = 0;           ///< capped DPs run (for benchmarks)
-    /// Runner-ups (when asked for): the next-best distinct partitions the search solved, by
+    int solves = 0;           ///< capped solves run (for benchmarks)
+    /// Runner-ups (when asked for): the next-best distinct splits the search solved, by
     /// objective (ties: found first), each without alternatives of its own.
-    std::vector<partition_solution> alternatives;
+    std::vector<range_split_solution> alternatives;
 };
 
 namespace detail {
@@ -148,16 +148,16 @@ namespace detail {
 struct capped_solution {
     double sum = std::numeric_limits<double>::infinity();
     double tmax = 0;
-    /// The smallest range cost above the cap among the ranges that start where some partition
-    /// under the cap reaches: every partition under a cap in [cap, next_cap) uses only ranges
+    /// The smallest range cost above the cap among the ranges that start where some split
+    /// under the cap reaches: every split under a cap in [cap, next_cap) uses only ranges
     /// of cost <= cap, so F is constant there (infinity: no larger cost is reachable).
     double next_cap = std::numeric_limits<double>::infinity();
     std::vector<int> bounds;
     [[nodiscard]] bool feasible() const noexcept { return std::isfinite(sum); }
 };
 
-/// min Σ t over partitions whose ranges all have t ≤ cap. The forward pass keeps only the
-/// prefix minima f (a branch-free, vectorisable inner loop); the partition is recovered
+/// min Σ t over splits whose ranges all have t ≤ cap. The forward pass keeps only the
+/// prefix minima f (a branch-free, vectorisable inner loop); the split is recovered
 /// backwards by finding, for each end j, the smallest start i with f[i] + t(i, j − i) == f[j]
 /// (the same floating-point sum, so the match is exact and deterministic).
 inline capped_solution solve_capped(const range_costs& rc, double cap, std::vector<double>& f,
@@ -217,7 +217,7 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
                 break;
             }
         }
-        if (found == j) throw error("solve_partition: internal error: no predecessor found");
+        if (found == j) throw error("solve_range_split: internal error: no predecessor found");
         j = found;
         s.bounds.push_back(static_cast<int>(j));
     }
@@ -225,7 +225,7 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
     return s;
 }
 
-/// min over partitions of the largest t (the smallest feasible cap).
+/// min over splits of the largest t (the smallest feasible cap).
 inline double min_bottleneck(const range_costs& rc) {
     const std::size_t n = rc.size();
     constexpr double inf = std::numeric_limits<double>::infinity();
@@ -245,35 +245,54 @@ inline double min_bottleneck(const range_costs& rc) {
 }  // namespace detail
 
 /// The capped solves of one range table that do not depend on the objective (the uncapped one
-/// and the one at the smallest feasible cap): solve_partition() fills it on its first call and
+/// and the one at the smallest feasible cap): solve_range_split() fills it on its first call and
 /// reuses it when the same table is solved again with another fill coefficient (reweighted
-/// splits), which saves two capped DPs and a bottleneck pass per extra solve.
-struct partition_cache {
+/// splits), which saves two capped solves and a bottleneck pass per extra solve.
+struct range_split_cache {
     bool has_top = false, has_lo = false;
     detail::capped_solution top, lo;  ///< lo: solved at the smallest feasible cap
 };
 
-/// The exact optimum of a · max t + Σ t / dp over contiguous partitions (see the file comment).
+namespace detail {
+
+/// Throws invalid_argument unless fill_coeff ≥ 0, dp ≥ 1 and relative_tolerance ≥ 0 (all finite).
+inline void check_range_split_arguments(double fill_coeff, double dp, double relative_tolerance) {
+    if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
+        throw invalid_argument("solve_range_split: fill coefficient must be finite and >= 0");
+    if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_range_split: dp must be >= 1");
+    if (!(relative_tolerance >= 0) || !std::isfinite(relative_tolerance))
+        throw invalid_argument("solve_range_split: relative tolerance must be finite and >= 0");
+}
+
+/// Moves up to `alternatives` of the `seen` solutions other than `best`'s into
+/// best.alternatives, by objective (ties: the order they were solved in).
+inline void keep_runner_ups(range_split_solution& best, std::vector<range_split_solution>& seen, std::size_t alternatives) {
+    std::stable_sort(seen.begin(), seen.end(), [](const range_split_solution& x, const range_split_solution& y) {
+        return x.objective_ms < y.objective_ms;
+    });
+    for (auto& o : seen)
+        if (o.bounds != best.bounds && best.alternatives.size() < alternatives) best.alternatives.push_back(std::move(o));
+}
+
+}  // namespace detail
+
+/// The exact optimum of a · max t + Σ t / dp over contiguous splits (see the file comment).
 /// `fill_coeff` = a = (S − 1) / C ≥ 0, `dp` ≥ 1. `relative_tolerance` ≥ 0 (0 = exact) lets the
 /// search stop once no gap can improve the best objective by more than that fraction.
 /// `upper_bound` (e.g. the objective of a split already known to the caller) prunes every gap
 /// that cannot beat it: the result is then exact whenever the optimum is below the bound, and
 /// otherwise the best split found (whose objective is ≥ the bound).
 /// Throws invalid_argument for bad arguments or an empty row (an item no range can hold).
-/// `alternatives` > 0 also returns up to that many runner-ups (partition_solution::alternatives):
-/// partitions the search solved anyway, so they cost nothing extra; the optimum is unchanged.
+/// `alternatives` > 0 also returns up to that many runner-ups (range_split_solution::alternatives):
+/// splits the search solved anyway, so they cost nothing extra; the optimum is unchanged.
 /// `cache` (optional, for one `rc` only) shares the objective-free solves between calls.
-[[nodiscard]] inline partition_solution solve_partition(range_costs& rc, double fill_coeff, double dp,
+[[nodiscard]] inline range_split_solution solve_range_split(range_costs& rc, double fill_coeff, double dp,
                                                         double relative_tolerance = 0,
                                                         double upper_bound = std::numeric_limits<double>::infinity(),
-                                                        std::size_t alternatives = 0, partition_cache* cache = nullptr) {
-    if (!(fill_coeff >= 0) || !std::isfinite(fill_coeff))
-        throw invalid_argument("solve_partition: fill coefficient must be finite and >= 0");
-    if (!(dp >= 1) || !std::isfinite(dp)) throw invalid_argument("solve_partition: dp must be >= 1");
-    if (!(relative_tolerance >= 0) || !std::isfinite(relative_tolerance))
-        throw invalid_argument("solve_partition: relative tolerance must be finite and >= 0");
+                                                        std::size_t alternatives = 0, range_split_cache* cache = nullptr) {
+    detail::check_range_split_arguments(fill_coeff, dp, relative_tolerance);
     if (!rc.finalized()) rc.finalize();
-    partition_solution best;
+    range_split_solution best;
     if (rc.size() == 0) {
         best.bounds = {0};
         return best;
@@ -281,12 +300,12 @@ struct partition_cache {
     std::vector<double> f;
     std::vector<int> parent;  // scratch: longest range ending at each position
     const auto objective = [&](const detail::capped_solution& s) { return fill_coeff * s.tmax + s.sum / dp; };
-    std::vector<partition_solution> seen;  // every distinct solved partition (alternatives > 0)
+    std::vector<range_split_solution> seen;  // every distinct solved split (alternatives > 0)
     const auto take = [&](detail::capped_solution&& s) {
         const double g = objective(s);
         if (alternatives > 0 && s.feasible() &&
-            std::none_of(seen.begin(), seen.end(), [&](const partition_solution& o) { return o.bounds == s.bounds; }))
-            seen.push_back(partition_solution{s.bounds, s.sum, s.tmax, g, 0, {}});
+            std::none_of(seen.begin(), seen.end(), [&](const range_split_solution& o) { return o.bounds == s.bounds; }))
+            seen.push_back(range_split_solution{s.bounds, s.sum, s.tmax, g, 0, {}});
         if (best.bounds.empty() || g < best.objective_ms) {
             best.objective_ms = g;
             best.sum_ms = s.sum;
@@ -295,8 +314,8 @@ struct partition_cache {
         }
     };
     constexpr double inf = std::numeric_limits<double>::infinity();
-    partition_cache own;
-    partition_cache& pc = cache ? *cache : own;
+    range_split_cache own;
+    range_split_cache& pc = cache ? *cache : own;
     int solves = 0;
     if (!pc.has_top) pc.top = detail::solve_capped(rc, inf, f, parent), pc.has_top = true, ++solves;
     const double top_sum = pc.top.sum, top_r = pc.top.tmax;
@@ -350,13 +369,7 @@ struct partition_cache {
         }
     }
     best.solves = solves;
-    if (alternatives > 0) {
-        std::stable_sort(seen.begin(), seen.end(), [](const partition_solution& x, const partition_solution& y) {
-            return x.objective_ms < y.objective_ms;
-        });
-        for (auto& o : seen)
-            if (o.bounds != best.bounds && best.alternatives.size() < alternatives) best.alternatives.push_back(std::move(o));
-    }
+    if (alternatives > 0) detail::keep_runner_ups(best, seen, alternatives);
     return best;
 }
 

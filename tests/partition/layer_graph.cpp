@@ -81,7 +81,7 @@ TEST_CASE("graph.txt: errors name the line") {
     CHECK(e.column() == "stage_id");
     e = parse_error(a + "\ta\n");
     CHECK(e.line() == 2);
-    // Ranges (issue 13): times in [0, 1e9] ms and sizes in [0, 1e18] bytes, so that sums stay finite.
+    // Ranges: times in [0, 1e9] ms and sizes in [0, 1e18] bytes, so that sums stay finite.
     e = parse_error(a + "b -- L -- forward_compute_time=1e308, backward_compute_time=1, activation_size=1, parameter_size=1\n");
     CHECK(std::string(e.what()) == "g.txt:2: column 'forward_compute_time': '1e308' is not a number in [0, 1e+09] ms");
     e = parse_error(a + "b -- L -- forward_compute_time=1, backward_compute_time=1, activation_size=[1; 1e300], parameter_size=1\n");
