@@ -285,6 +285,9 @@ BENCHMARK(BM_plan_t5_mixed_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_gpt_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);
+// Deep pipelines: lowering + validation at S 256, 512, 1024 with 65 micro-batches (the
+// micro-batch count of a 65,536-token GPT batch), to measure how it scales with S.
+BENCHMARK(BM_lower_validate)->Args({256, 65})->Args({512, 65})->Args({1024, 65})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate_reused)->Args({8, 64})->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {

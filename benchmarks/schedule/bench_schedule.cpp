@@ -10,6 +10,8 @@
 //   BM_Adaptive{,NoLimit}/64/4096     <= 1 s
 //   BM_Adaptive{,NoLimit}/1024/2048   (126 s with linear scans)
 //   BM_Adaptive{,NoLimit}/4/{25k..200k}  time grows ~linearly with M
+//   BM_Adaptive{,NoLimit}/{256,512,1024}/65  one discovery of a deep pipeline: ~linear in S
+//   BM_Simulate1F1B_Reused/{256,512,1024}/65  the replay of a deep pipeline: linear in S
 // Run: build/benchmarks/bench_schedule --benchmark_filter='BM_Adaptive.*/(4/|64|1024)'
 // The planner's case (the schedule phase of a 65k-token plan runs hundreds of small
 // discoveries): S = 4, 25 unequal micro-batches, messages over 100 Gbit/s, a memory limit that
@@ -61,6 +63,9 @@ void BM_Simulate1F1B_Reused(benchmark::State& st) {
     }
 }
 BENCHMARK(BM_Simulate1F1B_Reused)->Args({64, 4096})->Unit(benchmark::kMillisecond);
+// Deep pipelines at the micro-batch count of a 65,536-token GPT batch (65): time per op stays
+// flat as S grows (the replay is O(ops + S·M)).
+BENCHMARK(BM_Simulate1F1B_Reused)->Args({256, 65})->Args({512, 65})->Args({1024, 65})->Unit(benchmark::kMillisecond);
 
 void BM_Adaptive(benchmark::State& st) {
     const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
@@ -76,6 +81,9 @@ BENCHMARK(BM_Adaptive)->Args({8, 64})->Unit(benchmark::kMicrosecond);
 void adaptive_at_scale(benchmark::internal::Benchmark* b) {
     for (long m : {25000, 50000, 100000, 200000}) b->Args({4, m});
     b->Args({64, 4096})->Args({1024, 2048})->Unit(benchmark::kMillisecond);
+    // Deep pipelines with 65 micro-batches (one 65,536-token GPT batch): one order discovery per
+    // S, the unit the planner's schedule phase repeats at S = 256, 512, 1024.
+    for (long S : {256, 512, 1024}) b->Args({S, 65});
 }
 BENCHMARK(BM_Adaptive)->Apply(adaptive_at_scale);
 

@@ -98,3 +98,67 @@ TEST_CASE("memory limits: fixed orders fail naming device, op, peak and limit") 
                                            "(stage 0), limit 130.000000 MB"),
                          pipeplan::limit_exceeded);
 }
+
+namespace {
+/// Every field of two results equal, bit for bit (timelines and memory curves included).
+void check_identical(const simulation_result& a, const simulation_result& b) {
+    CHECK(a.makespan_ms == b.makespan_ms);
+    CHECK(a.lower_bound_ms == b.lower_bound_ms);
+    CHECK(a.busy_ms == b.busy_ms);
+    CHECK(a.bubble_fraction == b.bubble_fraction);
+    CHECK(a.peak_memory_mb == b.peak_memory_mb);
+    CHECK(a.peak_memory_op == b.peak_memory_op);
+    CHECK(a.final_memory_mb == b.final_memory_mb);
+    REQUIRE(a.timeline.size() == b.timeline.size());
+    for (std::size_t d = 0; d < a.timeline.size(); ++d) {
+        REQUIRE(a.timeline[d].size() == b.timeline[d].size());
+        for (std::size_t i = 0; i < a.timeline[d].size(); ++i) {
+            const op_timing &x = a.timeline[d][i], &y = b.timeline[d][i];
+            CHECK((x.o == y.o && x.start_ms == y.start_ms && x.end_ms == y.end_ms));
+        }
+    }
+    REQUIRE(a.memory_mb.size() == b.memory_mb.size());
+    for (std::size_t d = 0; d < a.memory_mb.size(); ++d) {
+        REQUIRE(a.memory_mb[d].size() == b.memory_mb[d].size());
+        for (std::size_t i = 0; i < a.memory_mb[d].size(); ++i)
+            CHECK((a.memory_mb[d][i].time_ms == b.memory_mb[d][i].time_ms &&
+                   a.memory_mb[d][i].memory_mb == b.memory_mb[d][i].memory_mb));
+    }
+}
+}  // namespace
+
+// On a free network simulate() takes the sweep (each device runs as far as its inputs allow);
+// the event replay (completions in time order, what links need) is the general method. Both
+// must give the same result bit for bit, on variable micro-batches and every kind of op
+// (f/R checkpoints, split B/W, interleaved chunks), reusing one workspace and one result.
+TEST_CASE("simulator: the free-network sweep equals the event replay bit for bit") {
+    using detail::replay_method;
+    simulation_workspace ws;
+    simulation_result sweep, events;
+    std::size_t compared = 0;
+    for (std::uint64_t seed = 1; seed <= 12; ++seed)
+        for (std::size_t S : {2u, 3u, 5u, 8u}) {
+            const std::size_t M = 1 + (seed * 7 + S) % 23;
+            CAPTURE(seed);
+            CAPTURE(S);
+            CAPTURE(M);
+            const scenario sc = random_scenario(S, M, seed);
+            adaptive limited;
+            limited.memory_limit_mb = 4.0 * 200.0 * static_cast<double>(S);
+            zb_h1 zb;
+            zb.w_share = 0.3;
+            std::vector<std::pair<scenario, pipeline_schedule>> runs{
+                {sc, gpipe{}(sc)}, {sc, one_f_one_b{}(sc)}, {sc, limited(sc)}, {sc, zb(sc)}};
+            if (M >= S) runs.emplace_back(sc, merak{merak_variant::early_recompute}(sc));
+            const scenario vs = split_into_chunks(sc, 2);
+            runs.emplace_back(vs, interleaved_1f1b{2}(vs));
+            for (const auto& [s, sched] : runs) {
+                CAPTURE(sched.name);
+                detail::simulate_into_by(sweep, s, sched, {}, ws, replay_method::sweep);
+                detail::simulate_into_by(events, s, sched, {}, ws, replay_method::events);
+                check_identical(sweep, events);
+                ++compared;
+            }
+        }
+    CHECK(compared >= 12 * 4 * 5);
+}

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "pipeplan/schedule/placement.hpp"
@@ -58,27 +59,40 @@ struct lower_bound_parts {
     auto bwd = [&](std::size_t j, std::size_t v) { return model.duration_ms(at(op_kind::B, j, v)); };  // B alone when split
     lower_bound_parts r;
     r.device_bound_ms.assign(D, 0.0);
+    // Every loop runs over micro-batches innermost (the scenario is stage-major): one pass per
+    // stage. work_d adds (j, v) in (micro-batch, stage) order, as its definition reads.
+    std::vector<std::size_t> by_device(V);  // stages grouped by device, increasing within one
+    std::iota(by_device.begin(), by_device.end(), std::size_t{0});
+    std::stable_sort(by_device.begin(), by_device.end(), [&](std::size_t a, std::size_t b) { return dev[a] < dev[b]; });
     std::vector<double> work(D, 0.0);
-    for (std::size_t j = 0; j < M; ++j)
-        for (std::size_t v = 0; v < V; ++v) work[dev[v]] += sc.fwd(j, v) + sc.bwd(j, v);
-    std::vector<std::size_t> first(D);
-    for (std::size_t d = 0; d < D; ++d) first[d] = pl.first_stage_on(d);
-    std::vector<double> fill(D, std::numeric_limits<double>::infinity()), drain = fill;
-    std::vector<double> pf(V + 1), sb(V + 1);
-    for (std::size_t j = 0; j < M; ++j) {
-        // pf[v]: earliest arrival of micro-batch j's input at stage v; sb[v]: backward chain
-        // that must follow stage v's backward (stages below v + messages).
-        pf[0] = 0.0;
-        for (std::size_t v = 1; v < V; ++v) pf[v] = pf[v - 1] + fwd(j, v - 1) + msg(at(op_kind::F, j, v - 1), v);
-        sb[0] = model.duration_ms(at(op_kind::W, j, 0));  // 0 without a split
-        for (std::size_t v = 1; v < V; ++v) sb[v] = sb[v - 1] + bwd(j, v - 1) + msg(at(op_kind::B, j, v), v - 1);
-        for (std::size_t d = 0; d < D; ++d) {
-            fill[d] = std::min(fill[d], pf[first[d]]);
-            drain[d] = std::min(drain[d], split ? 0.0 : sb[first[d]]);
-        }
-        const double path = pf[V - 1] + fwd(j, V - 1) + bwd(j, V - 1) + sb[V - 1];
-        r.longest_path_ms = std::max(r.longest_path_ms, path);
+    for (std::size_t i = 0, n = 0; i < V; i += n) {
+        for (n = 1; i + n < V && dev[by_device[i + n]] == dev[by_device[i]];) ++n;
+        double& w = work[dev[by_device[i]]];
+        for (std::size_t j = 0; j < M; ++j)
+            for (std::size_t c = i; c < i + n; ++c) w += sc.fwd(j, by_device[c]) + sc.bwd(j, by_device[c]);
     }
+    constexpr std::size_t no_device = std::numeric_limits<std::size_t>::max();
+    std::vector<std::size_t> first_of(V, no_device);  // [v]: the device whose first stage v is
+    for (std::size_t d = 0; d < D; ++d) first_of[pl.first_stage_on(d)] = d;
+    std::vector<double> fill(D, std::numeric_limits<double>::infinity()), drain = fill;
+    // pf[j]: earliest arrival of micro-batch j's input at stage v; sb[j]: backward chain that
+    // must follow stage v's backward (stages below v + messages); both advanced stage by stage.
+    std::vector<double> pf(M, 0.0), sb(M);
+    for (std::size_t j = 0; j < M; ++j) sb[j] = model.duration_ms(at(op_kind::W, j, 0));  // 0 without a split
+    for (std::size_t v = 0; v < V; ++v) {
+        if (v > 0)
+            for (std::size_t j = 0; j < M; ++j) {
+                pf[j] = pf[j] + fwd(j, v - 1) + msg(at(op_kind::F, j, v - 1), v);
+                sb[j] = sb[j] + bwd(j, v - 1) + msg(at(op_kind::B, j, v), v - 1);
+            }
+        if (const std::size_t d = first_of[v]; d != no_device)
+            for (std::size_t j = 0; j < M; ++j) {
+                fill[d] = std::min(fill[d], pf[j]);
+                drain[d] = std::min(drain[d], split ? 0.0 : sb[j]);
+            }
+    }
+    for (std::size_t j = 0; j < M; ++j)
+        r.longest_path_ms = std::max(r.longest_path_ms, pf[j] + fwd(j, V - 1) + bwd(j, V - 1) + sb[j]);
     r.bound_ms = r.longest_path_ms;
     for (std::size_t d = 0; d < D; ++d) {
         r.device_bound_ms[d] = fill[d] + work[d] + drain[d];

@@ -45,7 +45,7 @@ struct op_graph {
     op_index idx;
     idx.build(sc, sched);
     std::vector<detail::sim_node> nodes;
-    std::vector<std::uint8_t> pending;
+    std::vector<std::uint32_t> pending;
     detail::build_nodes(idx, sc, sched.w_share, nodes, pending);
     op_graph g;
     const op_model model(sc, sched.w_share);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/huge_pages.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/timing.hpp"
 
@@ -29,6 +30,7 @@ struct op_index {
     std::vector<op> ops;                         ///< by id
     std::vector<std::uint32_t> device_of_stage;  ///< [v]
     std::vector<std::uint32_t> first_of_device;  ///< prefix offsets: device d owns ids [first[d], first[d+1])
+    bool checkpointed = false;                   ///< some forward is an f (F_checkpoint)
 
     [[nodiscard]] std::int32_t rec_of(std::size_t k) const noexcept { return rec.empty() ? none : rec[k]; }
     [[nodiscard]] std::int32_t wgt_of(std::size_t k) const noexcept { return wgt.empty() ? none : wgt[k]; }
@@ -36,6 +38,13 @@ struct op_index {
     [[nodiscard]] bool recomputed(std::size_t k) const noexcept { return rec_of(k) != none; }
     /// Whether the schedule splits its backwards into B and W.
     [[nodiscard]] bool split_backward() const noexcept { return !wgt.empty(); }
+    /// Whether `o` is a B that recomputes its forward inline (timing.hpp): its forward was an f
+    /// and no R ran.
+    [[nodiscard]] bool inline_recompute(op o) const noexcept {
+        if (o.kind != op_kind::B || !checkpointed) return false;
+        const std::size_t k = key(o);
+        return !recomputed(k) && ops[static_cast<std::size_t>(fwd[k])].kind == op_kind::F_checkpoint;
+    }
 
     /// The id of the op of kind `kind` (F and f share one table) at key k = v · M + j, or none.
     [[nodiscard]] std::int32_t id_of(op_kind kind, std::size_t k) const noexcept {
@@ -101,6 +110,7 @@ private:
     void allocate(const pipeline_schedule& s) {
         ops.clear();
         first_of_device.clear();
+        checkpointed = false;
         std::size_t n = 0;
         bool any_r = false, any_w = false;
         for (const auto& o : s.orders) {
@@ -111,6 +121,11 @@ private:
             }
         }
         if (n > static_cast<std::size_t>(INT32_MAX)) throw invalid_argument("simulate: too many ops");
+        // Large tables are fresh memory on a first run: advised as huge pages (core/huge_pages.hpp).
+        for (auto* t : {&fwd, &bwd}) reserve_scratch(*t, M * V);
+        if (any_r) reserve_scratch(rec, M * V);
+        if (any_w) reserve_scratch(wgt, M * V);
+        reserve_scratch(ops, n);
         fwd.assign(M * V, none);
         if (any_r) rec.assign(M * V, none);
         else rec.clear();
@@ -136,8 +151,11 @@ private:
         const std::size_t k = key(o);
         std::int32_t* slot = nullptr;
         switch (o.kind) {
-            case op_kind::F:
-            case op_kind::F_checkpoint: slot = &fwd[k]; break;
+            case op_kind::F: slot = &fwd[k]; break;
+            case op_kind::F_checkpoint:
+                checkpointed = true;
+                slot = &fwd[k];
+                break;
             case op_kind::R: slot = &rec[k]; break;
             case op_kind::B: slot = &bwd[k]; break;
             case op_kind::W:

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
+#include "pipeplan/core/huge_pages.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/lower_bound.hpp"
@@ -99,24 +100,21 @@ struct sim_node {
 };
 
 /// Fills, per op id, the duration, the successors and the number of inputs it waits for
-/// (`pending`): the simulator's timing model, shared by simulate_into() and op_graph().
+/// (`pending`): the simulator's timing model, shared by simulate_into() and op_graph(). Every
+/// field is written, so reused vectors are not cleared first.
 inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::vector<sim_node>& nodes,
-                        std::vector<std::uint8_t>& pending) {
-    using node = sim_node;
+                        std::vector<std::uint32_t>& pending) {
     const std::size_t V = sc.stages, N = idx.ops.size();
-    nodes.assign(N, node{});
-    pending.assign(N, 0);
+    reserve_scratch(nodes, N);
+    reserve_scratch(pending, N);
+    nodes.resize(N);
+    pending.resize(N);
     const op_model model(sc, w);
     for (std::size_t i = 0; i < N; ++i) {
         const op& o = idx.ops[i];
-        const std::size_t key = o.stage * idx.M + o.mb;
-        node& n = nodes[i];
         pending[i] = input_count(o, V);
-        const bool inline_recompute = o.kind == op_kind::B && !idx.recomputed(key) &&
-                                      idx.ops[static_cast<std::size_t>(idx.fwd[key])].kind == op_kind::F_checkpoint;
-        n.dur = model.duration_ms(o, inline_recompute);
-        n.cross = idx.cross_successor_of(o);
-        n.local = idx.local_successor_of(o);
+        nodes[i] = {0.0, model.duration_ms(o, idx.inline_recompute(o)), idx.cross_successor_of(o),
+                    idx.local_successor_of(o)};
     }
 }
 
@@ -128,7 +126,9 @@ inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::
 struct simulation_workspace {
     op_index idx;
     std::vector<detail::sim_node> nodes;
-    std::vector<std::uint8_t> pending;
+    /// Inputs not yet arrived, per op id; 32-bit, not a char type (a char store may alias any
+    /// object, so the compiler would reload every vector pointer after each decrement).
+    std::vector<std::uint32_t> pending;
     std::vector<double> held, dev_free;
     std::vector<std::uint32_t> pos, work;
     link_channels links;
@@ -156,7 +156,7 @@ inline void apply_durations(std::vector<sim_node>& nodes, const simulation_optio
 inline void run_free_network(simulation_workspace& ws, std::size_t D) {
     const op_index& idx = ws.idx;
     std::vector<sim_node>& nodes = ws.nodes;
-    std::vector<std::uint8_t>& pending = ws.pending;
+    std::vector<std::uint32_t>& pending = ws.pending;
     std::vector<std::uint32_t>& work = ws.work;
     work.clear();
     for (std::size_t d = 0; d < D; ++d) work.push_back(static_cast<std::uint32_t>(d));
@@ -180,7 +180,9 @@ inline void run_free_network(simulation_workspace& ws, std::size_t D) {
                 const auto u = static_cast<std::size_t>(n.cross);
                 nodes[u].ready = std::max(nodes[u].ready, t);
                 if (--pending[u] == 0) {
-                    const std::uint32_t e = idx.device_of_stage[idx.ops[u].stage];
+                    // The receiver's stage from the sender's (timing.hpp), not from idx.ops[u]:
+                    // ops[i] streams, ops[u] would be a random load.
+                    const std::uint32_t e = idx.device_of_stage[cross_successor(idx.ops[i], idx.V).to.stage];
                     if (e != d && idx.first_of_device[e] + ws.pos[e] == static_cast<std::uint32_t>(u)) work.push_back(e);
                 }
             }
@@ -196,7 +198,7 @@ inline void run_free_network(simulation_workspace& ws, std::size_t D) {
 inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_model& model) {
     const op_index& idx = ws.idx;
     std::vector<sim_node>& nodes = ws.nodes;
-    std::vector<std::uint8_t>& pending = ws.pending;
+    std::vector<std::uint32_t>& pending = ws.pending;
     std::vector<char> busy(D, 0);
     using event = std::pair<double, std::uint32_t>;
     std::vector<event> heap_storage;
@@ -245,6 +247,37 @@ inline void check_finished(const simulation_workspace& ws, const pipeline_schedu
         }
 }
 
+/// Where record_device() writes a device's timeline and memory curve. The timeline is sized
+/// for the device's ops up front (a reused result keeps its size: nothing is cleared or
+/// value-initialized again) and written through a pointer; the curve, whose length depends on
+/// the steps merged, is appended to its reserved capacity.
+struct device_record {
+    op_timing* timeline = nullptr;
+    std::vector<memory_point>* curve = nullptr;
+
+    device_record(simulation_result& r, std::size_t d, std::size_t ops, const simulation_options& opt) {
+        if (opt.record_timeline) {
+            r.timeline[d].resize(ops);
+            timeline = r.timeline[d].data();
+        }
+        if (opt.record_memory_curve) {
+            curve = &r.memory_mb[d];
+            curve->clear();
+            curve->reserve(2 * ops + 1);
+        }
+    }
+    /// One op: its timeline entry and the two steps of the curve (a step of zero length, when the
+    /// op starts as the previous one ended, is replaced by the op's own).
+    void add(const op& o, double start_ms, double end_ms, double during_mb, double after_mb) {
+        if (timeline) *timeline++ = {o, start_ms, end_ms};
+        if (curve) {
+            if (curve->size() > 1 && curve->back().time_ms == start_ms) curve->back().memory_mb = during_mb;
+            else curve->push_back({start_ms, during_mb});
+            curve->push_back({end_ms, after_mb});
+        }
+    }
+};
+
 /// Device d's busy time, peak and final memory, timeline and memory curve into `r` (sized by
 /// the caller), from the start times in ws.nodes; ws.held is the activations held per
 /// (stage, micro-batch).
@@ -254,18 +287,15 @@ inline void record_device(simulation_result& r, simulation_workspace& ws, const 
     const op_index& idx = ws.idx;
     double state = 0.0;  // model state of the device's stages
     for (std::size_t c = 0; c < sched.placement.chunks(); ++c) state += sc.model_state_mb[sched.placement.stage_of(d, c)];
-    double stored = 0.0, peak = state;
+    double stored = 0.0, peak = state, busy = 0.0, makespan = r.makespan_ms;
     const std::uint32_t b = idx.first_of_device[d], e = idx.first_of_device[d + 1];
-    if (opt.record_timeline) r.timeline[d].reserve(e - b);
-    std::vector<memory_point>* curve = opt.record_memory_curve ? &r.memory_mb[d] : nullptr;
-    if (curve) {
-        curve->reserve(2 * (e - b) + 1);
-        curve->push_back({0.0, state});
-    }
-    if (b < e) r.peak_memory_op[d] = idx.ops[b];
+    device_record out(r, d, e - b, opt);
+    if (out.curve) out.curve->push_back({0.0, state});
+    op peak_op = b < e ? idx.ops[b] : op{};
+    double* held = ws.held.data();
     for (std::uint32_t i = b; i < e; ++i) {
         const op& o = idx.ops[i];
-        double& h = ws.held[o.stage * sc.microbatches + o.mb];
+        double& h = held[o.stage * sc.microbatches + o.mb];
         const double st = ws.nodes[i].ready, en = st + ws.nodes[i].dur;
         const double during = model.during_mb(o, state + stored - h, h);
         const double after_h = model.held_after_mb(o);
@@ -273,20 +303,61 @@ inline void record_device(simulation_result& r, simulation_workspace& ws, const 
         h = after_h;
         if (during > peak) {
             peak = during;
-            r.peak_memory_op[d] = o;
+            peak_op = o;
         }
-        r.busy_ms[d] += en - st;
-        r.makespan_ms = std::max(r.makespan_ms, en);
-        if (opt.record_timeline) r.timeline[d].push_back({o, st, en});
-        if (curve) {
-            // A step of zero length (the op starts when the previous one ended) is dropped.
-            if (curve->size() > 1 && curve->back().time_ms == st) curve->back().memory_mb = during;
-            else curve->push_back({st, during});
-            curve->push_back({en, state + stored});
-        }
+        busy += en - st;
+        makespan = std::max(makespan, en);
+        out.add(o, st, en, during, state + stored);
     }
+    r.makespan_ms = makespan;
+    r.busy_ms[d] = busy;
+    r.peak_memory_op[d] = peak_op;
     r.peak_memory_mb[d] = peak;
     r.final_memory_mb[d] = state + stored;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// How simulate_into() finds the start times: `sweep` (free network only: each device runs as
+/// far as its inputs allow, every op touched once, run_free_network()) or `events` (completions
+/// in time order, run_with_links(): the general replay, also right on a free network).
+enum class replay_method : std::uint8_t { sweep, events };
+
+/// simulate_into() with the start times found by `method` (tests check that both agree).
+inline void simulate_into_by(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
+                             const simulation_options& opt, simulation_workspace& ws, replay_method method) {
+    ws.idx.build(sc, sched);
+    const std::size_t D = sched.placement.devices();
+    const double w = sched.w_share;
+    build_nodes(ws.idx, sc, w, ws.nodes, ws.pending);
+    const op_model model(sc, w);
+    apply_durations(ws.nodes, opt, sched);
+    ws.links.reset(D, sc.network);  // per ordered device pair, the time the link is free again
+    ws.pos.assign(D, 0);
+    ws.dev_free.assign(D, 0.0);
+    if (method == replay_method::sweep && sc.network.is_free()) run_free_network(ws, D);
+    else run_with_links(ws, D, model);
+    check_finished(ws, sched, D);
+
+    r.makespan_ms = r.lower_bound_ms = r.makespan_over_lower_bound = 0.0;
+    r.busy_ms.assign(D, 0.0);
+    r.peak_memory_mb.assign(D, 0.0);
+    r.peak_memory_op.assign(D, op{});
+    r.final_memory_mb.assign(D, 0.0);
+    r.timeline.resize(opt.record_timeline ? D : 0);  // each device's sized by record_device()
+    r.memory_mb.resize(opt.record_memory_curve ? D : 0);
+    reserve_scratch(ws.held, sc.microbatches * sc.stages);
+    ws.held.assign(sc.microbatches * sc.stages, 0.0);  // [stage * M + mb]: contiguous per device
+    for (std::size_t d = 0; d < D; ++d) record_device(r, ws, sc, sched, d, model, opt);
+    r.bubble_fraction.assign(D, 0.0);
+    for (std::size_t d = 0; d < D; ++d)
+        r.bubble_fraction[d] = r.makespan_ms > 0.0 ? 1.0 - r.busy_ms[d] / r.makespan_ms : 0.0;
+    if (opt.compute_lower_bound) {
+        r.lower_bound_ms = lower_bound(sc, sched.placement, w).bound_ms;
+        r.makespan_over_lower_bound = r.lower_bound_ms > 0.0 ? r.makespan_ms / r.lower_bound_ms : 1.0;
+    }
 }
 
 }  // namespace detail
@@ -296,39 +367,11 @@ inline void record_device(simulation_result& r, simulation_workspace& ws, const 
 /// (an op missing, duplicated, on the wrong device) or deadlocks (an op ordered before one it
 /// depends on). The scenario is not validated here (the inner loop of searches and planners,
 /// whose scenarios were validated once): simulate() and simulator::run() do that.
+/// Cost: O(ops + stages · micro-batches) time on a free network (one sweep), O(ops · log devices)
+/// with links (a heap of the devices' running ops); O(ops) memory.
 inline void simulate_into(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
                           const simulation_options& opt, simulation_workspace& ws) {
-    ws.idx.build(sc, sched);
-    const std::size_t D = sched.placement.devices();
-    const double w = sched.w_share;
-    detail::build_nodes(ws.idx, sc, w, ws.nodes, ws.pending);
-    const op_model model(sc, w);
-    detail::apply_durations(ws.nodes, opt, sched);
-    ws.links.reset(D, sc.network);  // per ordered device pair, the time the link is free again
-    ws.pos.assign(D, 0);
-    ws.dev_free.assign(D, 0.0);
-    if (sc.network.is_free()) detail::run_free_network(ws, D);
-    else detail::run_with_links(ws, D, model);
-    detail::check_finished(ws, sched, D);
-
-    r.makespan_ms = r.lower_bound_ms = r.makespan_over_lower_bound = 0.0;
-    r.busy_ms.assign(D, 0.0);
-    r.peak_memory_mb.assign(D, 0.0);
-    r.peak_memory_op.assign(D, op{});
-    r.final_memory_mb.assign(D, 0.0);
-    r.timeline.resize(opt.record_timeline ? D : 0);
-    r.memory_mb.resize(opt.record_memory_curve ? D : 0);
-    for (auto& t : r.timeline) t.clear();
-    for (auto& m : r.memory_mb) m.clear();
-    ws.held.assign(sc.microbatches * sc.stages, 0.0);  // [stage * M + mb]: contiguous per device
-    for (std::size_t d = 0; d < D; ++d) detail::record_device(r, ws, sc, sched, d, model, opt);
-    r.bubble_fraction.assign(D, 0.0);
-    for (std::size_t d = 0; d < D; ++d)
-        r.bubble_fraction[d] = r.makespan_ms > 0.0 ? 1.0 - r.busy_ms[d] / r.makespan_ms : 0.0;
-    if (opt.compute_lower_bound) {
-        r.lower_bound_ms = lower_bound(sc, sched.placement, w).bound_ms;
-        r.makespan_over_lower_bound = r.lower_bound_ms > 0.0 ? r.makespan_ms / r.lower_bound_ms : 1.0;
-    }
+    detail::simulate_into_by(r, sc, sched, opt, ws, detail::replay_method::sweep);
 }
 
 /// Simulates `sched` on `sc` (see the file comment and simulate_into()).
