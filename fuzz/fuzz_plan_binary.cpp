@@ -14,6 +14,7 @@
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/plan/validate.hpp"
+#include "memory_rule.hpp"
 #include "pipeplan/runtime/plan_store.hpp"
 
 namespace pl = pipeplan::plan;
@@ -34,6 +35,7 @@ void read(std::string_view bytes) {
         const pl::execution_plan p = pl::execution_plan_from_binary(bytes, "fuzz.plan");
         (void)pl::validate(p);
         for (const auto& prog : p.programs) (void)pl::validate_rank(pl::rank_plan{p.header, prog});
+        pipeplan::fuzz::check_memory_rule(p);  // the memory rule agrees with the header figures
         const std::string again = pl::to_binary(p);
         if (pl::to_binary(pl::execution_plan_from_binary(again, "again.plan")) != again) __builtin_trap();
         // The JSON form holds what the binary form holds (or refuses it with a clear error).

@@ -10,6 +10,7 @@
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/serialize.hpp"
 #include "pipeplan/plan/validate.hpp"
+#include "memory_rule.hpp"
 
 namespace pl = pipeplan::plan;
 
@@ -19,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const pl::execution_plan p = pl::execution_plan_from_json(in, "fuzz.json");
         (void)pl::validate(p);
         for (const auto& prog : p.programs) (void)pl::validate_rank(pl::rank_plan{p.header, prog});
+        pipeplan::fuzz::check_memory_rule(p);  // the memory rule agrees with the header figures
         const std::string bin = pl::to_binary(p);
         if (pl::to_binary(pl::execution_plan_from_binary(bin, "again.plan")) != bin) __builtin_trap();
         const std::string text = pl::to_json_text(p);

@@ -413,10 +413,27 @@ std::string missing_ranks(const plan::execution_plan& all) {
     return out;
 }
 
+/// The memory rule's verdict in words: the largest arena + model state of the given ranks
+/// against the device memory, or why it cannot be checked (each INVALID rank names its figures).
+void print_memory_check(const plan::plan_header& h, const std::vector<checked_program>& progs) {
+    if (!plan::records_memory(h)) {
+        fmt::print("memory: not checked: the plan (format version {}) records no device memory and model state (plans of "
+                   "format version 4 made by `pipeplan plan` do)\n", h.version);
+        return;
+    }
+    std::uint32_t worst = progs.front().program.rank;
+    double worst_mb = -1.0;
+    for (const auto& c : progs)
+        if (const double mb = plan::rank_memory_mb(h, c.program); mb > worst_mb) worst_mb = mb, worst = c.program.rank;
+    fmt::print("memory: largest arena + model state {:.1f} MB (rank {}), device memory {:.1f} MB: {}\n", worst_mb, worst,
+               h.device_memory_mb, worst_mb <= h.device_memory_mb ? "fits" : "EXCEEDS");
+}
+
 void run_plan_check(const std::vector<std::string>& files, bool partial) {
     std::vector<checked_program> progs;
     plan::execution_plan all = gather_plan(files, progs);
     std::size_t bad = check_ranks(all.header, progs);
+    if (!progs.empty()) print_memory_check(all.header, progs);
     const std::string missing = missing_ranks(all);
     if (!missing.empty()) {
         if (!partial)

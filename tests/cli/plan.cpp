@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <fstream>
@@ -120,6 +121,50 @@ TEST_CASE("cli plan: --out writes rank files byte-identically across runs; plan-
         std::filesystem::remove_all(a);
         std::filesystem::remove_all(b);
     }
+}
+
+TEST_CASE("cli plan-check: a plan over the device memory it was made for fails naming the rank and its figures") {
+    const std::string d = make_plan_dir();
+    REQUIRE(run_cli(plan_args(plan_batch(), {"--out", d, "--format", "json"})).exit_code == 0);
+    const auto ok = run_cli({"plan-check", d});
+    INFO(ok.out << ok.err);
+    CHECK(ok.exit_code == 0);
+    CHECK(ok.out.find("device memory 40000.0 MB: fits") != std::string::npos);
+    // The same programs claimed for a 1000 MB device (every rank file alike): rank 1 does not fit.
+    std::vector<nlohmann::json> files;
+    for (int r = 0; r < 4; ++r) files.push_back(nlohmann::json::parse(read_text_file(d + "/rank_" + std::to_string(r) + ".json")));
+    const double state_mb = files[1]["header"]["model_state_mb"][1].get<double>();
+    const double arena_mb = files[1]["programs"][0]["arena_bytes"].get<double>() / 1e6;
+    const auto write_all = [&] {
+        std::vector<std::string> args{"plan-check"};
+        for (int r = 0; r < 4; ++r) {
+            const std::string f = d + "/edited_" + std::to_string(r) + ".json";
+            std::ofstream(f) << files[std::size_t(r)].dump();
+            args.push_back(f);
+        }
+        return run_cli(args);
+    };
+    for (auto& f : files) f["header"]["device_memory_mb"] = 1000.0;
+    const auto over = write_all();
+    INFO(over.out << over.err);
+    CHECK(over.exit_code == 1);
+    char want[200];
+    std::snprintf(want, sizeof want, "rank 1: memory: arena %.1f MB + model state %.1f MB = %.1f MB exceeds the device memory of 1000.0 MB",
+                  arena_mb, state_mb, arena_mb + state_mb);
+    CHECK(over.out.find(want) != std::string::npos);
+    CHECK(over.out.find("EXCEEDS") != std::string::npos);
+    // A version 3 file records neither: plan-check says the rule could not be checked.
+    for (auto& f : files) {
+        f["version"] = 3;
+        f["header"]["version"] = 3;
+        f["header"].erase("device_memory_mb");
+        f["header"].erase("model_state_mb");
+    }
+    const auto old = write_all();
+    INFO(old.out << old.err);
+    CHECK(old.exit_code == 0);
+    CHECK(old.out.find("memory: not checked: the plan (format version 3) records no device memory") != std::string::npos);
+    std::filesystem::remove_all(d);
 }
 
 TEST_CASE("cli plan-check: corrupted and truncated files give clear errors") {
@@ -509,7 +554,9 @@ TEST_CASE("cli plan-check: header values that make no sense are errors naming th
     const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits{
         {"header.predicted_makespan_ms", [](nlohmann::json& h) { h["predicted_makespan_ms"] = -1; }},
         {"header.predicted_peak_memory_mb", [](nlohmann::json& h) { h["predicted_peak_memory_mb"].erase(0); }},
-        {"header.version", [](nlohmann::json& h) { h["version"] = 4; }},
+        {"header.version", [](nlohmann::json& h) { h["version"] = 5; }},
+        {"header.device_memory_mb", [](nlohmann::json& h) { h["device_memory_mb"] = -1; }},
+        {"header.model_state_mb", [](nlohmann::json& h) { h["model_state_mb"].erase(0); }},
         {"header.microbatches[1].sample_ids", [](nlohmann::json& h) { h["microbatches"][1]["sample_ids"] = {4294967295u}; }},
     };
     for (const auto& [field, edit] : edits) {

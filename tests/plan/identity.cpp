@@ -120,6 +120,8 @@ TEST_CASE("plan identity: stamped plans validate; equal plans share it, any chan
         [](plan_header& h) { h.type = dtype::bf16; },
         [](plan_header& h) { h.predicted_makespan_ms *= 2; },
         [](plan_header& h) { h.predicted_peak_memory_mb[1] += 1; },
+        [](plan_header& h) { h.device_memory_mb += 1; },
+        [](plan_header& h) { h.model_state_mb[1] -= 1; },
         [](plan_header& h) { std::swap(h.microbatches[0].sample_ids, h.microbatches[1].sample_ids); },
         [](plan_header& h) { h.microbatches[0].shape.seqlen += 1; },
         [](plan_header& h) { h.placement = "interleaved"; },  // the label alone
@@ -171,6 +173,12 @@ TEST_CASE("header rules: a mutation of every header and micro-batch-table field 
         {"header.predicted_peak_memory_mb", [](execution_plan& q) { q.header.predicted_peak_memory_mb.pop_back(); }},
         {"header.predicted_peak_memory_mb", [](execution_plan& q) { q.header.predicted_peak_memory_mb.clear(); }},
         {"header.zero_stage", [](execution_plan& q) { q.header.zero_stage = 4; }},
+        {"header.device_memory_mb", [&](execution_plan& q) { q.header.device_memory_mb = nan; }},
+        {"header.device_memory_mb", [](execution_plan& q) { q.header.device_memory_mb = -1; }},
+        {"header.model_state_mb[1]", [](execution_plan& q) { q.header.model_state_mb[1] = -1; }},
+        {"header.model_state_mb[0]", [&](execution_plan& q) { q.header.model_state_mb[0] = inf; }},
+        {"header.model_state_mb", [](execution_plan& q) { q.header.model_state_mb.pop_back(); }},
+        {"header.model_state_mb", [](execution_plan& q) { q.header.model_state_mb.clear(); }},
         {"header.microbatches[0].replica", [](execution_plan& q) { q.header.microbatches[0].replica = 2; }},
         {"header.microbatches[1].sample_ids",
          [](execution_plan& q) { q.header.microbatches[1].sample_ids.push_back(q.header.microbatches[0].sample_ids[0]); }},
@@ -272,6 +280,8 @@ TEST_CASE("plans of versions 1 and 2 still read: their placement's stage map, se
         CAPTURE(version);
         execution_plan want = p;
         want.header.version = version;
+        want.header.device_memory_mb = 0;  // recorded from version 4 on
+        want.header.model_state_mb.clear();
         if (version < 2) want.header.plan_id = 0;
         const execution_plan back = execution_plan_from_binary(legacy_binary(want, format, version), "old.plan");
         CHECK(back == want);
@@ -287,7 +297,7 @@ TEST_CASE("plans of versions 1 and 2 still read: their placement's stage map, se
         nlohmann::json j = nlohmann::json::parse(to_json_text(back));
         j["version"] = version;
         j["header"]["version"] = version;
-        for (const char* key : {"stage_devices", "send_rule"}) j["header"].erase(key);
+        for (const char* key : {"stage_devices", "send_rule", "device_memory_mb", "model_state_mb"}) j["header"].erase(key);
         for (auto& m : j["header"]["microbatches"]) m.erase("row_sizes");
         if (version < 2) j["header"].erase("plan_id");
         CHECK(execution_plan_from_json(j.dump(), "old.json") == want);
@@ -300,11 +310,92 @@ TEST_CASE("plans of versions 1 and 2 still read: their placement's stage map, se
     const std::uint64_t sum = fnv1a64(payload);
     for (std::size_t i = 0; i < 8; ++i) bad[24 + i] = static_cast<char>((sum >> (8 * i)) & 0xFF);
     CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(bad, "old.plan"), doctest::Contains("header.placement"), input_error);
-    // a version 3 frame must carry a version 3 header
+    // a frame of the current version must carry a header of that version
     execution_plan mixed = p;
     std::string cur = to_binary(mixed);
     cur[32] = 2;
     const std::uint64_t sum3 = fnv1a64(std::string_view(cur).substr(32));
     for (std::size_t i = 0; i < 8; ++i) cur[24 + i] = static_cast<char>((sum3 >> (8 * i)) & 0xFF);
     CHECK_THROWS_WITH_AS((void)execution_plan_from_binary(cur, "mixed.plan"), doctest::Contains("header.version"), input_error);
+}
+
+/// `p` in the binary layout of format 3: the current layout without the fields of version 4.
+std::string version3_binary(const execution_plan& p) {
+    plan::detail::byte_writer w;
+    for_each_field<plan_header>([&](const auto& f) {
+        if (f.text == field_text::version) w.uint(std::uint32_t{3});
+        else if (f.since <= 3) plan::detail::put(w, p.header.*f.member);
+    });
+    for (const rank_program& prog : p.programs) plan::detail::put(w, prog);
+    plan::detail::byte_writer f;
+    f.out.append(binary_magic);
+    f.uint(std::uint32_t{3});
+    f.uint(static_cast<std::uint32_t>(p.programs.size()));
+    f.uint(static_cast<std::uint64_t>(w.out.size()));
+    f.uint(fnv1a64(w.out));
+    return f.out + w.out;
+}
+
+TEST_CASE("memory rule: a rank whose arena + model state exceeds the recorded device memory is named with its figures") {
+    const execution_plan p = identity_sample_plan();
+    REQUIRE(p.header.device_memory_mb == 40000);
+    REQUIRE(p.header.model_state_mb.size() == p.header.ranks());
+    for (const auto& prog : p.programs) CHECK(rank_memory_mb(p.header, prog) <= p.header.device_memory_mb);
+    execution_plan q = p;
+    // rank 2 one byte over the limit: 40000 MB - its model state, + 1 byte of arena
+    const double state_mb = q.header.model_state_mb[2];
+    q.programs[2].arena_bytes = static_cast<std::uint64_t>(std::ceil((40000.0 - state_mb) * 1e6)) + 1;
+    q.programs[2].live_peak_bytes = std::min(q.programs[2].live_peak_bytes, q.programs[2].arena_bytes);
+    q.header.plan_id = plan_identity(q);
+    const validation_report rep = validate(q);
+    REQUIRE(rep.violations.size() >= 1);
+    const auto it = std::find_if(rep.violations.begin(), rep.violations.end(), [](const violation& v) { return v.rule == "memory"; });
+    REQUIRE(it != rep.violations.end());
+    CHECK(it->rank == 2);
+    CHECK(it->message.find("model state " + plan::detail::mb_text(state_mb) + " MB") != std::string::npos);
+    CHECK(it->message.find("device memory of 40000.0 MB") != std::string::npos);
+    CHECK_FALSE(validate_rank(rank_plan{q.header, q.programs[2]}).ok());
+    CHECK_FALSE(validate_header(rank_plan{q.header, q.programs[2]}).ok());  // what executors check
+    CHECK(validate_rank(rank_plan{q.header, q.programs[1]}).ok());
+    // exactly at the limit fits
+    q.programs[2].arena_bytes = static_cast<std::uint64_t>(std::floor((40000.0 - state_mb) * 1e6)) - 1;
+    q.header.plan_id = plan_identity(q);
+    CHECK(validate_rank(rank_plan{q.header, q.programs[2]}).ok());
+    // no device memory recorded (a plan built by hand): not checked
+    q.programs[2].arena_bytes = std::uint64_t(1) << 40;
+    q.header.device_memory_mb = 0;
+    q.header.model_state_mb.clear();
+    q.header.plan_id = plan_identity(q);
+    CHECK(validate(q).ok());
+}
+
+TEST_CASE("plans of version 3 still read: no device memory or model state, the memory rule not checked") {
+    const execution_plan p = identity_sample_plan();
+    execution_plan want = p;
+    want.header.version = 3;
+    want.header.device_memory_mb = 0;
+    want.header.model_state_mb.clear();
+    const execution_plan back = execution_plan_from_binary(version3_binary(want), "v3.plan");
+    CHECK(back == want);
+    CHECK_FALSE(records_memory(back.header));
+    CHECK(validate(back).ok());  // its identity hashed the version 3 layout: not recomputed
+    nlohmann::json j = nlohmann::json::parse(to_json_text(back));
+    j["version"] = 3;
+    j["header"]["version"] = 3;
+    for (const char* key : {"device_memory_mb", "model_state_mb"}) j["header"].erase(key);
+    CHECK(execution_plan_from_json(j.dump(), "v3.json") == want);
+    // a version 4 file must hold the new fields
+    nlohmann::json k = nlohmann::json::parse(to_json_text(p));
+    k["header"].erase("device_memory_mb");
+    CHECK_THROWS_WITH_AS((void)execution_plan_from_json(k.dump(), "v4.json"), doctest::Contains("device_memory_mb"), input_error);
+}
+
+TEST_CASE("binary and JSON round trips keep the device memory and model states bit for bit") {
+    execution_plan p = identity_sample_plan();
+    p.header.device_memory_mb = 36000.125;
+    p.header.model_state_mb = {5101.4, 0.1 + 0.2, 1e-300, 7.0};
+    stamp_identity(p);
+    CHECK(execution_plan_from_binary(to_binary(p), "r.plan") == p);
+    CHECK(execution_plan_from_json(to_json_text(p), "r.json") == p);
+    CHECK(validate(p).ok());
 }

@@ -89,6 +89,13 @@ def test_planner_equals_the_cli(tmp_path, model, options):
     assert got.peak_memory_mb == want["peak_memory_mb"]
     assert got.arena_mb == want["arena_mb"]
     assert got.live_peak_mb == want["live_peak_mb"]
+    assert got.model_state_mb == want["model_state_mb"]
+    assert got.budget_mb == want["budget_mb"]
+    assert got.memory_attempts == want["memory_attempts"]
+    header = got.plan.header
+    assert header.device_memory_mb == options["memory_mb"]
+    assert header.model_state_mb == want["model_state_mb"]
+    assert all(a + s <= header.device_memory_mb for a, s in zip(got.arena_mb, got.model_state_mb))
     assert [(c.schedule, c.split, c.feasible, c.polished) for c in got.candidates] == \
            [(c["schedule"], c["split"], c["feasible"], c["polished"]) for c in want["candidates"]]
     assert [c.makespan_ms for c in got.candidates if c.feasible] == \

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <queue>
 #include <span>
 #include <string>
@@ -80,33 +81,34 @@ public:
             }
         }
         // Suffix minima of the rows that are not monotone: a cap's feasible ranges all lie
-        // before the first suffix minimum above it (suffix minima are non-decreasing).
-        // Their prefix maxima bound where a cost above c can sit before that cut.
+        // before the first suffix minimum above it (suffix minima are non-decreasing). One
+        // allocation, kept across finalize() calls and left uninitialised: every entry is
+        // written below (a 1M-sample table is O(n·L) doubles; zeroing it first doubled its cost).
         std::size_t total = 0;
         for (row& r : rows_) {
             r.suffix_offset = total;
             if (!r.monotone) total += static_cast<std::size_t>(r.len);
         }
-        suffix_min_.resize(total);  // one allocation each (no regrowth copies)
-        prefix_max_.resize(total);
+        if (total > suffix_capacity_) {
+            suffix_min_.reset(new double[total]);
+            suffix_capacity_ = total;
+        }
         for (row& r : rows_) {
             if (r.monotone) continue;
-            double* sm = suffix_min_.data() + r.suffix_offset;
-            double* pm = prefix_max_.data() + r.suffix_offset;
-            double low = std::numeric_limits<double>::infinity(), high = -low;
+            double* sm = suffix_min_.get() + r.suffix_offset;
+            double low = std::numeric_limits<double>::infinity();
             for (int m = r.len; m-- > 0;) sm[m] = low = std::min(low, r.data[m]);
-            for (int m = 0; m < r.len; ++m) pm[m] = high = std::max(high, r.data[m]);
+            r.rising_head = 1;
+            while (r.rising_head < r.len && r.data[r.rising_head] >= r.data[r.rising_head - 1]) ++r.rising_head;
         }
         finalized_ = true;
     }
     /// Row i's suffix minima, min t(i, m..len(i)) (after finalize(); rows that are not monotone).
     [[nodiscard]] std::span<const double> suffix_min(std::size_t i) const {
-        return {suffix_min_.data() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
+        return {suffix_min_.get() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
     }
-    /// Row i's prefix maxima, max t(i, 1..m) (after finalize(); rows that are not monotone).
-    [[nodiscard]] std::span<const double> prefix_max(std::size_t i) const {
-        return {prefix_max_.data() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
-    }
+    /// Length of row i's non-decreasing head: t(i, 1..h) is sorted (after finalize()).
+    [[nodiscard]] std::size_t rising_head(std::size_t i) const { return static_cast<std::size_t>(rows_[i].rising_head); }
     [[nodiscard]] bool finalized() const noexcept { return finalized_; }
     [[nodiscard]] std::size_t size() const noexcept { return rows_.size(); }
     /// t(i, m) for m = 1..len(i) (after finalize()).
@@ -122,11 +124,12 @@ private:
         const double* data = nullptr;
         int len = 0;
         bool monotone = true;
-        std::size_t suffix_offset = 0;  ///< into suffix_min_ and prefix_max_ (rows that are not monotone)
+        std::size_t suffix_offset = 0;  ///< into suffix_min_ (rows that are not monotone)
+        int rising_head = 0;            ///< rows that are not monotone: length of the sorted head
     };
     std::vector<double> storage_;
-    std::vector<double> suffix_min_;
-    std::vector<double> prefix_max_;  ///< rows that are not monotone, at their suffix_offset
+    std::unique_ptr<double[]> suffix_min_;  ///< rows that are not monotone, at their suffix_offset
+    std::size_t suffix_capacity_ = 0;
     std::vector<row> rows_;
     bool finalized_ = false;
 };
@@ -181,12 +184,13 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
             const auto sm = rc.suffix_min(i);
             const std::size_t cut = static_cast<std::size_t>(std::upper_bound(sm.begin(), sm.end(), cap) - sm.begin());
             for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
-            // Past the cut every cost exceeds the cap (the smallest: sm[cut]); before it, only
-            // where the prefix maximum exceeds the cap (a suffix of [0, cut): a dip of the row).
+            // Past the cut every cost exceeds the cap (the smallest: sm[cut]); before it, a cost
+            // above the cap lies past the last head entry <= the cap (the head is sorted; past
+            // the head, a dip of the row may bring costs back under the cap).
             if (cut < row.size()) next_cap = std::min(next_cap, sm[cut]);
-            const double* pm = rc.prefix_max(i).data();
-            for (std::size_t m = cut; m > 0 && pm[m - 1] > cap; --m)
-                if (t[m - 1] > cap) next_cap = std::min(next_cap, t[m - 1]);
+            const std::size_t head = std::min(rc.rising_head(i), cut);
+            for (std::size_t m = static_cast<std::size_t>(std::upper_bound(t, t + head, cap) - t); m < cut; ++m)
+                if (t[m] > cap) next_cap = std::min(next_cap, t[m]);
         }
     }
     capped_solution s;

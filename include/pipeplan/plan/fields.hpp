@@ -98,6 +98,8 @@ template <std::uint32_t instruction::*Slot>
                       make_field("zero_stage", &H::zero_stage),
                       make_field("predicted_makespan_ms", &H::predicted_makespan_ms),
                       make_field("predicted_peak_memory_mb", &H::predicted_peak_memory_mb),
+                      make_field("device_memory_mb", &H::device_memory_mb).from(4),
+                      make_field("model_state_mb", &H::model_state_mb).from(4),
                       make_field("microbatches", &H::microbatches),
                       make_field("plan_id", &H::plan_id, field_text::hex).from(2, true)};
 }

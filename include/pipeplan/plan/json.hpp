@@ -1,14 +1,15 @@
 // pipeplan/plan/json.hpp — the JSON form of plans (nlohmann-json; see docs/formats.md).
 //
-// {"format": "pipeplan-plan", "version": 3, "header": {...}, "programs": [{...}]}: every field
+// {"format": "pipeplan-plan", "version": 4, "header": {...}, "programs": [{...}]}: every field
 // of the tables in fields.hpp under its name; enums by name (core/names.hpp), instruction
 // kinds by kind_name(), slots as integers or null (no slot), peer -1 for none, shape as
 // [size, seqlen, dec_seqlen, hidden]. Doubles are printed so that they read back bit-for-bit, so the round trip is exact.
 // Reading checks every field; every pipeplan::input_error names the file, the line and column
 // of the offending value (of the object, for a missing field) and the field path
 // (`r.json:40:14: column 'programs[0].instructions[12].kind': ...`); a newer version is refused.
-// Versions 1 and 2 read as in serialize.hpp (placement by kind name, its stage -> device map,
-// send rule buffered; row_sizes and plan_id where present).
+// Versions 1 to 3 read as in serialize.hpp (versions 1 and 2: placement by kind name, its stage
+// -> device map, send rule buffered; row_sizes, plan_id, device_memory_mb and model_state_mb
+// where present).
 #pragma once
 
 #include <cstdint>

@@ -34,8 +34,9 @@ namespace pipeplan::plan {
 
 /// Version of the plan layout written by this library (binary and JSON). Version 2 added
 /// header.plan_id (and, in binary, the micro-batches' row sizes); version 3 stores the stage ->
-/// device map and the send rule in the header. Readers read versions 1 to 3.
-inline constexpr std::uint32_t plan_format_version = 3;
+/// device map and the send rule in the header; version 4 the device memory the plan was made
+/// for and each rank's model state (the memory rule of validate.hpp). Readers read versions 1 to 4.
+inline constexpr std::uint32_t plan_format_version = 4;
 
 /// What a buffer holds.
 enum class buffer_role : std::uint8_t {
@@ -119,6 +120,12 @@ struct plan_header {
     std::uint8_t zero_stage = 0;               ///< ZeRO stage (>= 2: reduce-scatter)
     double predicted_makespan_ms = 0.0;        ///< the cost model's simulated iteration time
     std::vector<double> predicted_peak_memory_mb;  ///< per rank, simulated (model state included)
+    /// The device memory the plan was made for (MB = 10^6 bytes); 0 = none recorded (a plan
+    /// built by hand, or a file of version 1 to 3): the memory rule is then not checked.
+    double device_memory_mb = 0.0;
+    /// Per rank, the model state its stages hold (MB: weights, gradients, optimizer state);
+    /// arena + model state is what the rank allocates. Empty when device_memory_mb is 0.
+    std::vector<double> model_state_mb;
     std::vector<microbatch_entry> microbatches;    ///< the micro-batch table
     /// The plan identity: a hash of the whole plan (plan/identity.hpp), equal in every rank file
     /// of one plan; 0 = not stamped (a plan built in memory, or a version 1 file).
@@ -135,6 +142,19 @@ struct plan_header {
 
     friend bool operator==(const plan_header&, const plan_header&) = default;
 };
+
+/// What rank `p` allocates on its device (MB = 10^6 bytes): its arena plus the model state the
+/// header records for it (none recorded: the arena alone).
+[[nodiscard]] inline double rank_memory_mb(const plan_header& h, const rank_program& p) noexcept {
+    const double state_mb = p.rank < h.model_state_mb.size() ? h.model_state_mb[p.rank] : 0.0;
+    return static_cast<double>(p.arena_bytes) / 1e6 + state_mb;
+}
+
+/// Whether the header records what the memory rule needs: a device memory > 0 and one model
+/// state per rank (plans of format 4 made by the planner).
+[[nodiscard]] inline bool records_memory(const plan_header& h) noexcept {
+    return h.device_memory_mb > 0 && h.model_state_mb.size() == h.ranks();
+}
 
 /// Why a plan of format `version` is not read or run (readers read 1 to plan_format_version;
 /// executors run plan_format_version only).

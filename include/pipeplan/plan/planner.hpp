@@ -530,8 +530,10 @@ private:
         } guard{opt_.config.device_memory_mb, budget_mb_, device_mb};
         for (std::size_t attempt = 1;; ++attempt) {
             plan_result r = attempt == 1 ? plan_once() : replan(plan_once, device_mb);
+            r.plan.header.device_memory_mb = device_mb;  // what validate()'s memory rule checks
+            r.plan.header.model_state_mb = r.model_state_mb;
             double need_mb = 0.0;
-            for (std::size_t k = 0; k < r.arena_mb.size(); ++k) need_mb = std::max(need_mb, r.arena_mb[k] + r.model_state_mb[k]);
+            for (const rank_program& prog : r.plan.programs) need_mb = std::max(need_mb, rank_memory_mb(r.plan.header, prog));
             r.budget_mb = budget_mb_;
             r.memory_attempts = attempt;
             r.times.total_ms = detail::ms_since(t0);

@@ -7,7 +7,8 @@
 // table in fields.hpp:
 //   header  u32 plan version, u64 iteration, u32 devices, u32 dp, u32 chunks, str placement,
 //           u32 n + u32[n] stage devices, u8 send rule, str schedule, u8 dtype, u8 zero stage,
-//           f64 predicted makespan, u32 n + f64[n] predicted peaks, u32 n + n micro-batches
+//           f64 predicted makespan, u32 n + f64[n] predicted peaks, f64 device memory, u32 n +
+//           f64[n] model states, u32 n + n micro-batches
 //           (u32 replica, u32 k + u32[k] sample ids, 4 × u32 shape, u32 r + u32[r] samples
 //           per packed row), u64 plan identity
 //   program u32 rank, u64 arena bytes, u64 live peak bytes, u32 n + n buffers (u64 offset,
@@ -16,8 +17,9 @@
 //           4 × u32 shape, u64 bytes: 56 bytes each)
 //   str = u32 length + bytes; enums are their codes (u8).
 // Writing is a pure function of the plan: equal plans give identical bytes on every machine.
-// Readers read versions 1 to 3 (version 1: no row counts, read as unpacked; versions 1 and 2:
-// the placement as a code and no stage -> device map or send rule, see read_header).
+// Readers read versions 1 to 4 (version 1: no row counts, read as unpacked; versions 1 and 2:
+// the placement as a code and no stage -> device map or send rule, see read_header; versions 1
+// to 3: no device memory or model states).
 // Reading checks magic, version (a newer or unknown version is refused, naming both), payload
 // length (a truncated file is refused), checksum (a corrupted one too), every enum's range
 // and that nothing trails; errors are pipeplan::input_error naming the file, the field and

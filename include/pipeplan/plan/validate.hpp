@@ -26,9 +26,12 @@
 //              stage, with a clock > 0 MHz (within validate_options' range when one is given)
 //   reduce     reduce_gradients exactly once, after the rank's last backward(_weight), in the
 //              mode the ZeRO stage asks for; then optimizer_step exactly once; nothing after
+//   memory     where the header records the device memory the plan was made for (format 4
+//              on): every rank's arena plus its model state fits it (rank_memory_mb(), plan.hpp)
 //   header     the header's values make sense (each violation names its field): a known plan
 //              version, a finite makespan >= 0, one finite peak >= 0 per rank, ZeRO stage 0..3,
-//              replicas < dp; a table that names samples names each sample 0..N-1 exactly once
+//              replicas < dp; a device memory finite and >= 0 MB, and model states (when
+//              listed) one finite value >= 0 MB per rank; a table that names samples names each sample 0..N-1 exactly once
 //              and at least one per micro-batch; arena_bytes >= live_peak_bytes and <=
 //              max_arena_bytes; for a whole plan of the current version, a stamped plan_id
 //              equals plan_identity() (a version 1 or 2 file's identity hashed its own layout)
@@ -38,6 +41,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <utility>
@@ -59,7 +63,7 @@ struct violation {
     static constexpr std::uint32_t whole_program = 0xFFFFFFFFu;
     std::uint32_t rank = 0;
     std::uint32_t index = whole_program;  ///< instruction index, or whole_program
-    std::string rule;                     ///< structure, pairing, match, deadlock, buffer, compute, clock, reduce, header
+    std::string rule;  ///< structure, pairing, match, deadlock, buffer, compute, clock, reduce, memory, header
     std::string message;
 
     [[nodiscard]] std::string to_string() const {
@@ -602,6 +606,37 @@ inline void check_predictions(const plan_header& h, std::uint32_t rank, reporter
             break;
         }
     if (h.zero_stage > 3) bad("header.zero_stage", std::to_string(h.zero_stage) + " is not a ZeRO stage (0..3)");
+    if (!std::isfinite(h.device_memory_mb) || h.device_memory_mb < 0)
+        bad("header.device_memory_mb", std::to_string(h.device_memory_mb) + " is not a size >= 0 MB");
+    if (!h.model_state_mb.empty() && h.model_state_mb.size() != h.ranks())
+        bad("header.model_state_mb", std::to_string(h.model_state_mb.size()) + " entries for " + std::to_string(h.ranks()) +
+                                         " ranks (one per rank, or none)");
+    for (std::size_t k = 0; k < h.model_state_mb.size(); ++k)
+        if (const double x = h.model_state_mb[k]; !std::isfinite(x) || x < 0) {
+            bad("header.model_state_mb[" + std::to_string(k) + "]", std::to_string(x) + " is not a size >= 0 MB");
+            break;
+        }
+    if (h.device_memory_mb > 0 && h.model_state_mb.empty())
+        bad("header.model_state_mb", "empty, but the header records a device memory of " + std::to_string(h.device_memory_mb) +
+                                         " MB (the memory rule needs one model state per rank)");
+}
+
+/// `mb` with one decimal ("32649.5").
+[[nodiscard]] inline std::string mb_text(double mb) {
+    char text[400];  // the longest double in %.1f is 312 characters
+    std::snprintf(text, sizeof text, "%.1f", mb);
+    return text;
+}
+
+/// memory: the rank's arena plus its model state fits the device memory the header records.
+inline void check_memory(const plan_header& h, const rank_program& p, reporter& rep) {
+    if (!records_memory(h) || p.rank >= h.ranks()) return;
+    const double need_mb = rank_memory_mb(h, p);
+    if (need_mb <= h.device_memory_mb) return;
+    rep(p.rank, violation::whole_program, "memory",
+        "arena " + mb_text(static_cast<double>(p.arena_bytes) / 1e6) + " MB + model state " + mb_text(h.model_state_mb[p.rank]) +
+            " MB = " + mb_text(need_mb) + " MB exceeds the device memory of " + mb_text(h.device_memory_mb) +
+            " MB the plan was made for");
 }
 
 /// The micro-batch table (rule "header"): replicas in range; samples named once each.
@@ -759,6 +794,7 @@ inline void check_messages(const execution_plan& plan, const std::vector<wait_pa
     std::vector<wait_pairing> pairs(plan.programs.size());
     for (std::size_t r = 0; r < plan.programs.size(); ++r) detail::check_rank(h, t, plan.programs[r], rep, opt, pairs[r]);
     const bool ranks_sound = rep.seen == before;
+    for (const rank_program& p : plan.programs) detail::check_memory(h, p, rep);
     detail::check_header(h, 0, rep);
     if (h.plan_id != 0 && h.version == plan_format_version && h.plan_id != plan_identity(plan))
         rep(0, violation::whole_program, "header",
@@ -782,6 +818,7 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
     detail::reporter rep{out, opt.max_violations};
     detail::check_header(rp.header, rp.program.rank, rep);
     detail::check_arena_figures(rp.program, rep);
+    detail::check_memory(rp.header, rp.program, rep);
     return out;
 }
 
@@ -800,6 +837,7 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
     wait_pairing pairs;
     detail::check_rank(rp.header, detail::placement_tables(rp.header), rp.program, rep, opt, pairs);
     detail::check_header(rp.header, rp.program.rank, rep);
+    detail::check_memory(rp.header, rp.program, rep);
     return out;
 }
 

@@ -204,6 +204,8 @@ void bind_header(py::module_& m) {
         .def_property_readonly("zero_stage", [](const plan_header& h) { return static_cast<int>(h.zero_stage); })
         .def_readonly("predicted_makespan_ms", &plan_header::predicted_makespan_ms)
         .def_readonly("predicted_peak_memory_mb", &plan_header::predicted_peak_memory_mb)
+        .def_readonly("device_memory_mb", &plan_header::device_memory_mb)
+        .def_readonly("model_state_mb", &plan_header::model_state_mb)
         .def_property_readonly("microbatches", &microbatch_views)
         .def_property_readonly("ranks", &plan_header::ranks)
         .def_property_readonly("virtual_stages", &plan_header::virtual_stages)

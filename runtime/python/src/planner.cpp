@@ -291,6 +291,9 @@ void bind_result(py::module_& m) {
         .def_property_readonly("peak_memory_mb", [](const R& r) { return r.r.peak_memory_mb; })
         .def_property_readonly("arena_mb", [](const R& r) { return r.r.arena_mb; })
         .def_property_readonly("live_peak_mb", [](const R& r) { return r.r.live_peak_mb; })
+        .def_property_readonly("model_state_mb", [](const R& r) { return r.r.model_state_mb; })
+        .def_property_readonly("budget_mb", [](const R& r) { return r.r.budget_mb; })
+        .def_property_readonly("memory_attempts", [](const R& r) { return r.r.memory_attempts; })
         .def_property_readonly("recompute", [](const R& r) { return std::string(name_of(r.r.split.recompute)); })
         .def_property_readonly("planning_ms", [](const R& r) { return planning_ms(r.r.times); })
         .def("share_of", [](const R& r, std::size_t rank) {
