@@ -50,6 +50,7 @@ struct simulate_args {
     bool chunks_given = false;
     double checkpoint_ratio = std::numeric_limits<double>::quiet_NaN();
     double memory_limit_mb = std::numeric_limits<double>::infinity();
+    double overlap_factor = 1.0;
     bool search = false;
     std::uint64_t seed = 1;
     std::string trace_path, svg_path;
@@ -105,6 +106,7 @@ void run_named(const simulate_args& a, const ps::scenario& base, simulate_run& r
     opt.chunks = a.chunks_given ? a.chunks : 0;
     opt.memory_limit_mb = a.memory_limit_mb;
     opt.checkpoint_ratio = a.checkpoint_ratio;
+    opt.overlap_factor = a.overlap_factor;
     const ps::scenario sc = ps::prepare_scenario(kind, base, opt);
     reject_changed_chunks(a.chunks_given ? a.chunks : 0, opt.chunks, a.schedule);
     if (!a.search) {
@@ -228,6 +230,10 @@ void register_simulate(CLI::App& app) {
                     "Per-device memory limit (MB): adaptive and zb-h1 plan under it, --search-order keeps to "
                     "it, a fixed-order schedule that exceeds it fails (exit 3)")
         ->check(number_in(0, max_memory_mb, true));
+    sub->add_option("--overlap-factor", args->overlap_factor,
+                    "dualpipe-v: an overlapped forward/backward takes max(F, B) + factor * min(F, B) (default 1: "
+                    "no overlap benefit)")
+        ->check(number_in(0, 1));
     sub->add_flag("--search-order", args->search, "Search the micro-batch order (and adaptive's in-flight limit)");
     sub->add_option("--seed", args->seed, "Seed of --search-order (default 1)")
         ->check(integer_in<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pipeplan/schedule/adaptive.hpp"
+#include "pipeplan/schedule/dualpipe_v.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/gpipe.hpp"
 #include "pipeplan/schedule/interleaved.hpp"

@@ -73,6 +73,24 @@ TEST_CASE("cli simulate: every schedule name runs") {
     CHECK(e["device_orders"][0].dump().find("\"f7\"") != std::string::npos);
 }
 
+TEST_CASE("cli simulate: dualpipe-v with --overlap-factor") {
+    const std::string file = golden_file();
+    auto run = [&](const char* factor) {
+        const auto r = run_cli({"simulate", "--scenario", file, "--schedule", "dualpipe-v", "--overlap-factor", factor, "--json"});
+        REQUIRE(r.exit_code == 0);
+        return nlohmann::json::parse(r.out);
+    };
+    const auto none = run("1"), half = run("0.5");
+    CHECK(none["makespan_ms"].get<double>() >= none["lower_bound_ms"].get<double>());
+    CHECK(half["makespan_ms"].get<double>() >= half["lower_bound_ms"].get<double>());
+    CHECK(half["makespan_ms"].get<double>() < none["makespan_ms"].get<double>());  // the overlap pays
+    CHECK(half["lower_bound_ms"].get<double>() <= none["lower_bound_ms"].get<double>());
+    CHECK(none["device_orders"].size() == 4);
+    const auto bad = run_cli({"simulate", "--scenario", file, "--schedule", "dualpipe-v", "--overlap-factor", "1.5"});
+    CHECK(bad.exit_code != 0);
+    CHECK(bad.err.find("--overlap-factor") != std::string::npos);
+}
+
 TEST_CASE("cli simulate: interleaved chunks print as F3.1") {
     const auto r = run_cli({"simulate", "--scenario", golden_file(), "--schedule", "interleaved", "--chunks", "2", "--json"});
     REQUIRE(r.exit_code == 0);

@@ -70,6 +70,13 @@ TEST_CASE("frequency: insertion follows the frontier's clocks on every schedule 
         INFO(c.name);
         const execution_plan base = lower(c.sc, c.sched);
         REQUIRE(validate(base).ok());
+        bool pairs = false;  // the op graph under the energy problem does not model overlapped pairs
+        for (const auto& o : c.sched.orders)
+            for (const auto& x : o) pairs |= x.overlaps_next;
+        if (pairs) {
+            CHECK_THROWS_AS((void)energy::make_energy_problem(c.sc, c.sched, profile), invalid_argument);
+            continue;
+        }
         const auto problem = energy::make_energy_problem(c.sc, c.sched, profile);
         const auto frontier = energy::compute_frontier(problem);
         // the fastest point, a middle one and the slowest

@@ -115,6 +115,8 @@ TEST_CASE("serialize: truncated, corrupted, newer and foreign files give clear e
 TEST_CASE("export: torch CSV follows PyTorch's action grammar") {
     // _Action.from_str: (\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*)
     const std::regex action(R"((\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*))");
+    // _Action.from_str's sub-action form: (<action>;<action>)OVERLAP_F_B
+    const std::regex overlap(R"(\(([^;()]+);([^;()]+)\)OVERLAP_F_B)");
     const auto sc = test::random_scenario(3, 4, 5);
     for (const auto& c : test::all_schedules(sc)) {
         CAPTURE(c.name);
@@ -123,28 +125,38 @@ TEST_CASE("export: torch CSV follows PyTorch's action grammar") {
             const std::string csv = to_torch_csv(p, comms);
             std::istringstream in(csv);
             std::string row;
-            std::size_t rank = 0, forwards = 0, backwards = 0;
+            std::size_t rank = 0, forwards = 0, backwards = 0, overlaps = 0;
             std::set<std::string> seen;
             while (std::getline(in, row)) {
                 std::istringstream cells(row);
-                std::string a;
-                while (std::getline(cells, a, ',')) {
-                    std::smatch m;
-                    REQUIRE_MESSAGE(std::regex_match(a, m, action), a);
-                    const std::uint32_t stage = static_cast<std::uint32_t>(std::stoul(m[1]));
-                    CHECK(p.header.device_of_stage(stage) == rank);  // every action on its stage's rank
-                    const std::string t = m[2];
-                    CHECK((t == "REDUCE_GRAD") == m[3].str().empty());
-                    if (t == "F") ++forwards;
-                    if (t == "B" || t == "I") ++backwards;
-                    if (!comms) CHECK((t == "F" || t == "B" || t == "I" || t == "W"));
-                    CHECK(seen.insert(a).second);  // no action twice
+                std::string cell;
+                while (std::getline(cells, cell, ',')) {
+                    std::vector<std::string> parts{cell};
+                    std::smatch pair;
+                    if (std::regex_match(cell, pair, overlap)) parts = {pair[1], pair[2]};  // one action, two parts
+                    for (const std::string& a : parts) {
+                        std::smatch m;
+                        REQUIRE_MESSAGE(std::regex_match(a, m, action), a);
+                        const std::uint32_t stage = static_cast<std::uint32_t>(std::stoul(m[1]));
+                        CHECK(p.header.device_of_stage(stage) == rank);  // every action on its stage's rank
+                        const std::string t = m[2];
+                        CHECK((t == "REDUCE_GRAD") == m[3].str().empty());
+                        if (t == "F") ++forwards;
+                        if (t == "B" || t == "I") ++backwards;
+                        if (!comms) CHECK((t == "F" || t == "B" || t == "I" || t == "W"));
+                        CHECK(seen.insert(a).second);  // no action twice
+                    }
+                    overlaps += parts.size() == 2;
                 }
                 ++rank;
             }
             CHECK(rank == p.header.devices);
             CHECK(forwards == c.sc.stages * c.sc.microbatches);   // one F per mb and stage (recompute folded)
             CHECK(backwards == c.sc.stages * c.sc.microbatches);
+            std::size_t markers = 0;
+            for (const auto& prog : p.programs)
+                for (const auto& x : prog.instructions) markers += x.kind == instr_kind::overlap_f_b;
+            CHECK(overlaps == markers);
         }
     }
     // golden: 1F1B on 2 stages, 2 micro-batches
@@ -154,6 +166,17 @@ TEST_CASE("export: torch CSV follows PyTorch's action grammar") {
     CHECK(to_torch_csv(p, true) ==
           "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0B0,0B1,0REDUCE_GRAD\n"
           "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD\n");
+    // golden: the same with micro-batch 1's forward on stage 0 overlapped with micro-batch 0's
+    // backward (PyTorch's sub-action form), whole backwards
+    schedule::pipeline_schedule s2 = schedule::one_f_one_b{}(sc2);
+    s2.orders[0] = {{schedule::op_kind::F, 0, 0}, {schedule::op_kind::F, 1, 0, true}, {schedule::op_kind::B, 0, 0},
+                    {schedule::op_kind::B, 1, 0}};
+    const execution_plan q = lower(sc2, s2);
+    CHECK(validate(q).ok());
+    CHECK(to_torch_csv(q, false) == "0F0,(0F1;0B0)OVERLAP_F_B,0B1\n1F0,1B0,1F1,1B1\n");
+    CHECK(to_torch_csv(q, true).find(",(0F1;0B0)OVERLAP_F_B,") != std::string::npos);
+    CHECK(execution_plan_from_binary(to_binary(q)) == q);
+    CHECK(execution_plan_from_json(to_json_text(q)) == q);
 }
 
 TEST_CASE("export: Chrome trace has a track per rank and a flow per message") {

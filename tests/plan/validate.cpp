@@ -120,6 +120,27 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         p.programs.pop_back();
         CHECK(first_rule(p) == "structure");
     }
+    SUBCASE("overlap: an overlap_f_b before a forward whose next compute op is not another micro-batch's backward") {
+        auto p = one_f_one_b_plan(2, 2);  // rank 0 runs F0 F1 B0 B1
+        auto& prog = p.programs[0].instructions;
+        instruction o = prog[find(p.programs[0], instr_kind::forward, 1)];
+        o.kind = instr_kind::overlap_f_b;
+        o.in = o.out = o.stash = o.work = no_slot;
+        auto q = p;
+        auto& first = q.programs[0].instructions;
+        const std::size_t f0 = find(q.programs[0], instr_kind::forward, 0);  // F0, then F1: no backward next
+        instruction o0 = first[f0];
+        o0.kind = instr_kind::overlap_f_b;
+        o0.in = o0.out = o0.stash = o0.work = no_slot;
+        first.insert(first.begin() + static_cast<long>(f0), o0);
+        CHECK(first_rule(q) == "overlap");
+        o.mb = 0;  // names micro-batch 0, placed before micro-batch 1's forward
+        prog.insert(prog.begin() + static_cast<long>(find(p.programs[0], instr_kind::forward, 1)), o);
+        const auto r = validate(p);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.violations[0].rule == "overlap");
+        CHECK(r.to_string().find("not followed by the forward of its micro-batch and stage") != std::string::npos);
+    }
 }
 
 TEST_CASE("validate: a full report stops nothing from being checked safely") {

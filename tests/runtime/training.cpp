@@ -55,7 +55,7 @@ test_batch random_batch(std::size_t samples, std::size_t dp, std::uint64_t seed)
 const std::vector<schedule::schedule_name> every_schedule = {
     schedule::schedule_name::gpipe,      schedule::schedule_name::one_f_one_b, schedule::schedule_name::interleaved,
     schedule::schedule_name::adaptive,   schedule::schedule_name::zb_h1,       schedule::schedule_name::merak_early,
-    schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical};
+    schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical, schedule::schedule_name::dualpipe_v};
 
 }  // namespace
 
@@ -74,7 +74,14 @@ TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gra
                 tiny_plan_options o;
                 o.schedule = name;
                 o.devices = devices;
+                o.overlap_factor = 0.5;  // dualpipe-v's plans then hold overlap_f_b pairs
                 const plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+                if (name == schedule::schedule_name::dualpipe_v) {
+                    std::size_t pairs = 0;
+                    for (const auto& prog : p.programs)
+                        for (const auto& x : prog.instructions) pairs += x.kind == plan::instr_kind::overlap_f_b;
+                    CHECK(pairs > 0);
+                }
                 cpu_cluster cluster(c, p.programs.size(), sgd{0.1}, {10s});
                 const iteration_result r = cluster.run(rank_plans(p), b.lengths);
                 CHECK(std::abs(r.loss - ref.loss) <= 1e-9 * ref.loss);
@@ -82,7 +89,7 @@ TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gra
                 CHECK(r.replica_divergence == 0.0);  // the all-reduce hands out identical bits
                 ++runs;
             }
-    CHECK(runs == 48);
+    CHECK(runs == 54);
 }
 
 TEST_CASE("cpu backend: real batches split exactly (and with a fixed mbs) train like the reference" * PIPEPLAN_NEEDS_DATA()) {
@@ -120,6 +127,7 @@ TEST_CASE("cpu backend: real batches split exactly (and with a fixed mbs) train 
                     tiny_plan_options o;
                     o.schedule = name;
                     o.devices = 4;
+                    o.overlap_factor = 0.5;
                     const plan::execution_plan p = plan_tiny(c, b.split, b.lengths_tokens, o);
                     cpu_cluster cluster(c, p.programs.size(), sgd{0.1}, {10s});
                     const iteration_result r = cluster.run(rank_plans(p), b.lengths_tokens);

@@ -50,40 +50,53 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
         moved = false;
         for (std::size_t d = 0; d < D; ++d)
             while (pos[d] < s.orders[d].size()) {
-                const ps::op o = s.orders[d][pos[d]];
-                const std::uint32_t j = o.mb, v = o.stage;
-                const double fw = sc.fwd(j, v), bw = sc.bwd(j, v);
-                double t = free_at[d], dur = 0.0;
-                bool ready = true;
-                switch (o.kind) {
-                    case ps::op_kind::F:
-                    case ps::op_kind::F_checkpoint:
-                        if (v > 0) ready = ended({'A', j, v - 1}, t);
-                        dur = fw;
-                        break;
-                    case ps::op_kind::R:
-                        ready = ended({'A', j, v}, t);
-                        dur = fw;
-                        break;
-                    case ps::op_kind::B: {
-                        const bool explicit_r = has_r.count({'R', j, v}) > 0;
-                        ready = ended(explicit_r ? key{'R', j, v} : key{'A', j, v}, t);
-                        if (v + 1 < V) ready = ready && ended({'B', j, v + 1}, t);
-                        dur = bw * (1.0 - w);
-                        if (!explicit_r && checkpointed.count({'A', j, v})) dur += sc.ratio(v) * fw;
-                        break;
+                // An op's readiness (raising t to its inputs' end) and its duration alone.
+                auto look = [&](const ps::op o, double& t, double& dur) {
+                    const std::uint32_t j = o.mb, v = o.stage;
+                    const double fw = sc.fwd(j, v), bw = sc.bwd(j, v);
+                    bool ready = true;
+                    switch (o.kind) {
+                        case ps::op_kind::F:
+                        case ps::op_kind::F_checkpoint:
+                            if (v > 0) ready = ended({'A', j, v - 1}, t);
+                            dur = fw;
+                            break;
+                        case ps::op_kind::R:
+                            ready = ended({'A', j, v}, t);
+                            dur = fw;
+                            break;
+                        case ps::op_kind::B: {
+                            const bool explicit_r = has_r.count({'R', j, v}) > 0;
+                            ready = ended(explicit_r ? key{'R', j, v} : key{'A', j, v}, t);
+                            if (v + 1 < V) ready = ended({'B', j, v + 1}, t) && ready;
+                            dur = bw * (1.0 - w);
+                            if (!explicit_r && checkpointed.count({'A', j, v})) dur += sc.ratio(v) * fw;
+                            break;
+                        }
+                        case ps::op_kind::W:
+                            ready = ended({'B', j, v}, t);
+                            dur = bw * w;
+                            break;
                     }
-                    case ps::op_kind::W:
-                        ready = ended({'B', j, v}, t);
-                        dur = bw * w;
-                        break;
+                    return ready;
+                };
+                const ps::op o = s.orders[d][pos[d]];
+                const bool pair = o.overlaps_next && pos[d] + 1 < s.orders[d].size();
+                double t = free_at[d], dur = 0.0, dur2 = 0.0;
+                bool ready = look(o, t, dur);
+                if (pair) {  // overlapped F&B: max of the two plus factor times the shorter
+                    ready = look(s.orders[d][pos[d] + 1], t, dur2) && ready;
+                    dur = std::max(dur, dur2) + s.overlap_factor * std::min(dur, dur2);
                 }
                 if (!ready) break;
-                const char name = ps::is_forward(o.kind) ? 'A' : ps::letter(o.kind);
-                done[{name, j, v}] = t + dur;
+                for (std::size_t k = 0; k < (pair ? 2u : 1u); ++k) {
+                    const ps::op x = s.orders[d][pos[d]];
+                    const char name = ps::is_forward(x.kind) ? 'A' : ps::letter(x.kind);
+                    done[{name, x.mb, x.stage}] = t + dur;
+                    ++pos[d];
+                }
                 free_at[d] = t + dur;
                 out.makespan_ms = std::max(out.makespan_ms, t + dur);
-                ++pos[d];
                 moved = true;
             }
     }
@@ -95,16 +108,30 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
         for (std::size_t c = 0; c < s.placement.chunks(); ++c) state += sc.model_state_mb[s.placement.stage_of(d, c)];
         std::map<std::pair<std::uint32_t, std::uint32_t>, double> held;
         double total = state, peak = state;
-        for (const ps::op& o : s.orders[d]) {
-            double& h = held[{o.mb, o.stage}];
+        // What (mb, stage) holds after op o alone.
+        auto after = [&](const ps::op o) {
             const double st = sc.stored(o.mb, o.stage), r = sc.ratio(o.stage);
+            if (o.kind == ps::op_kind::F || o.kind == ps::op_kind::R) return st;
+            if (o.kind == ps::op_kind::F_checkpoint) return (1.0 - r) * st + sc.activation(o.mb);
+            if (o.kind == ps::op_kind::B) return w > 0.0 ? w * st : 0.0;
+            return 0.0;
+        };
+        const auto& ord = s.orders[d];
+        for (std::size_t p = 0; p < ord.size(); ++p) {
+            const ps::op o = ord[p];
+            double& h = held[{o.mb, o.stage}];
+            if (o.overlaps_next && p + 1 < ord.size()) {  // both parts' peaks on top of the rest
+                const ps::op b = ord[++p];
+                double& hb = held[{b.mb, b.stage}];
+                peak = std::max(peak, total - h - hb + sc.peak(o.mb, o.stage) + sc.peak(b.mb, b.stage));
+                total += after(o) - h + after(b) - hb;
+                h = after(o);
+                hb = after(b);
+                continue;
+            }
             peak = std::max(peak, total - h + (o.kind == ps::op_kind::W ? h : sc.peak(o.mb, o.stage)));
-            double next = 0.0;
-            if (o.kind == ps::op_kind::F || o.kind == ps::op_kind::R) next = st;
-            if (o.kind == ps::op_kind::F_checkpoint) next = (1.0 - r) * st + sc.activation(o.mb);
-            if (o.kind == ps::op_kind::B) next = w > 0.0 ? w * st : 0.0;
-            total += next - h;
-            h = next;
+            total += after(o) - h;
+            h = after(o);
         }
         out.peak_mb[d] = peak;
     }

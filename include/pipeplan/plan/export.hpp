@@ -9,7 +9,9 @@
 // communication: also `<s>SEND_F<mb>` on the sender (s = the sending stage), `<s+1>RECV_F<mb>`
 // on the receiver, `<s>SEND_B<mb>` / `<s-1>RECV_B<mb>` for gradients, at the position of the
 // message's start (PyTorch's runtime waits itself), and `<s>REDUCE_GRAD` for each stage of
-// the rank where reduce_gradients is.
+// the rank where reduce_gradients is. An overlap_f_b and its two parts are one action in
+// PyTorch's sub-action form `(<forward>;<backward>)OVERLAP_F_B`, e.g. `(0F3;5B2)OVERLAP_F_B`
+// (`I` for an input-only backward part), at the overlap_f_b's position.
 #pragma once
 
 #include <algorithm>
@@ -65,6 +67,25 @@ namespace pipeplan::plan {
     }
 }
 
+/// PyTorch's `(<forward>;<backward>)OVERLAP_F_B` for the overlap_f_b at `i` of `ins` (a valid
+/// plan: validate.hpp's overlap rule); marks its two parts in `folded`.
+[[nodiscard]] inline std::string overlap_action(const std::vector<instruction>& ins, std::size_t i,
+                                                const std::vector<std::uint32_t>& local, std::vector<char>& folded) {
+    std::string parts;
+    std::size_t found = 0;
+    for (std::size_t j = i + 1; j < ins.size() && found < 2; ++j) {
+        if (!is_compute(ins[j].kind)) continue;
+        const std::uint32_t mb = ins[j].mb < local.size() ? local[ins[j].mb] : ins[j].mb;
+        const std::vector<std::string> a = torch_actions(ins[j], mb, false, {});
+        if (a.empty()) break;  // a recompute: not a part
+        parts += (found == 0 ? "" : ";") + a.front();
+        folded[j] = 1;
+        ++found;
+    }
+    if (found != 2) throw invalid_argument("to_torch_csv: an overlap_f_b without its two compute parts");
+    return "(" + parts + ")OVERLAP_F_B";
+}
+
 /// The torch.distributed.pipelining CSV of replica `replica` (see the file comment); with
 /// dp > 1 write one file per replica (replica_file_name).
 [[nodiscard]] inline std::string to_torch_csv(const execution_plan& p, bool with_comms, std::uint32_t replica = 0) {
@@ -79,13 +100,22 @@ namespace pipeplan::plan {
         for (std::uint32_t v = 0; v < h.virtual_stages(); ++v)
             if (h.device_of_stage(v) == d) stages.push_back(v);
         bool first = true;
-        for (const instruction& x : prog.instructions) {
+        auto emit = [&](const std::string& a) {
+            if (!first) out += ',';
+            out += a;
+            first = false;
+        };
+        const auto& ins = prog.instructions;
+        std::vector<char> folded(ins.size(), 0);  // the parts of an overlap_f_b, written with it
+        for (std::size_t i = 0; i < ins.size(); ++i) {
+            const instruction& x = ins[i];
+            if (folded[i]) continue;
             const std::uint32_t mb = x.mb < local.size() ? local[x.mb] : x.mb;
-            for (const std::string& a : torch_actions(x, mb, with_comms, stages)) {
-                if (!first) out += ',';
-                out += a;
-                first = false;
+            if (x.kind == instr_kind::overlap_f_b) {
+                emit(overlap_action(ins, i, local, folded));
+                continue;
             }
+            for (const std::string& a : torch_actions(x, mb, with_comms, stages)) emit(a);
         }
         out += '\n';
     }

@@ -65,7 +65,7 @@ namespace detail {
 [[nodiscard]] constexpr bool never_shown(const instruction&) noexcept { return false; }
 [[nodiscard]] constexpr bool has_unit(const instruction& x) noexcept {  // a micro-batch and stage of its own
     return is_compute(x.kind) || is_message(x.kind) || x.kind == instr_kind::load_microbatch ||
-           x.kind == instr_kind::set_frequency;
+           x.kind == instr_kind::set_frequency || x.kind == instr_kind::overlap_f_b;
 }
 [[nodiscard]] constexpr bool has_peer(const instruction& x) noexcept { return x.peer != no_peer; }
 [[nodiscard]] constexpr bool has_mode(const instruction& x) noexcept { return x.mode != 0; }

@@ -67,6 +67,14 @@
 // the trainer's handler for it when one is registered and skip it otherwise (the plan stays
 // correct at any clock; only its time and energy change).
 //
+// Overlap. overlap_f_b(mb, stage) (PyTorch's OVERLAP_F_B) makes the two compute instructions
+// after it one overlapped forward/backward op: its first part is the forward of (mb, stage)
+// that follows it (only a set_frequency may stand between), its second the next compute
+// instruction after that forward, a backward of another micro-batch on this rank; the message
+// instructions the lowering orders between the two parts stay there. Running the parts in
+// program order is always correct (executors without a handler for it do that); a trainer's
+// handler may run them together (e.g. on two streams) once the instructions between them ran.
+//
 // Kinds are an open set: codes 0..127 are pipeplan's (the table in this file is the one place
 // that names them; new built-in kinds get new codes, existing codes never change), codes
 // 128..255 are free for users. Validation treats a user kind as an opaque no-op that touches
@@ -105,6 +113,7 @@ enum class instr_kind : std::uint8_t {
     reduce_gradients = 14,
     optimizer_step = 15,
     set_frequency = 16,
+    overlap_f_b = 17,
 };
 
 /// First code of the range left to users' own kinds.
@@ -192,7 +201,10 @@ static_assert(std::is_trivially_copyable_v<instruction>);
 static_assert(std::is_standard_layout_v<instruction>);
 
 /// Category of a kind: what the validator and the exporters do with it.
-enum class kind_category : std::uint8_t { compute, send_start, send_wait, recv_start, recv_wait, data, free, end, user, clock };
+enum class kind_category : std::uint8_t {
+    compute, send_start, send_wait, recv_start, recv_wait, data, free, end, user, clock,
+    overlap  ///< overlap_f_b: joins the two compute instructions after it (the file comment)
+};
 
 /// The one table of built-in kinds: code, name (as JSON and plan-show spell it), category.
 struct kind_info {
@@ -200,7 +212,7 @@ struct kind_info {
     std::string_view name;
     kind_category category;
 };
-inline constexpr std::array<kind_info, 17> builtin_kinds = {{
+inline constexpr std::array<kind_info, 18> builtin_kinds = {{
     {instr_kind::forward, "forward", kind_category::compute},
     {instr_kind::recompute, "recompute", kind_category::compute},
     {instr_kind::backward, "backward", kind_category::compute},
@@ -218,6 +230,7 @@ inline constexpr std::array<kind_info, 17> builtin_kinds = {{
     {instr_kind::reduce_gradients, "reduce_gradients", kind_category::end},
     {instr_kind::optimizer_step, "optimizer_step", kind_category::end},
     {instr_kind::set_frequency, "set_frequency", kind_category::clock},
+    {instr_kind::overlap_f_b, "overlap_f_b", kind_category::overlap},
 }};
 
 /// True for the codes of the built-in table.

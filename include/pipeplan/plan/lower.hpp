@@ -33,6 +33,8 @@
 //    Also inserted: load_microbatch(mb) before the first forward of mb on the ranks of the
 //    first and the last virtual stage (inputs and labels), and reduce_gradients and
 //    optimizer_step at the end of every program.
+//    An overlapped forward/backward pair of the schedule (schedule::op::overlaps_next) gets an
+//    overlap_f_b right before its forward; the messages stay where the rules above put them.
 // 4. plan_buffers(program) (plan/buffers.hpp): lifetimes, frees, arena offsets.
 #pragma once
 
@@ -75,6 +77,8 @@ struct compute_programs {
     std::vector<std::vector<op_ref>> input_from;  ///< [rank][i] producer of the data input
     std::vector<std::vector<op_ref>> stash_from;  ///< [rank][i] forward/recompute whose activations it reads
     std::vector<std::vector<std::uint32_t>> seq;  ///< [rank][i] global sequence number
+    /// [rank] the indices i of forwards that overlap the next compute op (schedule::op::overlaps_next)
+    std::vector<std::vector<std::uint32_t>> overlap_heads;
 };
 
 /// Options of the lowering passes.
@@ -163,6 +167,7 @@ inline void sequence_ops(compute_programs& cp) {
     cp.input_from.resize(R);
     cp.stash_from.resize(R);
     cp.seq.resize(R);
+    cp.overlap_heads.resize(R);
     std::vector<op_ref> ref_of(idx.ops.size());  // op id -> (rank, index)
     for (std::size_t r = 0; r < R; ++r)
         for (std::uint32_t id = idx.first_of_device[r]; id < idx.first_of_device[r + 1]; ++id)
@@ -170,6 +175,7 @@ inline void sequence_ops(compute_programs& cp) {
     auto ref = [&](std::int32_t id) { return id < 0 ? op_ref{} : ref_of[static_cast<std::size_t>(id)]; };
     for (std::size_t r = 0; r < R; ++r)
         for (const schedule::op& o : s.orders[r]) {  // producers by timing.hpp's data flow
+            if (o.overlaps_next) cp.overlap_heads[r].push_back(static_cast<std::uint32_t>(cp.ops[r].size()));
             cp.ops[r].push_back(detail::compute_instruction(o, split));
             cp.input_from[r].push_back(ref(idx.cross_producer_of(o)));
             cp.stash_from[r].push_back(ref(idx.local_producer_of(o)));
@@ -437,7 +443,9 @@ inline void insert_communication_into(std::vector<rank_program>& progs, const co
         p.instructions.clear();
         // room for the frees plan_buffers() inserts (at most one per buffer), so that it works in place
         p.instructions.reserve(ops.size() + placed[r].size() + 2 + p.buffers.size());
-        std::size_t k = 0;
+        std::size_t k = 0, pair = 0;
+        static const std::vector<std::uint32_t> no_heads;
+        const std::vector<std::uint32_t>& heads = r < cp.overlap_heads.size() ? cp.overlap_heads[r] : no_heads;
         for (std::uint32_t i = 0; i <= ops.size(); ++i) {
             for (; k < placed[r].size() && placed[r][k].before == i; ++k)
                 p.instructions.push_back(detail::placed_instruction(cp, sb.messages, placed[r][k], r, opt));
@@ -445,6 +453,14 @@ inline void insert_communication_into(std::vector<rank_program>& progs, const co
                 instruction c = ops[i];
                 c.type = opt.type;
                 if (c.mb < opt.shapes.size()) c.shape = opt.shapes[c.mb];
+                if (pair < heads.size() && heads[pair] == i) {  // the pair's forward comes next
+                    ++pair;
+                    instruction o = c;
+                    o.kind = instr_kind::overlap_f_b;
+                    o.mode = 0;
+                    o.in = o.out = o.stash = o.work = no_slot;
+                    p.instructions.push_back(o);
+                }
                 p.instructions.push_back(c);
             }
         }

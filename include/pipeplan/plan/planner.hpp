@@ -105,6 +105,11 @@ struct planner_options {
     /// A built-in or registered schedule (schedule/registry.hpp); nullopt: choose (see the file comment).
     std::optional<schedule::schedule_id> schedule;
     std::size_t order_search_evaluations = 24;        ///< per adaptive candidate
+    /// The price of an overlapped forward/backward for the schedules that overlap them
+    /// (dualpipe-v: schedule::named_schedule_options::overlap_factor): 1 = no overlap benefit,
+    /// the default, since how much two micro-batches' forward and backward hide each other is
+    /// the model's and kernels' property; set it from a measurement.
+    double overlap_factor = 1.0;
     std::uint64_t seed = 1;
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
@@ -629,6 +634,7 @@ private:
         no.chunks = static_cast<std::size_t>(opt_.config.virtual_chunks);
         no.memory_limit_mb = budget_mb_;
         no.inflight_limit = inflight;
+        no.overlap_factor = opt_.overlap_factor;
         if (no.chunks > 1) no.placement = schedule::placement_kind::interleaved;
         return no;
     }

@@ -24,6 +24,9 @@
 //              between them; stage 0 and the last stage load the micro-batch first
 //   clock      a set_frequency immediately precedes a compute op of the same micro-batch and
 //              stage, with a clock > 0 MHz (within validate_options' range when one is given)
+//   overlap    an overlap_f_b is followed by the forward of its micro-batch and stage (only a
+//              set_frequency between), and the next compute instruction after that forward is
+//              a backward of another micro-batch
 //   reduce     reduce_gradients exactly once, after the rank's last backward(_weight), in the
 //              mode the ZeRO stage asks for; then optimizer_step exactly once; nothing after
 //   memory     where the header records the device memory the plan was made for (format 4
@@ -63,7 +66,7 @@ struct violation {
     static constexpr std::uint32_t whole_program = 0xFFFFFFFFu;
     std::uint32_t rank = 0;
     std::uint32_t index = whole_program;  ///< instruction index, or whole_program
-    std::string rule;  ///< structure, pairing, match, deadlock, buffer, compute, clock, reduce, memory, header
+    std::string rule;  ///< structure, pairing, match, deadlock, buffer, compute, clock, overlap, reduce, memory, header
     std::string message;
 
     [[nodiscard]] std::string to_string() const {
@@ -189,7 +192,8 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     for (std::uint32_t s : {ins.in, ins.out, ins.stash, ins.work})
         if (s != no_slot && s >= rv.p.buffers.size())
             bad("slot " + std::to_string(s) + " out of range (" + std::to_string(rv.p.buffers.size()) + " buffers)");
-    const bool local = is_compute(ins.kind) || ins.kind == instr_kind::load_microbatch || ins.kind == instr_kind::set_frequency;
+    const bool local = is_compute(ins.kind) || ins.kind == instr_kind::load_microbatch || ins.kind == instr_kind::set_frequency ||
+                       ins.kind == instr_kind::overlap_f_b;
     if (!local && !is_message(ins.kind)) return;
     if (ins.mb >= rv.h.microbatches.size())
         return bad("micro-batch out of range (the table has " + std::to_string(rv.h.microbatches.size()) + ")");
@@ -223,7 +227,8 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
         (ins.work != no_slot && ins.work >= n))
         return false;
     const kind_category c = category(ins.kind);
-    const bool local = c == kind_category::compute || ins.kind == instr_kind::load_microbatch || ins.kind == instr_kind::set_frequency;
+    const bool local = c == kind_category::compute || ins.kind == instr_kind::load_microbatch ||
+                       ins.kind == instr_kind::set_frequency || ins.kind == instr_kind::overlap_f_b;
     if (!local && !is_message(ins.kind)) return true;
     if (ins.mb >= rv.h.microbatches.size()) return false;
     const microbatch_entry& m = rv.h.microbatches[ins.mb];
@@ -254,6 +259,30 @@ inline void check_clocks(const rank_view& rv, const validate_options& opt, repor
                                                : std::string("(0, inf) MHz")));
         if (i + 1 >= prog.size() || !is_compute(prog[i + 1].kind) || prog[i + 1].mb != x.mb || prog[i + 1].stage != x.stage)
             rep(rv.rank, i, "clock", describe(x) + ": not immediately before a compute op of its micro-batch and stage");
+    }
+}
+
+/// overlap: each overlap_f_b's parts are its forward, then the next compute op, a backward of
+/// another micro-batch.
+inline void check_overlaps(const rank_view& rv, reporter& rep) {
+    const auto& prog = rv.p.instructions;
+    // The index of the next compute instruction from j on (prog.size() when none).
+    auto next_compute = [&](std::size_t j) {
+        while (j < prog.size() && !is_compute(prog[j].kind)) ++j;
+        return j;
+    };
+    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+        const instruction& x = prog[i];
+        if (x.kind != instr_kind::overlap_f_b) continue;
+        std::size_t f = i + 1;
+        if (f < prog.size() && prog[f].kind == instr_kind::set_frequency) ++f;
+        if (f >= prog.size() || prog[f].kind != instr_kind::forward || prog[f].mb != x.mb || prog[f].stage != x.stage) {
+            rep(rv.rank, i, "overlap", describe(x) + ": not followed by the forward of its micro-batch and stage");
+            continue;
+        }
+        const std::size_t b = next_compute(f + 1);
+        if (b >= prog.size() || prog[b].kind != instr_kind::backward || prog[b].mb == x.mb)
+            rep(rv.rank, i, "overlap", describe(x) + ": the compute op after its forward is not a backward of another micro-batch");
     }
 }
 
@@ -697,6 +726,7 @@ inline void check_rank(const plan_header& h, const placement_tables& t, const ra
     check_arena(rv, rep);
     if (rep.seen != before) return;  // the walks below index with these fields
     check_clocks(rv, opt, rep);
+    check_overlaps(rv, rep);
     if (!enough_compute(rv, rep)) return;  // bounds chunks x M by the program's length
     check_pairing(rv, rep, pairs);
     std::vector<unit_state> units(std::size_t(h.chunks) * h.microbatches.size());

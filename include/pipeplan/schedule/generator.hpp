@@ -35,6 +35,9 @@ struct pipeline_schedule {
     stage_placement placement;     ///< virtual stage -> device
     device_orders orders;          ///< orders[d] = op list of device d
     double w_share = 0.0;          ///< share of the backward that W ops take (0: no split)
+    /// Prices overlapped forward/backward pairs (op::overlaps_next): overlapped_ms() of
+    /// timing.hpp; in [0, 1], 1 = no overlap benefit. Unused by schedules without pairs.
+    double overlap_factor = 1.0;
     /// Set by generators that know them (replay_facts); describes `orders` as generated, so
     /// code that edits the orders must reset it. The order search uses it to skip simulations.
     std::optional<replay_facts> replay = std::nullopt;

@@ -9,6 +9,10 @@
 //       that overlaps upstream work, so drain_d is 0 there;
 //   (b) per micro-batch: its whole forward + backward path through all stages with messages
 //       (with a split backward: the input-gradient chain plus stage 0's W).
+// Overlapped forward/backward pairs (overlap_factor < 1) only shorten (a): a pair saves
+// (1 − factor)·min(F, B) of its parts' time, so a device saves at most (1 − factor)·min(its
+// forward time, its B time), which (a) subtracts; every op still takes at least its own
+// duration, so (b) holds unchanged.
 // Messages are charged latency + size/bandwidth without contention (a lower bound on the
 // simulator's link model). Recomputation only adds work, so the bound holds for schedules
 // with f/R ops as well.
@@ -34,9 +38,11 @@ struct lower_bound_parts {
 };
 
 /// Lower bound on the makespan of any schedule of `sc` on `pl`. `w_share` > 0 means backward
-/// work may be split into B and W (a W share of that fraction), which relaxes the drain.
+/// work may be split into B and W (a W share of that fraction), which relaxes the drain;
+/// `overlap_factor` < 1 allows overlapped forward/backward pairs priced as timing.hpp's
+/// overlapped_ms() (1: none can save time).
 [[nodiscard]] inline lower_bound_parts lower_bound(const scenario& sc, const stage_placement& pl,
-                                                   double w_share = 0.0) {
+                                                   double w_share = 0.0, double overlap_factor = 1.0) {
     const std::size_t V = sc.stages, M = sc.microbatches, D = pl.devices();
     if (pl.virtual_stages() != V)
         throw invalid_argument("lower_bound: the placement has " + std::to_string(pl.virtual_stages()) +
@@ -64,13 +70,20 @@ struct lower_bound_parts {
     std::vector<std::size_t> by_device(V);  // stages grouped by device, increasing within one
     std::iota(by_device.begin(), by_device.end(), std::size_t{0});
     std::stable_sort(by_device.begin(), by_device.end(), [&](std::size_t a, std::size_t b) { return dev[a] < dev[b]; });
-    std::vector<double> work(D, 0.0);
+    std::vector<double> work(D, 0.0), forward_work(D, 0.0), b_work(D, 0.0);
     for (std::size_t i = 0, n = 0; i < V; i += n) {
         for (n = 1; i + n < V && dev[by_device[i + n]] == dev[by_device[i]];) ++n;
-        double& w = work[dev[by_device[i]]];
+        const std::size_t d = dev[by_device[i]];
         for (std::size_t j = 0; j < M; ++j)
-            for (std::size_t c = i; c < i + n; ++c) w += sc.fwd(j, by_device[c]) + sc.bwd(j, by_device[c]);
+            for (std::size_t c = i; c < i + n; ++c) {
+                const std::size_t v = by_device[c];
+                work[d] += sc.fwd(j, v) + sc.bwd(j, v);
+                forward_work[d] += fwd(j, v);
+                b_work[d] += bwd(j, v);
+            }
     }
+    if (overlap_factor < 1.0)  // the most that overlapped pairs can save (file comment)
+        for (std::size_t d = 0; d < D; ++d) work[d] -= (1.0 - overlap_factor) * std::min(forward_work[d], b_work[d]);
     constexpr std::size_t no_device = std::numeric_limits<std::size_t>::max();
     std::vector<std::size_t> first_of(V, no_device);  // [v]: the device whose first stage v is
     for (std::size_t d = 0; d < D; ++d) first_of[pl.first_stage_on(d)] = d;

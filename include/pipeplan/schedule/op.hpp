@@ -8,6 +8,9 @@
 //   W  weight-gradient part of a split backward (zero-bubble schedules).
 // A `B` whose forward was an `f` with no `R` before it recomputes inline (classic activation
 // checkpointing: the recomputation runs inside the backward, after the gradient arrived).
+// An F with `overlaps_next` set runs together with the B that follows it in its device order,
+// as one overlapped forward/backward op (DualPipe's F&B; PyTorch's OVERLAP_F_B): both start when
+// both inputs are there and both end after timing.hpp's overlapped duration.
 #pragma once
 
 #include <charconv>
@@ -41,6 +44,8 @@ struct op {
     op_kind kind = op_kind::F;
     std::uint32_t mb = 0;     ///< micro-batch index (0-based, in scenario order)
     std::uint32_t stage = 0;  ///< virtual stage index (0-based)
+    /// An F only: runs overlapped with the next op of its device order, a B (see the file comment).
+    bool overlaps_next = false;
 
     friend constexpr bool operator==(const op&, const op&) noexcept = default;
 };

@@ -9,7 +9,9 @@
 //   two devices delays its edge by the network's latency + wire time of op_model's message size.
 // The earliest-start times of this DAG are the simulator's start times whenever links never
 // queue (a free network, or at most one message at a time per link); the simulator also models
-// link queueing, which a DAG with fixed delays cannot.
+// link queueing, which a DAG with fixed delays cannot. Overlapped forward/backward pairs
+// (op::overlaps_next: two ops that start together) are not edges of a DAG: make_op_graph()
+// refuses schedules that hold them.
 #pragma once
 
 #include <cstddef>
@@ -40,10 +42,14 @@ struct op_graph {
 };
 
 /// Builds the op graph of `sched` on `sc`; throws pipeplan::invalid_argument as simulate()
-/// does for a malformed schedule.
+/// does for a malformed schedule, and for one with overlapped pairs (the file comment).
 [[nodiscard]] inline op_graph make_op_graph(const scenario& sc, const pipeline_schedule& sched) {
     op_index idx;
     idx.build(sc, sched);
+    for (std::size_t i = 0; i < idx.ops.size(); ++i)
+        if (idx.pair_head(i))
+            throw invalid_argument("op graph: schedule '" + sched.name + "' overlaps forward " + op_label(sched, idx.ops[i]) +
+                                   " with a backward: overlapped pairs are not modelled by the op graph");
     std::vector<detail::sim_node> nodes;
     std::vector<std::uint32_t> pending;
     detail::build_nodes(idx, sc, sched.w_share, nodes, pending);

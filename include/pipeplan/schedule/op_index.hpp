@@ -31,6 +31,7 @@ struct op_index {
     std::vector<std::uint32_t> device_of_stage;  ///< [v]
     std::vector<std::uint32_t> first_of_device;  ///< prefix offsets: device d owns ids [first[d], first[d+1])
     bool checkpointed = false;                   ///< some forward is an f (F_checkpoint)
+    bool has_pairs = false;                      ///< some op overlaps the next (op::overlaps_next)
 
     [[nodiscard]] std::int32_t rec_of(std::size_t k) const noexcept { return rec.empty() ? none : rec[k]; }
     [[nodiscard]] std::int32_t wgt_of(std::size_t k) const noexcept { return wgt.empty() ? none : wgt[k]; }
@@ -81,13 +82,21 @@ struct op_index {
         M = sc.microbatches;
         check_shape(s);
         allocate(s);
+        has_pairs = false;
         for (std::size_t d = 0; d < s.orders.size(); ++d) {
             first_of_device.push_back(static_cast<std::uint32_t>(ops.size()));
             for (const op& o : s.orders[d]) add(s, d, o);
         }
         first_of_device.push_back(static_cast<std::uint32_t>(ops.size()));
         check_complete(s);
+        check_pairs(s);
     }
+
+    /// Whether op id i is the forward of an overlapped pair (op::overlaps_next; the B is i + 1).
+    /// (has_pairs first: schedules without pairs, most of them, do not read the op.)
+    [[nodiscard]] bool pair_head(std::size_t i) const noexcept { return has_pairs && ops[i].overlaps_next; }
+    /// Whether op id i is the backward of an overlapped pair.
+    [[nodiscard]] bool pair_tail(std::size_t i) const noexcept { return has_pairs && i > 0 && ops[i - 1].overlaps_next; }
 
 private:
     [[nodiscard]] std::size_t key(op o) const noexcept { return o.stage * M + o.mb; }
@@ -164,6 +173,7 @@ private:
                 break;
         }
         if (*slot != none) bad("appears twice");
+        has_pairs |= o.overlaps_next;
         *slot = static_cast<std::int32_t>(ops.size());
         ops.push_back(o);
     }
@@ -177,6 +187,28 @@ private:
             ok &= !recomputed(k) || (fwd[k] != none && ops[static_cast<std::size_t>(fwd[k])].kind == op_kind::F_checkpoint);
         }
         return ok;
+    }
+
+    /// An op with overlaps_next is a forward followed, on its device, by a B of another
+    /// micro-batch (one of its own would wait for the forward's output: a deadlock); the schedule's
+    /// overlap_factor lies in [0, 1].
+    void check_pairs(const pipeline_schedule& s) const {
+        if (!(s.overlap_factor >= 0.0 && s.overlap_factor <= 1.0))
+            throw invalid_argument("simulate: schedule '" + s.name + "': overlap_factor must lie in [0, 1], is " +
+                                   std::to_string(s.overlap_factor));
+        if (!has_pairs) return;
+        for (std::size_t d = 0; d < s.orders.size(); ++d)
+            for (std::size_t p = 0; p < s.orders[d].size(); ++p) {
+                const op& o = s.orders[d][p];
+                if (!o.overlaps_next) continue;
+                const bool last = p + 1 == s.orders[d].size();
+                const op* b = last ? nullptr : &s.orders[d][p + 1];
+                if (!is_forward(o.kind) || !b || b->kind != op_kind::B || b->overlaps_next || b->mb == o.mb)
+                    throw invalid_argument("simulate: schedule '" + s.name + "', device " + std::to_string(d) +
+                                           ", position " + std::to_string(p) + ": op " + to_string(o) +
+                                           " overlaps the next op, which must be the B of another micro-batch "
+                                           "(an overlapped forward/backward pair)");
+            }
     }
 
     /// Every (micro-batch, stage) has its F and B (and W with a split); an R follows an f.

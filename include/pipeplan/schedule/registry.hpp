@@ -31,6 +31,7 @@
 
 #include "pipeplan/core/names.hpp"
 #include "pipeplan/schedule/adaptive.hpp"
+#include "pipeplan/schedule/dualpipe_v.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/gpipe.hpp"
 #include "pipeplan/schedule/interleaved.hpp"
@@ -45,11 +46,11 @@ namespace pipeplan::schedule {
 
 /// The built-in schedules (their rows: builtin_schedules()).
 enum class schedule_name : std::uint8_t {
-    gpipe, one_f_one_b, interleaved, adaptive, zb_h1, merak_early, merak_last, merak_critical, zb_v, v_half, v_min
+    gpipe, one_f_one_b, interleaved, adaptive, zb_h1, merak_early, merak_last, merak_critical, zb_v, v_half, v_min, dualpipe_v
 };
 
 [[nodiscard]] constexpr auto enum_names(schedule_name) noexcept {
-    return name_table<schedule_name, 11>{"schedule",
+    return name_table<schedule_name, 12>{"schedule",
                                         {{{schedule_name::gpipe, "gpipe"},
                                           {schedule_name::one_f_one_b, "1f1b"},
                                           {schedule_name::interleaved, "interleaved"},
@@ -60,7 +61,8 @@ enum class schedule_name : std::uint8_t {
                                           {schedule_name::merak_critical, "merak-critical"},
                                           {schedule_name::zb_v, "zb-v"},
                                           {schedule_name::v_half, "v-half"},
-                                          {schedule_name::v_min, "v-min"}}}};
+                                          {schedule_name::v_min, "v-min"},
+                                          {schedule_name::dualpipe_v, "dualpipe-v"}}}};
 }
 [[nodiscard]] constexpr std::string_view to_string(schedule_name n) noexcept { return name_of(n); }
 
@@ -81,6 +83,10 @@ struct named_schedule_options {
     /// zb-v, v-half, v-min: pending weight gradients after which a device runs a W first (0 = W
     /// only fills waits).
     std::size_t max_pending_w = 0;
+    /// dualpipe-v: prices an overlapped forward/backward as max(F, B) + overlap_factor·min(F, B)
+    /// (timing.hpp). 1 (no overlap benefit) unless measured: how much a forward and a backward
+    /// of two micro-batches hide each other depends on the model and the kernels.
+    double overlap_factor = 1.0;
     bool quick = false;       ///< adaptive: uniform preferences only (for inner loops of searches)
 };
 
@@ -184,6 +190,15 @@ struct schedule_traits {
     rows.push_back(v_row(schedule_name::zb_v, 1.0));
     rows.push_back(v_row(schedule_name::v_half, 0.5));
     rows.push_back(v_row(schedule_name::v_min, 1.0 / 3.0));
+    rows.push_back(v_row(schedule_name::dualpipe_v, 1.0));
+    rows.back().factory = [](const named_schedule_options& o) -> any_generator {
+        dualpipe_v z;
+        z.w_share = o.w_share;
+        z.overlap_factor = o.overlap_factor;
+        z.memory_limit_mb = o.memory_limit_mb;
+        z.max_pending_w = o.max_pending_w;
+        return z;
+    };
     return rows;
 }
 

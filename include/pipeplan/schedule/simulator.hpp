@@ -9,6 +9,9 @@
 //   Communication overlaps compute. A free network makes messages pure dependencies.
 // - Memory of a device = model state of its stages + activations held by its stages + the
 //   running op's transient (timing.hpp).
+// - An overlapped forward/backward pair (op::overlaps_next) starts when both parts' inputs are
+//   there and runs as one op of timing.hpp's overlapped duration; both parts' outputs leave at
+//   its end. The timeline lists both parts with the pair's start and end.
 // - Events are processed in time order, ties by op id, so results are bit-for-bit
 //   deterministic.
 // The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
@@ -150,9 +153,29 @@ inline void apply_durations(std::vector<sim_node>& nodes, const simulation_optio
     }
 }
 
+/// Prices every overlapped pair (op_index::pair_head): both nodes take overlapped_ms() of the
+/// parts' durations (timing.hpp).
+inline void price_pairs(std::vector<sim_node>& nodes, const op_index& idx, double overlap_factor) {
+    if (!idx.has_pairs) return;
+    for (std::size_t i = 0; i + 1 < nodes.size(); ++i)
+        if (idx.pair_head(i)) nodes[i].dur = nodes[i + 1].dur = overlapped_ms(nodes[i].dur, nodes[i + 1].dur, overlap_factor);
+}
+
+/// Whether the op (or the overlapped pair) at id i has all its inputs.
+[[nodiscard]] inline bool inputs_ready(const op_index& idx, const std::vector<std::uint32_t>& pending, std::size_t i) noexcept {
+    return pending[i] == 0 && (!idx.pair_head(i) || pending[i + 1] == 0);
+}
+
+/// Whether op id u is what device e runs next (alone or as the backward of its next pair).
+[[nodiscard]] inline bool next_on(const simulation_workspace& ws, std::size_t e, std::size_t u) noexcept {
+    const std::size_t at = ws.idx.first_of_device[e] + ws.pos[e];
+    return at == u || (at + 1 == u && ws.idx.pair_head(at));
+}
+
 /// Start times on a free network: without link contention every start time is max(device
 /// free, inputs ready), which does not depend on the processing order, so devices run as far
-/// as they can go from a worklist (each op touched once). Leaves ws.nodes[i].ready = start.
+/// as they can go from a worklist (each op touched once). An overlapped pair starts when both
+/// parts' inputs are there. Leaves ws.nodes[i].ready = start.
 inline void run_free_network(simulation_workspace& ws, std::size_t D) {
     const op_index& idx = ws.idx;
     std::vector<sim_node>& nodes = ws.nodes;
@@ -160,32 +183,39 @@ inline void run_free_network(simulation_workspace& ws, std::size_t D) {
     std::vector<std::uint32_t>& work = ws.work;
     work.clear();
     for (std::size_t d = 0; d < D; ++d) work.push_back(static_cast<std::uint32_t>(d));
+    // Op i started at `start` and ends at `end`: its successors' inputs are there at `end`.
+    auto finish = [&](std::uint32_t d, std::size_t i, double start, double end) {
+        sim_node& n = nodes[i];
+        n.ready = start;
+        if (n.local != op_index::none) {  // same stage, so same device: this sweep reaches it
+            const auto u = static_cast<std::size_t>(n.local);
+            nodes[u].ready = std::max(nodes[u].ready, end);
+            --pending[u];
+        }
+        if (n.cross != op_index::none) {
+            const auto u = static_cast<std::size_t>(n.cross);
+            nodes[u].ready = std::max(nodes[u].ready, end);
+            if (--pending[u] == 0) {
+                // The receiver's stage from the sender's (timing.hpp), not from idx.ops[u]:
+                // ops[i] streams, ops[u] would be a random load.
+                const std::uint32_t e = idx.device_of_stage[cross_successor(idx.ops[i], idx.V).to.stage];
+                if (e != d && next_on(ws, e, u)) work.push_back(e);
+            }
+        }
+    };
     while (!work.empty()) {
         const std::uint32_t d = work.back();
         work.pop_back();
         const std::uint32_t last = idx.first_of_device[d + 1];
         std::uint32_t i = idx.first_of_device[d] + ws.pos[d];
         double t = ws.dev_free[d];
-        for (; i < last && pending[i] == 0; ++i) {
-            sim_node& n = nodes[i];
-            const double s0 = std::max(t, n.ready);
-            n.ready = s0;
-            t = s0 + n.dur;
-            if (n.local != op_index::none) {  // same stage, so same device: this sweep reaches it
-                const auto u = static_cast<std::size_t>(n.local);
-                nodes[u].ready = std::max(nodes[u].ready, t);
-                --pending[u];
-            }
-            if (n.cross != op_index::none) {
-                const auto u = static_cast<std::size_t>(n.cross);
-                nodes[u].ready = std::max(nodes[u].ready, t);
-                if (--pending[u] == 0) {
-                    // The receiver's stage from the sender's (timing.hpp), not from idx.ops[u]:
-                    // ops[i] streams, ops[u] would be a random load.
-                    const std::uint32_t e = idx.device_of_stage[cross_successor(idx.ops[i], idx.V).to.stage];
-                    if (e != d && idx.first_of_device[e] + ws.pos[e] == static_cast<std::uint32_t>(u)) work.push_back(e);
-                }
-            }
+        while (i < last && inputs_ready(idx, pending, i)) {
+            const bool pair = idx.pair_head(i);
+            const double s0 = std::max({t, nodes[i].ready, pair ? nodes[i + 1].ready : 0.0});
+            t = s0 + nodes[i].dur;
+            finish(d, i, s0, t);
+            if (pair) finish(d, i + 1, s0, t);
+            i += pair ? 2 : 1;
         }
         ws.pos[d] = i - idx.first_of_device[d];
         ws.dev_free[d] = t;
@@ -194,7 +224,8 @@ inline void run_free_network(simulation_workspace& ws, std::size_t D) {
 
 /// Start times with link contention: links serialize messages in send order, so completions
 /// are processed in time order (ties by op id) and the order of sends is the order of
-/// completion times. Leaves ws.nodes[i].ready = start.
+/// completion times. An overlapped pair is one event (its forward's id). Leaves
+/// ws.nodes[i].ready = start.
 inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_model& model) {
     const op_index& idx = ws.idx;
     std::vector<sim_node>& nodes = ws.nodes;
@@ -207,19 +238,14 @@ inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_mod
     auto try_start = [&](std::size_t d) {
         if (busy[d]) return;
         const std::uint32_t i = idx.first_of_device[d] + ws.pos[d];
-        if (i >= idx.first_of_device[d + 1] || pending[i] != 0) return;
-        nodes[i].ready = std::max(ws.dev_free[d], nodes[i].ready);
+        if (i >= idx.first_of_device[d + 1] || !inputs_ready(idx, pending, i)) return;
+        const bool pair = idx.pair_head(i);
+        nodes[i].ready = std::max({ws.dev_free[d], nodes[i].ready, pair ? nodes[i + 1].ready : 0.0});
+        if (pair) nodes[i + 1].ready = nodes[i].ready;
         busy[d] = 1;
         events.emplace(nodes[i].ready + nodes[i].dur, i);
     };
-    for (std::size_t d = 0; d < D; ++d) try_start(d);
-    while (!events.empty()) {
-        const auto [t, i] = events.top();
-        events.pop();
-        const std::size_t d = idx.device_of_stage[idx.ops[i].stage];
-        busy[d] = 0;
-        ws.dev_free[d] = t;
-        ++ws.pos[d];
+    auto send = [&](std::size_t i, double t, std::size_t d) {
         const sim_node& n = nodes[i];
         for (const std::int32_t succ : {n.cross, n.local}) {
             if (succ == op_index::none) continue;
@@ -229,6 +255,18 @@ inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_mod
             m.ready = std::max(m.ready, ws.links.arrival(t, d, e, model.message_mb(idx.ops[i])));
             if (--pending[u] == 0 && e != d) try_start(e);
         }
+    };
+    for (std::size_t d = 0; d < D; ++d) try_start(d);
+    while (!events.empty()) {
+        const auto [t, i] = events.top();
+        events.pop();
+        const std::size_t d = idx.device_of_stage[idx.ops[i].stage];
+        const bool pair = idx.pair_head(i);
+        busy[d] = 0;
+        ws.dev_free[d] = t;
+        ws.pos[d] += pair ? 2 : 1;
+        send(i, t, d);
+        if (pair) send(i + 1, t, d);
         try_start(d);
     }
 }
@@ -266,10 +304,14 @@ struct device_record {
             curve->reserve(2 * ops + 1);
         }
     }
+    /// The timeline entry alone (the backward of an overlapped pair: the curve has the pair's).
+    void add_timing(const op& o, double start_ms, double end_ms) {
+        if (timeline) *timeline++ = {o, start_ms, end_ms};
+    }
     /// One op: its timeline entry and the two steps of the curve (a step of zero length, when the
     /// op starts as the previous one ended, is replaced by the op's own).
     void add(const op& o, double start_ms, double end_ms, double during_mb, double after_mb) {
-        if (timeline) *timeline++ = {o, start_ms, end_ms};
+        add_timing(o, start_ms, end_ms);
         if (curve) {
             if (curve->size() > 1 && curve->back().time_ms == start_ms) curve->back().memory_mb = during_mb;
             else curve->push_back({start_ms, during_mb});
@@ -295,9 +337,23 @@ inline void record_device(simulation_result& r, simulation_workspace& ws, const 
     double* held = ws.held.data();
     for (std::uint32_t i = b; i < e; ++i) {
         const op& o = idx.ops[i];
-        double& h = held[o.stage * sc.microbatches + o.mb];
         const double st = ws.nodes[i].ready, en = st + ws.nodes[i].dur;
-        const double during = model.during_mb(o, state + stored - h, h);
+        if (idx.pair_tail(i)) {  // accounted with its pair's forward: its timeline entry only
+            out.add_timing(o, st, en);
+            continue;
+        }
+        double& h = held[o.stage * sc.microbatches + o.mb];
+        double during = 0.0;
+        if (idx.pair_head(i)) {  // the forward allocates and the backward frees, both at the pair's end
+            const op& ob = idx.ops[i + 1];
+            double& hb = held[ob.stage * sc.microbatches + ob.mb];
+            during = model.during_overlapped_mb(o, ob, state + stored - h - hb);
+            const double after_b = model.held_after_mb(ob);
+            stored += after_b - hb;
+            hb = after_b;
+        } else {
+            during = model.during_mb(o, state + stored - h, h);
+        }
         const double after_h = model.held_after_mb(o);
         stored += after_h - h;
         h = after_h;
@@ -334,6 +390,7 @@ inline void simulate_into_by(simulation_result& r, const scenario& sc, const pip
     build_nodes(ws.idx, sc, w, ws.nodes, ws.pending);
     const op_model model(sc, w);
     apply_durations(ws.nodes, opt, sched);
+    price_pairs(ws.nodes, ws.idx, sched.overlap_factor);
     ws.links.reset(D, sc.network);  // per ordered device pair, the time the link is free again
     ws.pos.assign(D, 0);
     ws.dev_free.assign(D, 0.0);
@@ -355,7 +412,7 @@ inline void simulate_into_by(simulation_result& r, const scenario& sc, const pip
     for (std::size_t d = 0; d < D; ++d)
         r.bubble_fraction[d] = r.makespan_ms > 0.0 ? 1.0 - r.busy_ms[d] / r.makespan_ms : 0.0;
     if (opt.compute_lower_bound) {
-        r.lower_bound_ms = lower_bound(sc, sched.placement, w).bound_ms;
+        r.lower_bound_ms = lower_bound(sc, sched.placement, w, sched.overlap_factor).bound_ms;
         r.makespan_over_lower_bound = r.lower_bound_ms > 0.0 ? r.makespan_ms / r.lower_bound_ms : 1.0;
     }
 }

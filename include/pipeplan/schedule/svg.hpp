@@ -13,6 +13,8 @@
 // (energy/: the GPU clock). The width grows with the ops (svg_options::width_px = 0): the
 // median op is min_op_px wide (up to max_width_px), so a long schedule scrolls instead of
 // hiding its labels. Every box has a tooltip with stage and times.
+// The two parts of an overlapped forward/backward pair share their time span: the forward fills
+// the upper half of the row, the backward the lower half.
 #pragma once
 
 #include <algorithm>
@@ -248,7 +250,12 @@ inline void svg_rows(std::ostream& out, const svg_layout& L, std::span<const svg
                 << "\" text-anchor=\"end\" font-weight=\"bold\">device " << d << "</text>\n<rect x=\"" << fmt(L.left)
                 << "\" y=\"" << fmt(y) << "\" width=\"" << fmt(L.plot_w) << "\" height=\"" << fmt(o.row_height_px)
                 << "\" fill=\"#f6f6f6\"/>\n";
-            for (const op_timing& t : r.timeline[d]) svg_op_box(out, L, y, o.row_height_px, t, *ps[g].schedule, o);
+            const auto& row = r.timeline[d];
+            for (std::size_t k = 0; k < row.size(); ++k) {  // an overlapped pair: forward above, backward below
+                const bool tail = k > 0 && row[k - 1].o.overlaps_next, pair = tail || row[k].o.overlaps_next;
+                const double h = pair ? o.row_height_px / 2 : o.row_height_px;
+                svg_op_box(out, L, tail ? y + h : y, h, row[k], *ps[g].schedule, o);
+            }
         }
     }
 }

@@ -19,6 +19,13 @@
 //   input activation_mb[j] (the checkpoint); B frees everything (with W ops it keeps the share
 //   w·stored_mb until W); W frees the rest. While F, f, R or B of (j, v) runs the device holds
 //   its other activations plus peak_mb(j, v); while W runs, nothing extra.
+// Overlapped forward/backward (an F with op::overlaps_next and the B after it, on other
+//   (micro-batch, stage) pairs): both parts start together and end after
+//   overlapped_ms(F, B, overlap_factor) = max(F, B) + overlap_factor·min(F, B), where F and B are
+//   the parts' durations above: factor 1 = F + B (no overlap benefit), 0 = max(F, B) (the
+//   shorter part hides entirely); never below max(F, B). Memory: the forward allocates and the
+//   backward frees as they would alone, both at the pair's end; while the pair runs the device
+//   holds its other activations plus both parts' peak_mb (the backward's includes what it frees).
 #pragma once
 
 #include <cstddef>
@@ -75,10 +82,26 @@ public:
         return others_mb + (o.kind == op_kind::W ? held_mb : sc_->peak_mb[sc_->at(o.mb, o.stage)]);
     }
 
+    /// Device memory while an overlapped pair runs: `others_mb` (everything but the two parts'
+    /// (micro-batch, stage) activations) plus both parts' peak_mb (the file comment).
+    [[nodiscard]] double during_overlapped_mb(op forward, op backward, double others_mb) const noexcept {
+        return others_mb + sc_->peak_mb[sc_->at(forward.mb, forward.stage)] +
+               sc_->peak_mb[sc_->at(backward.mb, backward.stage)];
+    }
+
 private:
     const scenario* sc_;
     double w_;
 };
+
+/// Duration of an overlapped forward/backward op whose parts take `forward_ms` and
+/// `backward_ms` alone: max(F, B) + overlap_factor·min(F, B) (the file comment); overlap_factor
+/// lies in [0, 1].
+[[nodiscard]] constexpr double overlapped_ms(double forward_ms, double backward_ms, double overlap_factor) noexcept {
+    const double lo = forward_ms < backward_ms ? forward_ms : backward_ms;
+    const double hi = forward_ms < backward_ms ? backward_ms : forward_ms;
+    return hi + overlap_factor * lo;
+}
 
 /// The op of another stage that `o`'s output feeds (the data flow of the file comment), with
 /// `stages` virtual stages: F/f → the forward of the next stage (kind F: the receiver's own

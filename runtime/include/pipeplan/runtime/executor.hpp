@@ -13,7 +13,8 @@
 //     slot, the plan, and an all-reduce over the rank's data-parallel group); `free` calls its
 //     handler when one is registered (trainers keeping per-buffer state release it there), and
 //     so does `set_frequency` (a trainer that sets GPU clocks registers one; without it the
-//     rank runs at its default clock).
+//     rank runs at its default clock) and `overlap_f_b` (without a handler the pair's two
+//     compute instructions, which follow it, run in program order).
 // Device backends: the arena's memory is a template parameter (arena_memory: the host arena, or
 // runtime/cuda's device_arena); a transport with end_group() gets it after each group of
 // consecutive message starts (stream_plan.hpp), and one with compute_stream() hands its stream
@@ -249,7 +250,8 @@ inline void check_fields(const plan::rank_plan& p, std::size_t i, std::size_t ra
         if (in.mb >= p.header.microbatches.size())
             reject(p, i, "micro-batch " + std::to_string(in.mb) + " is not in the micro-batch table");
     if (!plan::is_message(in.kind)) {
-        if (cat != plan::kind_category::free && cat != plan::kind_category::clock && !h.has(in.kind))
+        if (cat != plan::kind_category::free && cat != plan::kind_category::clock && cat != plan::kind_category::overlap &&
+            !h.has(in.kind))
             reject(p, i, "no handler is registered for this kind");
         return;
     }
@@ -412,6 +414,7 @@ private:
                 return;
             case plan::kind_category::free:
             case plan::kind_category::clock:
+            case plan::kind_category::overlap:  // without a handler: the two parts run in order
                 if (!handlers_.has(in.kind)) return;
                 [[fallthrough]];
             default:

@@ -24,7 +24,9 @@ has a handler (include/pipeplan/plan/instruction.hpp defines what each must do):
 - ``reduce_gradients``: sums the gradients of this rank's parameters over its data-parallel
   group (the ranks holding the same pipeline device in every replica) in one flat collective;
 - ``optimizer_step``: ``optimizer.step()``; ``set_frequency``: skipped unless a handler is
-  registered; ``user<N>``: the registered handler.
+  registered; ``overlap_f_b``: skipped unless a handler is registered (the overlapped pair's
+  forward and backward, the next two compute instructions, then run in program order);
+  ``user<N>``: the registered handler.
 
 The stage modules' contract: ``module(x, data)`` where ``x`` is the stage's input activation
 (None on virtual stage 0) and ``data`` the micro-batch's data object (``data.to(device)`` is
@@ -64,6 +66,8 @@ _STARTS = {"send_activation_start": True, "send_grad_start": True,
 _WAITS = {"send_activation_wait": "send_activation_start", "send_grad_wait": "send_grad_start",
           "recv_activation_wait": "recv_activation_start", "recv_grad_wait": "recv_grad_start"}
 _MESSAGE_KINDS = frozenset(_STARTS) | frozenset(_WAITS)
+# Kinds that only advise the executor: skipped when no handler is registered.
+_HINT_KINDS = frozenset(("set_frequency", "overlap_f_b"))
 
 
 _NO_SLOT = 0xFFFFFFFF
@@ -250,7 +254,7 @@ class PipelineExecutor:
             self._wait(op)
         elif kind in handlers:
             handlers[kind](op)
-        elif kind != "set_frequency":
+        elif kind not in _HINT_KINDS:
             raise StepFailed(self._where(op) + ": no handler is registered for this kind", **self._fields(op))
 
     # ------------------------------------------------------------------------ plan checking
@@ -343,7 +347,7 @@ class PipelineExecutor:
             raise self._rejected(op, f"virtual stage {op.stage} has no module on this rank")
         if kind not in _MESSAGE_KINDS:
             builtin_step = kind == "optimizer_step" and self._handlers.get(kind) == self._step
-            if (kind not in self._handlers and kind not in ("set_frequency", "free")) or \
+            if (kind not in self._handlers and kind not in _HINT_KINDS and kind != "free") or \
                     (builtin_step and self.optimizer is None):
                 raise self._rejected(op, "no handler is registered for this kind" +
                                      (" (pass optimizer= or register one)" if kind == "optimizer_step" else ""))

@@ -33,6 +33,8 @@ struct tiny_plan_options {
     std::size_t devices = 2;  ///< pipeline devices per replica (S)
     std::size_t chunks = 2;   ///< virtual stages per device for the schedules that split into chunks (interleaved)
     std::uint64_t iteration = 0;
+    /// dualpipe-v: the price of an overlapped forward/backward (schedule::named_schedule_options).
+    double overlap_factor = 1.0;
     /// The send rule of the transport that runs the plan (plan/send_rule.hpp): buffered for the
     /// thread transport, grouped for the CUDA transports.
     plan::send_rule sends = plan::send_rule::buffered;
@@ -88,9 +90,12 @@ struct tiny_plan_options {
     const schedule::schedule_traits& kind = schedule::traits_of(o.schedule);
     tiny_split_options to;
     to.devices = o.devices;
-    to.chunks = kind.chunks == schedule::chunk_rule::splits_into_chunks ? o.chunks : 1;
+    // A V schedule splits each device's stage into its two chunks itself (prepare_scenario()).
+    const bool v = kind.chunks == schedule::chunk_rule::splits_into_chunks && kind.split_placement == schedule::placement_kind::v_shape;
+    to.chunks = kind.chunks == schedule::chunk_rule::splits_into_chunks && !v ? o.chunks : 1;
     schedule::named_schedule_options so;
-    so.chunks = to.chunks;
+    so.chunks = v ? 2 : to.chunks;
+    so.overlap_factor = o.overlap_factor;
     so.quick = true;
     std::vector<schedule::scenario> scs;
     std::vector<schedule::pipeline_schedule> scheds;
