@@ -48,16 +48,18 @@ struct named_case {
     schedule::scenario sc;  // the scenario the schedule runs on (chunked for interleaved)
 };
 
-/// Every built-in schedule on `sc` (interleaved with 2 chunks) whose preconditions it meets.
+/// Every built-in schedule on `sc` (interleaved with 2 chunks, the V schedules on each stage
+/// split into two chunks placed as a V) whose preconditions it meets.
 inline std::vector<named_case> all_schedules(const schedule::scenario& sc) {
     std::vector<named_case> out;
-    schedule::named_schedule_options o;
-    o.chunks = 2;
-    o.quick = true;
     for (auto n : {schedule::schedule_name::gpipe, schedule::schedule_name::one_f_one_b,
                    schedule::schedule_name::interleaved, schedule::schedule_name::adaptive,
                    schedule::schedule_name::zb_h1, schedule::schedule_name::merak_early,
-                   schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical}) {
+                   schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical,
+                   schedule::schedule_name::zb_v, schedule::schedule_name::v_half, schedule::schedule_name::v_min}) {
+        schedule::named_schedule_options o;  // fresh per schedule: prepare_scenario() completes it
+        o.chunks = n == schedule::schedule_name::interleaved ? 2 : 0;
+        o.quick = true;
         schedule::scenario s = schedule::prepare_scenario(n, sc, o);
         auto g = schedule::make_generator(n, o);
         try {

@@ -31,7 +31,7 @@ namespace pipeplan::runtime::cpu {
 struct tiny_plan_options {
     schedule::schedule_name schedule = schedule::schedule_name::one_f_one_b;
     std::size_t devices = 2;  ///< pipeline devices per replica (S)
-    std::size_t chunks = 2;   ///< virtual stages per device for the schedules that split into chunks (interleaved)
+    std::size_t chunks = 2;   ///< virtual stages per device for interleaved (the V schedules: always 2)
     std::uint64_t iteration = 0;
     /// The send rule of the transport that runs the plan (plan/send_rule.hpp): buffered for the
     /// thread transport, grouped for the CUDA transports.
@@ -86,11 +86,13 @@ struct tiny_plan_options {
                                                     const tiny_plan_options& o) {
     if (split.empty()) throw invalid_argument("tiny model plan: no replica");
     const schedule::schedule_traits& kind = schedule::traits_of(o.schedule);
+    // A V schedule runs on one chunk per device that prepare_scenario() splits into the V's two.
+    const bool v = schedule::places_v(kind);
     tiny_split_options to;
     to.devices = o.devices;
-    to.chunks = kind.chunks == schedule::chunk_rule::splits_into_chunks ? o.chunks : 1;
+    to.chunks = kind.chunks == schedule::chunk_rule::splits_into_chunks && !v ? o.chunks : 1;
     schedule::named_schedule_options so;
-    so.chunks = to.chunks;
+    so.chunks = v ? 0 : to.chunks;
     so.quick = true;
     std::vector<schedule::scenario> scs;
     std::vector<schedule::pipeline_schedule> scheds;
