@@ -1,7 +1,8 @@
 // `pipeplan simulate`: run a pipeline schedule on a scenario file through the event simulator.
 //
 //   pipeplan simulate --scenario FILE.json (--schedule gpipe|1f1b|interleaved|adaptive|zb-h1|
-//                     merak-early|merak-last|merak-critical | --orders FILE.txt) [--chunks C]
+//                     merak-early|merak-last|merak-critical|zb-v|v-half|v-min | --orders FILE.txt)
+//                     [--chunks C] [--max-pending-w N]
 //                     [--checkpoint-ratio r] [--memory-limit-mb M] [--search-order] [--seed N]
 //                     [--trace out.json] [--svg out.svg] [--json]
 //
@@ -51,6 +52,7 @@ struct simulate_args {
     double checkpoint_ratio = std::numeric_limits<double>::quiet_NaN();
     double memory_limit_mb = std::numeric_limits<double>::infinity();
     double overlap_factor = 1.0;
+    std::size_t max_pending_w = 0;  ///< zb-v, v-half, v-min (named_schedule_options::max_pending_w)
     bool search = false;
     std::uint64_t seed = 1;
     std::string trace_path, svg_path;
@@ -107,6 +109,9 @@ void run_named(const simulate_args& a, const ps::scenario& base, simulate_run& r
     opt.memory_limit_mb = a.memory_limit_mb;
     opt.checkpoint_ratio = a.checkpoint_ratio;
     opt.overlap_factor = a.overlap_factor;
+    opt.max_pending_w = a.max_pending_w;
+    if (a.max_pending_w > 0 && !ps::places_v(kind))
+        throw invalid_argument("--max-pending-w does not apply to --schedule " + a.schedule + " (it bounds the V schedules' pending W)");
     const ps::scenario sc = ps::prepare_scenario(kind, base, opt);
     reject_changed_chunks(a.chunks_given ? a.chunks : 0, opt.chunks, a.schedule);
     if (!a.search) {
@@ -194,6 +199,7 @@ void run_simulate(const simulate_args& a, const std::set<std::string>& given) {
     if (a.schedule.empty() == a.orders_path.empty())
         throw invalid_argument("give exactly one of --schedule NAME and --orders FILE");
     reject_unless(given, "--seed", a.search, "without --search-order");
+    reject_unless(given, "--max-pending-w", a.orders_path.empty(), "to --orders (the orders run as given)");
     if (a.trace_path == "-" && a.svg_path == "-")
         throw invalid_argument("--trace and --svg are both standard output ('-'): choose one");
     const ps::scenario base = read_scenario(a.scenario_path);
@@ -215,8 +221,11 @@ void register_simulate(CLI::App& app) {
     auto args = std::make_shared<simulate_args>();
     CLI::App* sub = app.add_subcommand("simulate", "Simulate a pipeline schedule on a scenario (JSON) file");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
-    sub->add_option("--schedule", args->schedule,
-                    "gpipe|1f1b|interleaved|adaptive|zb-h1|merak-early|merak-last|merak-critical");
+    sub->add_option("--schedule", args->schedule, name_list<ps::schedule_name>("|") + " (or a registered one)");
+    sub->add_option("--max-pending-w", args->max_pending_w,
+                    "zb-v, v-half, v-min: weight gradients a device may leave pending before it runs one first (0 = W "
+                    "only fills waits)")
+        ->check(integer_in<std::size_t>(0, 1u << 20));
     sub->add_option("--orders", args->orders_path,
                     "Run device orders from a text file instead of --schedule: one device per line, ops as "
                     "printed (F0 B0 F1.1 ...)");

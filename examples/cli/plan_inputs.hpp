@@ -29,6 +29,7 @@ struct plan_model_flags {
     std::string profiles, model;
     std::vector<int> layers;  ///< --layers L0,L1,...: layers of each chunk (non-uniform), or empty
     int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
+    std::size_t max_pending_w = 0;  ///< --max-pending-w (the V schedules; 0 = W only fills waits)
     double memory_mb = 0;
     std::string schedule = "auto", accounting = "pipeplan", send_rule = "buffered";
     double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
@@ -57,14 +58,22 @@ inline void add_plan_model_options(CLI::App* sub, plan_model_flags& f, bool requ
     if (required) mem->required();
     sub->add_option("--dp", f.dp, "Data-parallel replicas")->capture_default_str()->check(integer_in(1, max_dp));
     sub->add_option("--chunks", f.chunks,
-                    "Virtual chunks per device C (> 1: interleaved candidates; with --schedule auto, adaptive or "
-                    "interleaved)")
+                    "Virtual chunks per device C (> 1: interleaved candidates; with --schedule auto, adaptive, "
+                    "interleaved, or 2 with zb-v, v-half, v-min: --layers-per-stage counts the layers of a chunk)")
         ->capture_default_str()
         ->check(integer_in(1, max_chunks));
     sub->add_option("--zero-stage", f.zero_stage, "ZeRO stage 0..3 (>= 2: gradients reduce-scattered; needs --dp)")
         ->capture_default_str()
         ->check(integer_in(0, 3));
-    sub->add_option("--schedule", f.schedule, "auto | adaptive | 1f1b | zb-h1 | interleaved | gpipe | merak-*")->capture_default_str();
+    sub->add_option("--schedule", f.schedule,
+                    "auto | adaptive | 1f1b | zb-h1 | interleaved | zb-v | v-half | v-min | gpipe | merak-* (auto also "
+                    "tries zb-v, v-half and v-min, on two chunks per device placed as a V, when a device's layer count is even)")
+        ->capture_default_str();
+    sub->add_option("--max-pending-w", f.max_pending_w,
+                    "zb-v, v-half, v-min: weight gradients a device may leave pending before it runs one first (0 = W "
+                    "only fills waits)")
+        ->capture_default_str()
+        ->check(integer_in<std::size_t>(0, 1u << 20));
     sub->add_option("--max-seqlen", f.max_seqlen, "Truncate sequences (encoder and decoder) at this length")
         ->check(integer_in(1, max_seqlen_tokens));
     sub->add_option("--accounting", f.accounting, "pipeplan | dynapipe")->capture_default_str();
@@ -95,10 +104,12 @@ inline void reject_inapplicable_model_flags(const plan_model_flags& f, const std
     reject_unless(given, "--zero-stage", given.count("--dp") > 0, "without --dp (ZeRO shards model states over dp ranks)");
     reject_unless(given, "--intra-node-bandwidth-gbps", f.devices_per_node > 1,
                   "with one device per node (give --devices-per-node > 1)");
-    const bool chunked = f.schedule == "auto" || f.schedule == "adaptive" || f.schedule == "interleaved";
-    if (f.chunks > 1 && !chunked)
+    const schedule::schedule_traits* row = f.schedule == "auto" ? nullptr : &schedule::schedules().at(f.schedule);
+    const bool v = row != nullptr && schedule::places_v(*row);
+    if (row != nullptr && !schedule::accepts_chunks(*row, static_cast<std::size_t>(std::max(f.chunks, 1))))
         throw invalid_argument("--chunks " + std::to_string(f.chunks) + " does not apply to --schedule " + f.schedule +
-                               " (only auto, adaptive, interleaved run several chunks per device)");
+                               " (auto, adaptive and interleaved run several chunks per device; zb-v, v-half and v-min two)");
+    reject_unless(given, "--max-pending-w", row == nullptr || v, "with --schedule " + f.schedule + " (it bounds the V schedules' pending W)");
 }
 
 /// Throws invalid_argument naming the first flag that planning model `f.model` needs and that
@@ -157,7 +168,8 @@ inline void pipeline_shape_flags(batching::pipeline_config& cfg, const plan_mode
     po.cluster.intra_node_bandwidth_gbps = f.intra_bandwidth_gbps;
     po.hidden_size = hidden_size_of(f.model, f.hidden_size);
     po.iteration = iteration;
-    if (f.schedule != "auto") po.schedule = parse_name<schedule::schedule_name>(f.schedule);
+    if (f.schedule != "auto") po.schedule = schedule::schedule_id(schedule::schedules().at(f.schedule).name);
+    po.max_pending_w = f.max_pending_w;
     po.sends = parse_name<plan::send_rule>(f.send_rule);
     return po;
 }

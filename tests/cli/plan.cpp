@@ -616,3 +616,41 @@ TEST_CASE("cli plan: a replica without work and a bad encoder-decoder sample are
     CHECK(r.err.find(t5 + ":3") != std::string::npos);
     CHECK(r.err.find("input_tokens") != std::string::npos);
 }
+
+TEST_CASE("cli plan --schedule zb-v|v-half|v-min: V plans export, check and refuse what does not apply") {
+    const std::string batch = plan_batch();
+    for (const std::string name : {"zb-v", "v-half", "v-min"}) {
+        CAPTURE(name);
+        const std::string csv = temp_path(".csv"), trace = temp_path(".json"), svg = temp_path(".svg"), d = make_plan_dir();
+        const auto r = run_cli(plan_args(batch, {"--schedule", name, "--max-pending-w", "2", "--torch-csv", csv, "--trace", trace,
+                                                 "--svg", svg, "--out", d, "--json"}));
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK(nlohmann::json::parse(r.out)["schedule"] == name);
+        const std::string c = read_text_file(csv);
+        CHECK(c.find("0F0") != std::string::npos);  // rank 0 runs the V's first chunk (stage 0) ...
+        CHECK(c.find("7F0") != std::string::npos);  // ... and its last (stage 2S - 1 = 7)
+        CHECK(c.find("7W0") != std::string::npos);  // split backward: W ops
+        CHECK(nlohmann::json::parse(read_text_file(trace))["traceEvents"].size() > 10);
+        CHECK(read_text_file(svg).find("<svg") != std::string::npos);
+        const auto check = run_cli({"plan-check", d});
+        INFO(check.err);
+        CHECK(check.exit_code == 0);
+        for (const auto& p : {csv, trace, svg}) std::filesystem::remove(p);
+        std::filesystem::remove_all(d);
+    }
+    const auto two = run_cli(plan_args(batch, {"--schedule", "zb-v", "--chunks", "2", "--json"}));
+    INFO(two.err);
+    CHECK(two.exit_code == 0);
+    const auto three = run_cli(plan_args(batch, {"--schedule", "zb-v", "--chunks", "3"}));
+    CHECK(three.exit_code == 1);
+    CHECK(three.err.find("does not apply") != std::string::npos);
+    const auto pending = run_cli(plan_args(batch, {"--schedule", "1f1b", "--max-pending-w", "2"}));
+    CHECK(pending.exit_code == 1);
+    CHECK(pending.err.find("--max-pending-w does not apply") != std::string::npos);
+    auto odd_args = plan_args(batch, {"--schedule", "zb-v"});
+    *(std::find(odd_args.begin(), odd_args.end(), "--layers-per-stage") + 1) = "7";
+    const auto odd = run_cli(odd_args);
+    CHECK(odd.exit_code == 1);
+    CHECK(odd.err.find("even number of layers") != std::string::npos);
+}

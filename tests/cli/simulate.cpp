@@ -58,7 +58,8 @@ TEST_CASE("cli simulate: 1f1b golden case as JSON") {
 
 TEST_CASE("cli simulate: every schedule name runs") {
     const std::string file = golden_file();
-    for (const char* s : {"gpipe", "1f1b", "interleaved", "adaptive", "zb-h1", "merak-early", "merak-last", "merak-critical"}) {
+    for (const char* s : {"gpipe", "1f1b", "interleaved", "adaptive", "zb-h1", "merak-early", "merak-last", "merak-critical",
+                          "zb-v", "v-half", "v-min"}) {
         CAPTURE(s);
         const auto r = run_cli({"simulate", "--scenario", file, "--schedule", s, "--json"});
         REQUIRE(r.exit_code == 0);
@@ -301,4 +302,20 @@ TEST_CASE("cli simulate --orders: researchers' own device orders") {
     r = run_cli({"simulate", "--scenario", file, "--orders", "/nonexistent/orders.txt"});
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("cannot open file") != std::string::npos);
+}
+
+TEST_CASE("cli simulate: --max-pending-w for the V schedules; refused for the others") {
+    const std::string file = golden_file();
+    for (const char* n : {"0", "1", "3"}) {
+        CAPTURE(n);
+        const auto r = run_cli({"simulate", "--scenario", file, "--schedule", "zb-v", "--max-pending-w", n, "--json"});
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j["makespan_ms"].get<double>() >= j["lower_bound_ms"].get<double>() * (1 - 1e-12));
+        CHECK(j["device_orders"].size() == 4);
+    }
+    const auto other = run_cli({"simulate", "--scenario", file, "--schedule", "zb-h1", "--max-pending-w", "2"});
+    CHECK(other.exit_code == 1);
+    CHECK(other.err.find("--max-pending-w does not apply") != std::string::npos);
 }

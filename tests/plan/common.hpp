@@ -48,22 +48,23 @@ struct named_case {
     schedule::scenario sc;  // the scenario the schedule runs on (chunked for interleaved)
 };
 
-/// Every built-in schedule on `sc` (interleaved with 2 chunks) whose preconditions it meets;
-/// dualpipe-v with an overlap factor of 0.5 (so that its plans hold overlapped pairs).
+/// Every built-in schedule on `sc` (interleaved with 2 chunks, the V schedules on each stage
+/// split into two chunks placed as a V) whose preconditions it meets; dualpipe-v with an
+/// overlap factor of 0.5 (so that its plans hold overlapped pairs).
 inline std::vector<named_case> all_schedules(const schedule::scenario& sc) {
     std::vector<named_case> out;
-    schedule::named_schedule_options o;
-    o.chunks = 2;
-    o.quick = true;
-    o.overlap_factor = 0.5;
     for (auto n : {schedule::schedule_name::gpipe, schedule::schedule_name::one_f_one_b,
                    schedule::schedule_name::interleaved, schedule::schedule_name::adaptive,
                    schedule::schedule_name::zb_h1, schedule::schedule_name::merak_early,
                    schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical,
+                   schedule::schedule_name::zb_v, schedule::schedule_name::v_half, schedule::schedule_name::v_min,
                    schedule::schedule_name::dualpipe_v}) {
-        schedule::named_schedule_options on = o;  // prepare_scenario() sets chunks per schedule
-        schedule::scenario s = schedule::prepare_scenario(n, sc, on);
-        auto g = schedule::make_generator(n, on);
+        schedule::named_schedule_options o;  // fresh per schedule: prepare_scenario() completes it
+        o.chunks = n == schedule::schedule_name::interleaved ? 2 : 0;
+        o.quick = true;
+        o.overlap_factor = 0.5;
+        schedule::scenario s = schedule::prepare_scenario(n, sc, o);
+        auto g = schedule::make_generator(n, o);
         try {
             out.push_back({std::string(schedule::to_string(n)), g(s), s});
         } catch (const invalid_argument&) {

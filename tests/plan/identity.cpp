@@ -44,6 +44,7 @@ execution_plan identity_sample_plan(std::uint64_t seed = 5) {
     o.config.device_memory_mb = 40000;
     o.hidden_size = 4096;
     o.config.tp = 2;
+    o.schedule = schedule::schedule_name::one_f_one_b;  // one chunk per device: what format versions 1 and 2 hold
     static const analytic_cost_model model = make_analytic_model("gpt-6.7b");
     execution_plan p = plan_iteration(model, batch, o).plan;
     stamp_identity(p);

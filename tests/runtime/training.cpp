@@ -55,7 +55,8 @@ test_batch random_batch(std::size_t samples, std::size_t dp, std::uint64_t seed)
 const std::vector<schedule::schedule_name> every_schedule = {
     schedule::schedule_name::gpipe,      schedule::schedule_name::one_f_one_b, schedule::schedule_name::interleaved,
     schedule::schedule_name::adaptive,   schedule::schedule_name::zb_h1,       schedule::schedule_name::merak_early,
-    schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical, schedule::schedule_name::dualpipe_v};
+    schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical, schedule::schedule_name::zb_v,
+    schedule::schedule_name::v_half,     schedule::schedule_name::v_min,          schedule::schedule_name::dualpipe_v};
 
 }  // namespace
 
@@ -89,7 +90,7 @@ TEST_CASE("cpu backend: every schedule's plan gives the reference's loss and gra
                 CHECK(r.replica_divergence == 0.0);  // the all-reduce hands out identical bits
                 ++runs;
             }
-    CHECK(runs == 54);
+    CHECK(runs == 72);
 }
 
 TEST_CASE("cpu backend: real batches split exactly (and with a fixed mbs) train like the reference" * PIPEPLAN_NEEDS_DATA()) {

@@ -15,9 +15,12 @@
 // micro-batch size × sequence length × hidden size × dtype bytes over the cluster's links
 // (default: 100 Gbit/s, no latency — DynaPipe's uniform cluster). With `dynapipe` accounting
 // the split is DynaPipe's; the scenario of its micro-batches is priced per chunk the same way.
-// Candidates (C = chunks per device), each with its micro-batch order searched: C = 1: adaptive
-// (and its in-flight limit), 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the
-// interleaved placement. A named schedule restricts the candidates to it. A candidate
+// Candidates (C = chunks per device), each with its micro-batch order searched: the registry's
+// candidate rows (schedule_traits::candidate_rank): C = 1: adaptive (and its in-flight limit),
+// 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the interleaved placement; and the V
+// schedules (ZB-V, V-Half, V-Min) on each device's layers split into two chunks placed as a V
+// (an even layer count per device; with C = 2 the same chunks), each scheduled only when its
+// lower bound is below the fastest candidate so far. A named schedule restricts the candidates to it. A candidate
 // whose simulated peak exceeds the device memory is infeasible; the fastest feasible one wins
 // (ties: the earlier candidate); when it is more than polish_above_ratio over its lower bound,
 // its order search continues from its best order (the polish). Data parallelism: micro-batches are balanced over the dp
@@ -110,6 +113,9 @@ struct planner_options {
     /// the default, since how much two micro-batches' forward and backward hide each other is
     /// the model's and kernels' property; set it from a measurement.
     double overlap_factor = 1.0;
+    /// The V schedules (zb-v, v-half, v-min): weight gradients a device may leave pending before
+    /// it runs one first (named_schedule_options::max_pending_w; 0 = W only fills waits).
+    std::size_t max_pending_w = 0;
     std::uint64_t seed = 1;
     std::uint64_t iteration = 0;
     bool compare_splits = true;            ///< also schedule the available-memory split
@@ -222,7 +228,10 @@ public:
                                    "accounting (dynapipe's assumes uniform stages)");
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
-        if (opt_.schedule) (void)opt_.schedule->traits();  // a registered schedule
+        if (opt_.schedule && places_v(opt_.schedule->traits()) && !v_config())
+            throw invalid_argument("planner: schedule '" + opt_.schedule->name() +
+                                   "' places two chunks per device as a V: it needs a uniform layout with an even number "
+                                   "of layers per device (one chunk per device) or two chunks per device");
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
@@ -365,7 +374,12 @@ public:
         split_simulation out;
         std::vector<schedule::scenario> scs;
         try {
-            for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r) scs.push_back(replica_scenario(split, replica_mbs(split, r)));
+            const schedule::schedule_traits& t = schedule::traits_of(kind);
+            if (config_index(t) == 1 && !v_config())
+                throw invalid_argument("schedule '" + t.name + "' needs an even number of layers per device (a V of two chunks)");
+            const batching::pipeline_config cfg = config_at(config_index(t));
+            for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r)
+                scs.push_back(replica_scenario(split, replica_mbs(split, r), cfg));
         } catch (const invalid_argument& e) {  // e.g. fewer micro-batches than replicas
             out.report = candidate_report{std::string(schedule::to_string(kind)), "given",
                                           std::numeric_limits<double>::infinity(), 0.0, false};
@@ -601,7 +615,9 @@ private:
         return all;
     }
 
-    [[nodiscard]] schedule::scenario replica_scenario(const batching::split_result& s, const std::vector<int>& mbs) const {
+    /// Replica `mbs` of split `s` priced chunk by chunk under configuration `cfg` (opt_.config or v_config()).
+    [[nodiscard]] schedule::scenario replica_scenario(const batching::split_result& s, const std::vector<int>& mbs,
+                                                      const batching::pipeline_config& cfg) const {
         batching::split_result sub = s;
         sub.accounting = batching::accounting_mode::pipeplan;  // per-chunk pricing of the same shapes
         sub.microbatches.clear();
@@ -614,28 +630,80 @@ private:
         so.hidden_size = opt_.hidden_size;
         so.bytes_per_value = static_cast<double>(dtype_bytes(opt_.type));
         so.network = opt_.cluster.network();
-        return bridge::make_scenario_from_split(model_, sub, opt_.config, so);
+        return bridge::make_scenario_from_split(model_, sub, cfg, so);
     }
 
     using kind_t = const schedule::schedule_traits*;
 
-    /// The candidate schedule kinds for this configuration.
-    [[nodiscard]] std::vector<kind_t> kinds() const {
-        using schedule::schedule_name, schedule::traits_of;
-        if (opt_.schedule) return {&opt_.schedule->traits()};
-        if (opt_.config.virtual_chunks > 1) return {&traits_of(schedule_name::adaptive), &traits_of(schedule_name::interleaved)};
-        return {&traits_of(schedule_name::adaptive), &traits_of(schedule_name::one_f_one_b), &traits_of(schedule_name::zb_h1)};
+    static bool places_v(const schedule::schedule_traits& t) noexcept { return schedule::places_v(t); }
+
+    /// The configuration the V schedules run on: the configuration itself when it places a V;
+    /// else, for a uniform layout, each device's layers in two chunks placed as a V (one chunk
+    /// per device of an even L layers: two of L / 2; two chunks per device: the same chunks);
+    /// nullopt otherwise (odd L, more chunks, an explicit layout).
+    [[nodiscard]] std::optional<batching::pipeline_config> v_config() const {
+        batching::pipeline_config cfg = opt_.config;
+        if (cfg.v_shape) return cfg;
+        if (!cfg.chunks.empty()) return std::nullopt;
+        if (cfg.virtual_chunks == 1) {
+            if (cfg.layers_per_stage % 2 != 0) return std::nullopt;
+            cfg.layers_per_stage /= 2;
+        } else if (cfg.virtual_chunks != 2) {
+            return std::nullopt;
+        }
+        cfg.virtual_chunks = 2;
+        cfg.v_shape = true;
+        return cfg;
     }
 
-    /// The named-schedule options of every kind: the device memory limit, the configuration's
-    /// chunks (interleaved placement when > 1) and in-flight limit `inflight` (0 = none).
-    [[nodiscard]] schedule::named_schedule_options schedule_options(std::size_t inflight = 0) const {
+    /// The configuration schedule `t` runs on: 0 = opt_.config, 1 = v_config().
+    [[nodiscard]] std::size_t config_index(const schedule::schedule_traits& t) const {
+        return places_v(t) && !opt_.config.v_shape ? 1 : 0;
+    }
+    [[nodiscard]] batching::pipeline_config config_at(std::size_t index) const {
+        return index == 0 ? opt_.config : *v_config();
+    }
+
+    /// A candidate schedule kind and the configuration it runs on (config_index()).
+    struct candidate_kind {
+        kind_t kind = nullptr;
+        std::size_t config = 0;
+    };
+
+    /// The candidate kinds: the named schedule, or the registry's candidate rows
+    /// (schedule_traits::candidate_rank) that run on this configuration: with one chunk per
+    /// device those that run one stage per device, with more those that split into chunks, the
+    /// ones that run as placed always, and the V schedules whenever v_config() exists.
+    [[nodiscard]] std::vector<candidate_kind> kinds() const {
+        if (opt_.schedule) {
+            const schedule::schedule_traits& t = opt_.schedule->traits();
+            return {{&t, config_index(t)}};
+        }
+        const int C = opt_.config.virtual_chunks;
+        const bool v = v_config().has_value();
+        std::vector<candidate_kind> out;
+        for (kind_t t : schedule::schedules().candidates()) {
+            bool runs = false;
+            if (places_v(*t)) runs = v;
+            else if (t->chunks == schedule::chunk_rule::runs_placed) runs = true;
+            else if (t->chunks == schedule::chunk_rule::one_stage_per_device) runs = C == 1;
+            else runs = C > 1 && !opt_.config.v_shape;
+            if (runs) out.push_back({t, config_index(*t)});
+        }
+        return out;
+    }
+
+    /// The named-schedule options of every kind on scenario `sc` (its placement): the memory
+    /// limit, its chunks per device and placement, and in-flight limit `inflight` (0 = none).
+    [[nodiscard]] schedule::named_schedule_options schedule_options(const schedule::scenario& sc, std::size_t inflight = 0) const {
         schedule::named_schedule_options no;
-        no.chunks = static_cast<std::size_t>(opt_.config.virtual_chunks);
+        const schedule::stage_placement pl = schedule::placement_of(sc);
+        no.chunks = pl.chunks();
+        no.placement = pl.kind();
         no.memory_limit_mb = budget_mb_;
         no.inflight_limit = inflight;
         no.overlap_factor = opt_.overlap_factor;
-        if (no.chunks > 1) no.placement = schedule::placement_kind::interleaved;
+        no.max_pending_w = opt_.max_pending_w;
         return no;
     }
 
@@ -654,7 +722,7 @@ private:
         so.max_evaluations = evaluations;
         so.start = std::move(start);
         so.simulate_winner = false;  // schedule_in_order() simulates it
-        const auto r = schedule::search_named_order(kind, sc, schedule_options(), so);
+        const auto r = schedule::search_named_order(kind, sc, schedule_options(sc), so);
         if (!r.feasible) return {order, 0};
         return {r.order, r.inflight_limit};
     }
@@ -665,7 +733,7 @@ private:
                                         schedule::simulation_workspace& ws) const {
         schedule::simulation_options simo;
         simo.record_memory_curve = false;
-        return schedule::schedule_in_order(kind, sc, schedule_options(inflight), std::move(order), simo, ws);
+        return schedule::schedule_in_order(kind, sc, schedule_options(sc, inflight), std::move(order), simo, ws);
     }
 
     /// Schedules one replica's scenario with `kind`: the micro-batch order (and the in-flight
@@ -699,6 +767,9 @@ private:
         } catch (const invalid_argument&) {
             c.report.feasible = false;  // the generator cannot meet the memory limit
             c.report.makespan_ms = std::numeric_limits<double>::infinity();
+        } catch (const limit_exceeded&) {
+            c.report.feasible = false;  // a micro-batch alone does not fit (e.g. on a V's device 0)
+            c.report.makespan_ms = std::numeric_limits<double>::infinity();
         }
         c.report.feasible = c.report.feasible && c.report.peak_memory_mb <= budget_mb_;
         return c;
@@ -712,49 +783,85 @@ private:
         std::size_t report = 0;
     };
 
+    /// Replica scenarios per configuration (config_index()), split and replica; a split's
+    /// scenarios of configuration 1 are made when first needed (scenarios_of()).
+    using scenario_sets = std::vector<std::vector<std::vector<schedule::scenario>>>;
+
+    /// The replica scenarios of split `k` under configuration `config`, made on first use.
+    const std::vector<schedule::scenario>& scenarios_of(const std::vector<named_split>& splits, scenario_sets& scs,
+                                                        std::size_t config, std::size_t k) const {
+        auto& out = scs[config][k];
+        if (out.empty()) {
+            const batching::pipeline_config cfg = config_at(config);
+            const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
+            for (std::size_t r = 0; r < dp; ++r) out.push_back(replica_scenario(splits[k].second, replica_mbs(splits[k].second, r), cfg));
+        }
+        return out;
+    }
+
     /// Tries every candidate kind on every replica of every split (in parallel over
-    /// opt_.threads workers), reports them in the order split, then kind, and returns the
-    /// fastest feasible one (ties: the earlier). Group by group (one per recomputation mode):
-    /// a split of a later group runs only when its busy-time bound is below the fastest so far.
+    /// opt_.threads workers) and returns the fastest feasible one (ties: the earlier reported).
+    /// Group by group (one per recomputation mode), the kinds on the configuration itself first,
+    /// then those on v_config() one kind at a time; each (split, kind) runs only when its lower
+    /// bound (busy time on the configuration, lower_bound() on the V) is below the fastest so far.
     choice choose(const std::vector<named_split>& splits, const std::vector<split_group>& groups,
                   std::vector<candidate_report>& reports) {
-        const std::size_t dp = static_cast<std::size_t>(std::max(1, opt_.config.dp));
-        std::vector<std::vector<schedule::scenario>> scs(splits.size());
-        for (std::size_t k = 0; k < splits.size(); ++k)
-            for (std::size_t r = 0; r < dp; ++r)
-                scs[k].push_back(replica_scenario(splits[k].second, replica_mbs(splits[k].second, r)));
+        scenario_sets scs(2, std::vector<std::vector<schedule::scenario>>(splits.size()));
+        for (std::size_t k = 0; k < splits.size(); ++k) (void)scenarios_of(splits, scs, 0, k);
         choice best;
         double best_ms = std::numeric_limits<double>::infinity();
+        const auto ks = kinds();
         for (const split_group& g : groups) {
-            std::vector<std::size_t> picked;
-            for (std::size_t k : screen(scs, g)) {
-                double bound_ms = 0.0;
-                for (const auto& sc : scs[k]) bound_ms = std::max(bound_ms, busy_bound_ms(sc));
-                if (bound_ms < best_ms) picked.push_back(k);  // (the first group: best_ms is infinite)
+            const std::vector<std::size_t> screened = screen(scs[0], g);
+            std::vector<std::pair<std::size_t, candidate_kind>> tasks;  // (split, kind), split-major
+            for (std::size_t k : screened)
+                for (const candidate_kind& c : ks)
+                    if (c.config == 0 && candidate_bound_ms(splits, scs, c, k) < best_ms) tasks.emplace_back(k, c);
+            run_tasks(splits, scs, tasks, reports, best, best_ms);
+            for (const candidate_kind& c : ks) {  // one kind at a time: each may prune the next by its bound
+                if (c.config == 0) continue;
+                tasks.clear();
+                for (std::size_t k : screened)
+                    if (candidate_bound_ms(splits, scs, c, k) < best_ms) tasks.emplace_back(k, c);
+                run_tasks(splits, scs, tasks, reports, best, best_ms);
             }
-            run_splits(splits, scs, picked, reports, best, best_ms);
         }
         return best;
     }
 
-    /// Schedules every candidate kind on the splits `picked` (in parallel), reports them in the
-    /// order split, then kind, and keeps in `best` the fastest feasible one strictly below `best_ms`.
-    void run_splits(const std::vector<named_split>& splits,
-                    const std::vector<std::vector<schedule::scenario>>& scs, const std::vector<std::size_t>& picked,
-                    std::vector<candidate_report>& reports, choice& best, double& best_ms) {
-        const auto ks = kinds();
-        const std::size_t tasks = picked.size() * ks.size();
-        std::vector<candidate_run> runs(tasks);
-        ws_.resize(std::max(ws_.size(), parallel_workers(tasks, opt_.threads)));
-        parallel_for(tasks, opt_.threads, [&](std::size_t t, std::size_t worker) {
-            const std::size_t k = picked[t / ks.size()];
-            runs[t] = run_candidate(*ks[t % ks.size()], splits[k].first, scs[k], ws_[worker], opt_.order_search_evaluations);
+    /// A lower bound on the makespan of kind `c` on split `k` (max over replicas): the busy
+    /// time on the configuration itself, the full lower_bound() on another (the V's chunks are
+    /// priced anew, so the configuration's bound does not bound them).
+    double candidate_bound_ms(const std::vector<named_split>& splits, scenario_sets& scs, const candidate_kind& c,
+                              std::size_t k) const {
+        double bound_ms = 0.0;
+        for (const auto& sc : scenarios_of(splits, scs, c.config, k)) {
+            if (c.config == 0) {
+                bound_ms = std::max(bound_ms, busy_bound_ms(sc));
+            } else {
+                const double w = c.kind->splits_backward ? schedule::named_schedule_options{}.w_share : 0.0;
+                bound_ms = std::max(bound_ms, schedule::lower_bound(sc, schedule::placement_of(sc), w).bound_ms);
+            }
+        }
+        return bound_ms;
+    }
+
+    /// Schedules the (split, kind) `tasks` (in parallel), reports them in that order, and keeps
+    /// in `best` the fastest feasible one strictly below `best_ms`.
+    void run_tasks(const std::vector<named_split>& splits, scenario_sets& scs,
+                   const std::vector<std::pair<std::size_t, candidate_kind>>& tasks, std::vector<candidate_report>& reports,
+                   choice& best, double& best_ms) {
+        std::vector<candidate_run> runs(tasks.size());
+        ws_.resize(std::max(ws_.size(), parallel_workers(tasks.size(), opt_.threads)));
+        parallel_for(tasks.size(), opt_.threads, [&](std::size_t t, std::size_t worker) {
+            const auto& [k, c] = tasks[t];
+            runs[t] = run_candidate(*c.kind, splits[k].first, scs[c.config][k], ws_[worker], opt_.order_search_evaluations);
         });
-        for (std::size_t t = 0; t < tasks; ++t) {
+        for (std::size_t t = 0; t < tasks.size(); ++t) {
             reports.push_back(runs[t].report);
             if (runs[t].report.feasible && runs[t].report.makespan_ms < best_ms) {
                 best_ms = runs[t].report.makespan_ms;
-                best = {std::move(runs[t].replicas), picked[t / ks.size()], ks[t % ks.size()], reports.size() - 1};
+                best = {std::move(runs[t].replicas), tasks[t].first, tasks[t].second.kind, reports.size() - 1};
             }
         }
     }
@@ -768,11 +875,16 @@ private:
         return *std::max_element(busy.begin(), busy.end());
     }
 
-    /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind.
+    /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind
+    /// on the configuration itself (nullptr when there is none: the first extra splits are kept).
     [[nodiscard]] kind_t screening_kind() const {
-        const auto ks = kinds();
+        kind_t last = nullptr;
         const kind_t zb = &schedule::traits_of(schedule::schedule_name::zb_h1);
-        return std::find(ks.begin(), ks.end(), zb) != ks.end() ? zb : ks.back();
+        for (const candidate_kind& c : kinds()) {
+            if (c.kind == zb) return zb;
+            if (c.config == 0) last = c.kind;
+        }
+        return last;
     }
 
     /// The splits of group `g` (indices into `scs`, ascending) to schedule with every kind: its
@@ -785,7 +897,8 @@ private:
         const std::size_t always = g.always;
         if (idx.size() <= always + opt_.scheduled_extra_splits) return idx;
         const kind_t kind = screening_kind();
-        schedule::named_schedule_options quick = schedule_options();
+        if (kind == nullptr) return {idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(always + opt_.scheduled_extra_splits)};
+        schedule::named_schedule_options quick = schedule_options(scs[g.begin].front());
         quick.quick = true;
         std::vector<double> quick_ms(scs.size(), 0.0);
         parallel_for(idx.size() - always, opt_.threads, [&](std::size_t e, std::size_t) {

@@ -87,7 +87,9 @@ struct named_schedule_options {
     /// (timing.hpp). 1 (no overlap benefit) unless measured: how much a forward and a backward
     /// of two micro-batches hide each other depends on the model and the kernels.
     double overlap_factor = 1.0;
-    bool quick = false;       ///< adaptive: uniform preferences only (for inner loops of searches)
+    /// For inner loops of searches: adaptive tries uniform preferences only, zb-v / v-half / v-min
+    /// one preference and no table.
+    bool quick = false;
 };
 
 /// A type-erased generator (models schedule_generator).
@@ -126,6 +128,10 @@ struct schedule_traits {
     /// The rule that spreads named_schedule_options::checkpoint_ratio over the stages
     /// (merak_checkpoint_ratios); nullopt: a checkpoint ratio is an error for it.
     std::optional<merak_variant> checkpoint_rule;
+    /// The planner tries it when no schedule is named (plan/planner.hpp), on the configurations
+    /// its chunk rule runs on, in increasing rank (ties: registration order; the earlier wins
+    /// ties of makespan). Negative: never a candidate.
+    int candidate_rank = -1;
 };
 
 /// The built-in rows, in schedule_name order.
@@ -144,10 +150,12 @@ struct schedule_traits {
     std::vector<schedule_traits> rows;
     rows.push_back(fixed(schedule_name::gpipe, [](const named_schedule_options&) { return gpipe{}; }));
     rows.push_back(fixed(schedule_name::one_f_one_b, [](const named_schedule_options&) { return one_f_one_b{}; }));
+    rows.back().candidate_rank = 1;
     rows.push_back(fixed(schedule_name::interleaved, [](const named_schedule_options& o) {
         return interleaved_1f1b{o.chunks == 0 ? 2 : o.chunks};
     }));
     rows.back().chunks = chunk_rule::splits_into_chunks;
+    rows.back().candidate_rank = 1;
     rows.push_back(fixed(schedule_name::adaptive, [](const named_schedule_options& o) {
         adaptive a;
         a.memory_limit_mb = o.memory_limit_mb;
@@ -160,6 +168,7 @@ struct schedule_traits {
     rows.back().plans_under_memory_limit = true;
     rows.back().searches_inflight_limit = true;
     rows.back().chunks = chunk_rule::runs_placed;
+    rows.back().candidate_rank = 0;
     rows.push_back(fixed(schedule_name::zb_h1, [](const named_schedule_options& o) {
         zb_h1 z;
         z.w_share = o.w_share;
@@ -168,10 +177,11 @@ struct schedule_traits {
     }));
     rows.back().plans_under_memory_limit = true;
     rows.back().splits_backward = true;
+    rows.back().candidate_rank = 2;
     rows.push_back(merak_row(schedule_name::merak_early, merak_variant::early_recompute));
     rows.push_back(merak_row(schedule_name::merak_last, merak_variant::last_stage_no_recompute));
     rows.push_back(merak_row(schedule_name::merak_critical, merak_variant::shifted_critical_path));
-    const auto v_row = [&](schedule_name n, double share) {
+    const auto v_row = [&](schedule_name n, double share, int rank) {
         schedule_traits t = fixed(n, [n, share](const named_schedule_options& o) {
             zb_v z;
             z.name = std::string(to_string(n));
@@ -179,18 +189,21 @@ struct schedule_traits {
             z.w_share = o.w_share;
             z.memory_limit_mb = o.memory_limit_mb;
             z.max_pending_w = o.max_pending_w;
+            z.quick = o.quick;
             return z;
         });
         t.plans_under_memory_limit = true;
         t.splits_backward = true;
         t.chunks = chunk_rule::splits_into_chunks;
         t.split_placement = placement_kind::v_shape;
+        t.candidate_rank = rank;
         return t;
     };
-    rows.push_back(v_row(schedule_name::zb_v, 1.0));
-    rows.push_back(v_row(schedule_name::v_half, 0.5));
-    rows.push_back(v_row(schedule_name::v_min, 1.0 / 3.0));
-    rows.push_back(v_row(schedule_name::dualpipe_v, 1.0));
+    rows.push_back(v_row(schedule_name::zb_v, 1.0, 3));
+    rows.push_back(v_row(schedule_name::v_half, 0.5, 4));
+    rows.push_back(v_row(schedule_name::v_min, 1.0 / 3.0, 5));
+    // dualpipe-v runs when named (its overlap factor is the user's measurement), not as a candidate.
+    rows.push_back(v_row(schedule_name::dualpipe_v, 1.0, -1));
     rows.back().factory = [](const named_schedule_options& o) -> any_generator {
         dualpipe_v z;
         z.w_share = o.w_share;
@@ -248,6 +261,19 @@ public:
         throw invalid_argument("unknown schedule '" + std::string(name) + "' (valid: " + name_list() + ")");
     }
 
+    /// The planner's candidate rows (candidate_rank >= 0), by rank, then registration order.
+    [[nodiscard]] std::vector<const schedule_traits*> candidates() const {
+        std::vector<const schedule_traits*> out;
+        {
+            std::shared_lock lock(mutex_);
+            for (const auto& r : rows_)
+                if (r.candidate_rank >= 0) out.push_back(&r);
+        }
+        std::stable_sort(out.begin(), out.end(),
+                         [](const schedule_traits* a, const schedule_traits* b) { return a->candidate_rank < b->candidate_rank; });
+        return out;
+    }
+
     /// The names, in registration order (the built-ins first), joined by `sep`.
     [[nodiscard]] std::string name_list(std::string_view sep = ", ") const {
         std::shared_lock lock(mutex_);
@@ -300,6 +326,20 @@ private:
 }
 [[nodiscard]] inline any_generator make_generator(schedule_name n, const named_schedule_options& o) {
     return make_generator(traits_of(n), o);
+}
+
+/// Whether schedule `t` places two chunks per device as a V (the V schedules).
+[[nodiscard]] inline bool places_v(const schedule_traits& t) noexcept {
+    return t.chunks == chunk_rule::splits_into_chunks && t.split_placement == placement_kind::v_shape;
+}
+
+/// Whether `chunks` model chunks per device (as a user gives them, the planner's
+/// pipeline_config::virtual_chunks) suit schedule `t`: 1 always; more for the rows that run
+/// several chunks, but exactly 2 for a V.
+[[nodiscard]] inline bool accepts_chunks(const schedule_traits& t, std::size_t chunks) noexcept {
+    if (chunks <= 1) return true;
+    if (t.chunks == chunk_rule::one_stage_per_device) return false;
+    return !places_v(t) || chunks == 2;
 }
 
 /// Whether `n` is a Merak variant (its row spreads a checkpoint ratio).

@@ -153,6 +153,9 @@ struct zb_v {
     double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
     /// Pending weight gradients after which a device runs a W first (0 = W only fills waits).
     std::size_t max_pending_w = 0;
+    /// One preference (ready B first) and no table: the quick form for the inner loops of order
+    /// searches (the order found is then scheduled in full).
+    bool quick = false;
 
     [[nodiscard]] pipeline_schedule operator()(const scenario& sc) const {
         if (!(w_share > 0.0 && w_share < 1.0)) throw invalid_argument(name + ": w_share must lie in (0, 1)");
@@ -172,16 +175,16 @@ struct zb_v {
         pol.stage_memory = true;
         pol.max_pending_w = max_pending_w;
         pol.held_limit_mb = v_activation_limits_mb(sc, s.placement, activation_share);
-        discovery_result best = best_preference(sc, s.placement, pol);
+        discovery_result best = best_preference(sc, s.placement, pol, quick);
         if (best.stalled) {
             pol.stage_memory = false;
             pol.held_limit_mb.clear();
             const auto S = static_cast<double>(s.placement.devices());
             pol.inflight_limit = {static_cast<std::size_t>(std::max(1.0, std::ceil(activation_share * S - 1e-9)))};
-            best = best_preference(sc, s.placement, pol);
+            best = best_preference(sc, s.placement, pol, quick);
         }
         s.orders = std::move(best.orders);
-        if (activation_share >= 1.0) keep_table_if_better(sc, s, best.makespan_ms);
+        if (activation_share >= 1.0 && !quick) keep_table_if_better(sc, s, best.makespan_ms);
         s.replay = replay_facts{best.makespan_ms, memory_limit_mb};
         return s;
     }
@@ -202,9 +205,10 @@ private:
             s.orders = std::move(t.orders);
         }
     }
-    // The shortest of the three uniform preferences' runs (the first on ties; a stalled run
-    // only when all stall).
-    static discovery_result best_preference(const scenario& sc, const stage_placement& pl, discovery_policy pol) {
+    // The shortest of the three uniform preferences' runs, or of the first alone when `first_only`
+    // (the first on ties; a stalled run only when all stall).
+    static discovery_result best_preference(const scenario& sc, const stage_placement& pl, discovery_policy pol,
+                                            bool first_only) {
         using pref = discovery_policy::preference;
         detail::order_discovery& engine = detail::discovery_engine();
         const detail::engine_release release(engine);
@@ -213,6 +217,7 @@ private:
         best.stalled = true;
         best.makespan_ms = std::numeric_limits<double>::infinity();
         for (const pref p : {pref::backward_first, pref::alternate, pref::forward_first}) {
+            if (first_only && p != pref::backward_first) break;
             pol.prefer = p;
             discovery_result& r = engine.run(pol);
             if (r.stalled) continue;

@@ -48,6 +48,7 @@ using option_setter = std::function<void(planner_settings&, py::handle)>;
         {"chunks", [](S& s, py::handle v) { s.chunks = v.cast<int>(); }},
         {"zero_stage", [](S& s, py::handle v) { s.po.config.zero_stage = v.cast<int>(); }},
         {"schedule", [](S& s, py::handle v) { s.schedule = v.cast<std::string>(); }},
+        {"max_pending_w", [](S& s, py::handle v) { s.po.max_pending_w = v.cast<std::size_t>(); }},
         {"max_seqlen", [](S& s, py::handle v) { s.max_seqlen = v.cast<int>(); }},
         {"accounting", [](S& s, py::handle v) { s.accounting = v.cast<std::string>(); }},
         {"bandwidth_gbps", [](S& s, py::handle v) { s.po.cluster.bandwidth_gbps = v.cast<double>(); }},
@@ -145,11 +146,13 @@ void pipeline_shape(planner_settings& s, bool encoder_decoder) {
 [[nodiscard]] plan::planner_options options_for(planner_settings s, int hidden, bool encoder_decoder, const std::string& name) {
     s.po.split.accounting = batching::parse_accounting_mode(s.accounting);
     pipeline_shape(s, encoder_decoder);
-    const bool chunked = s.schedule == "auto" || s.schedule == "adaptive" || s.schedule == "interleaved";
-    if (s.chunks > 1 && !chunked)
-        throw invalid_argument("Planner: chunks " + std::to_string(s.chunks) + " does not apply to schedule " + s.schedule +
-                               " (only auto, adaptive, interleaved run several chunks per device)");
-    if (s.schedule != "auto") s.po.schedule = parse_name<schedule::schedule_name>(s.schedule);
+    if (s.schedule != "auto") {
+        const schedule::schedule_traits& row = schedule::schedules().at(s.schedule);
+        if (!schedule::accepts_chunks(row, static_cast<std::size_t>(std::max(s.chunks, 1))))
+            throw invalid_argument("Planner: chunks " + std::to_string(s.chunks) + " does not apply to schedule " + s.schedule +
+                                   " (auto, adaptive and interleaved run several chunks per device; zb-v, v-half and v-min two)");
+        s.po.schedule = schedule::schedule_id(row.name);
+    }
     s.po.split.lengths.max_seqlen_tokens = s.max_seqlen;
     s.po.split.lengths.max_dec_seqlen_tokens = s.max_seqlen;
     s.po.split.recompute_ladder = recompute_ladder(s.recompute);
@@ -311,7 +314,7 @@ void bind_result(py::module_& m) {
 constexpr const char* planner_doc =
     "Planner(model, **options): plans iterations with a cost model; reusable (keeps its caches).\n\n"
     "Options (the names and defaults of `pipeplan plan`'s flags): stages, layers_per_stage (or layers=[L0, ...]), "
-    "memory_mb (required), dp=1, tp=1, chunks=1, zero_stage=0, schedule='auto', max_seqlen=0, accounting='pipeplan', "
+    "memory_mb (required), dp=1, tp=1, chunks=1, zero_stage=0, schedule='auto', max_pending_w=0, max_seqlen=0, accounting='pipeplan', "
     "bandwidth_gbps=100, latency_us=0, devices_per_node=1, intra_node_bandwidth_gbps=0, hidden_size (the model's), "
     "threads=1, alternative_splits=0; and the library's: dtype='fp16', recompute='auto' (or none, selective, full), "
     "packing=False, separator_tokens=0, round_to_tokens=8, seed=1, order_search_evaluations=24, "

@@ -31,7 +31,7 @@ namespace pipeplan::runtime::cpu {
 struct tiny_plan_options {
     schedule::schedule_name schedule = schedule::schedule_name::one_f_one_b;
     std::size_t devices = 2;  ///< pipeline devices per replica (S)
-    std::size_t chunks = 2;   ///< virtual stages per device for the schedules that split into chunks (interleaved)
+    std::size_t chunks = 2;   ///< virtual stages per device for interleaved (the V schedules: always 2)
     std::uint64_t iteration = 0;
     /// dualpipe-v: the price of an overlapped forward/backward (schedule::named_schedule_options).
     double overlap_factor = 1.0;
@@ -88,13 +88,13 @@ struct tiny_plan_options {
                                                     const tiny_plan_options& o) {
     if (split.empty()) throw invalid_argument("tiny model plan: no replica");
     const schedule::schedule_traits& kind = schedule::traits_of(o.schedule);
+    // A V schedule runs on one chunk per device that prepare_scenario() splits into the V's two.
+    const bool v = schedule::places_v(kind);
     tiny_split_options to;
     to.devices = o.devices;
-    // A V schedule splits each device's stage into its two chunks itself (prepare_scenario()).
-    const bool v = kind.chunks == schedule::chunk_rule::splits_into_chunks && kind.split_placement == schedule::placement_kind::v_shape;
     to.chunks = kind.chunks == schedule::chunk_rule::splits_into_chunks && !v ? o.chunks : 1;
     schedule::named_schedule_options so;
-    so.chunks = v ? 2 : to.chunks;
+    so.chunks = v ? 0 : to.chunks;
     so.overlap_factor = o.overlap_factor;
     so.quick = true;
     std::vector<schedule::scenario> scs;
