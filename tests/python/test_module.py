@@ -154,8 +154,11 @@ def test_planner_is_reusable_and_deterministic(gpt):
 def test_plan_result_fields(gpt_result):
     r = gpt_result
     h = r.plan.header
-    assert h.iteration == 5 and h.devices == 4 and h.dp == 1 and h.ranks == 4 and h.virtual_stages == 4
-    assert h.schedule == r.schedule and h.dtype == "fp16" and h.placement == "linear"
+    assert h.iteration == 5 and h.devices == 4 and h.dp == 1 and h.ranks == 4
+    # A V schedule (zb-v, v-half, v-min) places each device's layers as two chunks in a V.
+    v = h.schedule in ("zb-v", "v-half", "v-min")
+    assert h.virtual_stages == (8 if v else 4) and h.placement == ("v-shape" if v else "linear")
+    assert h.schedule == r.schedule and h.dtype == "fp16"
     assert r.makespan_ms == h.predicted_makespan_ms >= r.lower_bound_ms > 0
     assert len(r.programs) == 4 and [p.rank for p in r.programs] == [0, 1, 2, 3]
     ids = sorted(i for mb in r.microbatches for i in mb.sample_ids)
@@ -165,9 +168,10 @@ def test_plan_result_fields(gpt_result):
     assert any(c.schedule == r.schedule and c.feasible for c in r.candidates)
     assert set(r.planning_ms) == {"split", "schedule", "lower", "validate", "total"}
     assert r.recompute in ("none", "selective", "full")
-    assert [h.device_of_stage(s) for s in range(4)] == [0, 1, 2, 3]
+    stage_devices = [0, 1, 2, 3, 3, 2, 1, 0] if v else [0, 1, 2, 3]
+    assert [h.device_of_stage(s) for s in range(len(stage_devices))] == stage_devices
     with pytest.raises(IndexError):
-        h.device_of_stage(4)
+        h.device_of_stage(len(stage_devices))
     assert r.plan.validate().ok
 
 
@@ -363,7 +367,9 @@ def test_instruction_objects_and_array(gpt_result):
     sends = [x for x in xs if x.kind == "send_activation_start"]
     assert fwd and all(x.mode in ("store", "checkpoint") for x in fwd)
     assert bwd and all(x.mode in ("whole", "input_only") for x in bwd)
-    assert all(x.mode == "" for x in sends) and all(x.peer == 2 for x in sends)
+    # Rank 1 sends forward to rank 2; in a V its second chunk's activations go back to rank 0.
+    peers = {2} if gpt_result.plan.header.placement == "linear" else {0, 2}
+    assert all(x.mode == "" for x in sends) and {x.peer for x in sends} == peers
     assert all(x.out_slot is not None and x.out_slot < len(prog.buffers) for x in fwd)
     roles = {b.role for b in prog.buffers}
     assert roles <= {"activation_in", "activation_out", "stash", "grad_in", "grad_out", "workspace"} and "stash" in roles
