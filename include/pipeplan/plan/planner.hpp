@@ -839,8 +839,10 @@ private:
             if (c.config == 0) {
                 bound_ms = std::max(bound_ms, busy_bound_ms(sc));
             } else {
-                const double w = c.kind->splits_backward ? schedule::named_schedule_options{}.w_share : 0.0;
-                bound_ms = std::max(bound_ms, schedule::lower_bound(sc, schedule::placement_of(sc), w).bound_ms);
+                // The options the kind runs with (its W share; overlapped pairs may save time).
+                const schedule::named_schedule_options so = schedule_options(sc);
+                const double w = c.kind->splits_backward ? so.w_share : 0.0;
+                bound_ms = std::max(bound_ms, schedule::lower_bound(sc, schedule::placement_of(sc), w, so.overlap_factor).bound_ms);
             }
         }
         return bound_ms;
