@@ -19,6 +19,7 @@
 // search evaluates it, 3 uniform candidates; /2: zb-h1, one discovery):
 // Run: build/benchmarks/bench_schedule --benchmark_filter=BM_DiscoverySmall
 //   BM_ZbV/8/64                  ZB-V incl. order discovery, S = 8, M = 64            <= 2 ms
+//   BM_VHalfMin/{0,1}            V-Half / V-Min incl. discovery and building block, S 8, M 64
 // Run: build/benchmarks/bench_schedule --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
@@ -142,6 +143,25 @@ void BM_ZbV(benchmark::State& st) {
     }
 }
 BENCHMARK(BM_ZbV)->Args({8, 64})->Unit(benchmark::kMicrosecond);
+
+// V-Half (/0) and V-Min (/1) on the scenario of BM_ZbV: three discoveries in stage-memory mode
+// under the activation share, plus the building block's order and its simulation.
+// Run: build/benchmarks/bench_schedule --benchmark_filter=BM_VHalfMin
+void BM_VHalfMin(benchmark::State& st) {
+    const ps::scenario sc = ps::split_into_v_chunks(variable(8, 64, 2));
+    ps::zb_v z;
+    z.name = st.range(0) == 0 ? "v-half" : "v-min";
+    z.activation_share = st.range(0) == 0 ? 0.5 : 1.0 / 3.0;
+    z.memory_limit_mb = 4000 + 6 * 1600;
+    double makespan_ms = 0.0;
+    for (auto _ : st) {
+        auto s = z(sc);
+        makespan_ms = s.replay->makespan_ms;
+        benchmark::DoNotOptimize(s.orders.data());
+    }
+    st.counters["makespan_ms"] = makespan_ms;
+}
+BENCHMARK(BM_VHalfMin)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 void BM_OrderSearch(benchmark::State& st) {
     const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));

@@ -92,34 +92,38 @@ TEST_CASE("v-half and v-min: within 1/2 and 1/3 of 1F1B's activation memory plus
     }
 }
 
-// V-Half and V-Min from their building blocks (zero_bubble_v.hpp), F = B = W = u = 1 ms per
-// chunk, M >= S. A block puts one micro-batch's four F/B ops on unit slots of each device and
+// V-Half and V-Min from their building blocks (v_block.hpp), F = B = W = u = 1 ms per chunk,
+// M >= 2S + 1. A block puts one micro-batch's four F/B ops on unit slots of each device and
 // repeats every 6 slots; W fill the two free slots of each period.
-// V-Min: slots d, 2S - 1 - d, 2S + g + d, 4S + g - 1 - d (g = 2 when 3 | S, else 0). The last
-// op with an input is device 0's first-chunk B of micro-batch M - 1, at the end of the chain of
-// 4S ops down and up the V that starts with its forward in slot 6(M - 1); the chain has no slack
-// except the g slots between the second-chunk F and B on device 0 (filled by other
-// micro-batches' ops, so squeezing cannot take them out), and only that micro-batch's W is
-// left after it: T = 6(M - 1) + 4S + g + 1 = (6M + 4S - 5 + g)·u. Against 1F1B's 6(M + S - 1)·u
-// that saves (2S - 1 - g)·u. Memory: a device holds a first-chunk activation for
-// 4S + g - 2d slots and a second-chunk one for 2d + 2 + g, then, in pipeplan's accounting, half
-// of it until its W (B frees its 1 - w share): the peak is ⌊(S + 4)/3⌋ micro-batches (the
-// paper's count, where W frees all), less ½ when S ≡ 2 (mod 3).
-// V-Half: slots 2d, 3S - 2 - d, 3S + g - 1 + 2d, 6S + g - 2 - d (g = 3 when S is even). The block
-// has slack (forwards two slots apart on the way down) that the eager replay squeezes out:
-// T = (6M + 7S/2 - 2)·u for even S and (6M + 7(S - 1)/2)·u for odd S, which the authors'
-// construction (squeezed, not reordered) also gives for S = 2..16; it saves (5S/2 - 4)·u and
-// (5S - 5)/2·u against 1F1B. Peak: ⌊(S + 2)/2⌋ micro-batches.
+// V-Min: slots d, 2S - 1 - d, 2S + g + d, 4S + g - 1 - d (g = 2 when 3 | S, else 0). Squeezed
+// (no reordering), the last op with an input is device 0's first-chunk B of micro-batch M - 1,
+// at the end of the chain of 4S ops down and up the V that starts with its forward in slot
+// 6(M - 1); device 0 is busy in every slot of the steady state, so the squeeze cannot start that
+// forward earlier, and only that micro-batch's W is left after it: T = 6(M - 1) + 4S + g + 1.
+// The paper's reordering of warm-up and cool-down leaves that for g = 0 and takes 2g slots off
+// for g = 2 (the authors' construction gives the same): T = (6M + 4S - 5 - g)·u (squeezed
+// alone, 6M + 4S - 5 + g). Against 1F1B's 6(M + S - 1)·u it saves
+// (2S - 1 + g)·u, and its bubble 4S - 5 - g is the paper's 2/3 of 1F1B's 6(S - 1), less 1 + g.
+// Memory: a device holds a first-chunk activation for 4S + g - 2d slots and a second-chunk one for
+// 2d + 2 + g, then, in pipeplan's accounting, half of it until its W (B frees its 1 - w share):
+// (4S + 2g + 2)/6 chunks on average, a peak of ⌊(S + 4)/3⌋ micro-batches (the paper's count,
+// where W frees all) less ½ when S ≡ 2 (mod 3), where the squeezed block is kept (the reordered
+// one holds the paper's count, ½ more, for no gain in time).
+// V-Half: slots 2d, 3S - 2 - d, 3S + g - 1 + 2d, 6S + g - 2 - d (g = 3 when S is even). Its
+// warm-up and cool-down reordered and squeezed (the paper's steps; the authors' construction
+// gives the same slot tables for S = 2..16), T = (6M + 3S - 7)·u for even S >= 4, (6M + 3S - 4)·u
+// for odd S, (6M + 1)·u for S = 2: a bubble of 1F1B's half, 3(S - 1), less 4 (even) or 1 (odd).
+// Peak: ⌊(S + 2)/2⌋ micro-batches.
 // Activation per micro-batch on a device: 10 MB (two chunks of 5 MB), so 1F1B's peak is 10·S MB.
 TEST_CASE("v-half and v-min: the building block's closed forms, faster than 1F1B") {
     for (const std::size_t S : {2, 3, 4, 5, 6, 7, 8, 9, 12})
-        for (const std::size_t M : {S, 2 * S + 1, std::size_t{64}}) {
+        for (const std::size_t M : {2 * S + 1, std::size_t{64}}) {
             const ps::scenario base = uniform_stages(S, M);
             const double one_f_one_b_ms = 6.0 * static_cast<double>(M + S - 1);
             const double s_ = static_cast<double>(S), m_ = static_cast<double>(M);
             const double g_min = S % 3 == 0 ? 2.0 : 0.0;
-            const double min_ms = 6.0 * m_ + 4.0 * s_ - 5.0 + g_min;
-            const double half_ms = S % 2 == 0 ? 6.0 * m_ + 3.5 * s_ - 2.0 : 6.0 * m_ + 3.5 * (s_ - 1.0);
+            const double min_ms = 6.0 * m_ + 4.0 * s_ - 5.0 - g_min;
+            const double half_ms = S == 2 ? 6.0 * m_ + 1.0 : 6.0 * m_ + 3.0 * s_ - (S % 2 == 0 ? 7.0 : 4.0);
             const double min_mb = 10.0 * (static_cast<double>((S + 4) / 3) - (S % 3 == 2 ? 0.5 : 0.0));
             const double half_mb = 10.0 * static_cast<double>((S + 2) / 2);
             for (const auto& [name, closed_ms, closed_mb, share] :
@@ -149,12 +153,18 @@ TEST_CASE("v-half and v-min blocks: collision-free and deadlock-free for every S
                 ps::pipeline_schedule s;
                 s.placement = ps::stage_placement::v_shape(S, 2);
                 s.w_share = 0.5;
-                s.orders = ps::v_block_orders(half ? ps::v_half_block(S) : ps::v_min_block(S), M);
-                for (const auto& o : s.orders) CHECK(o.size() == 6 * M);
                 const ps::scenario sc = ps::split_into_v_chunks(uniform_stages(S, M));
-                CHECK_FALSE(reference_replay(sc, s).deadlock);
-                (void)check_schedule(sc, s);  // every op exactly once, on its device, in a valid order
+                for (const bool reorder : {false, true}) {
+                    s.orders = ps::v_block_orders(half ? ps::v_half_block(S) : ps::v_min_block(S), M, reorder);
+                    for (const auto& o : s.orders) CHECK(o.size() == 6 * M);
+                    CHECK_FALSE(reference_replay(sc, s).deadlock);
+                    (void)check_schedule(sc, s);  // every op exactly once, on its device, in a valid order
+                }
             }
+    std::vector<ps::v_block_slots> bad = ps::v_min_block(4);
+    bad[2].b0 = bad[2].f0 + 12;
+    CHECK_THROWS_WITH_AS((void)ps::v_block_orders(bad, 3), doctest::Contains("device 2's block slots collide modulo 6"),
+                         pipeplan::invalid_argument);
 }
 
 TEST_CASE("zb-v, v-half, v-min: unequal micro-batches under a memory limit, with and without a W bound") {

@@ -14,7 +14,11 @@
 // preference being tried), else a forward that fits the memory limit and the activation share,
 // else a pending W (or a W first when `max_pending_w` are pending). Three uniform preferences
 // are tried and the shortest replay kept; for ZB-V, also the paper's table (zb_v_table()) when
-// its replay is shorter and fits the memory limit. A run that stalls falls back to the per-micro-batch
+// its replay is shorter and fits the memory limit; for V-Half and V-Min, the orders of the
+// paper's building block (v_block.hpp) timed with the real durations: squeezed, and reordered
+// when that does not raise the replay's peak memory (the paper's reordering keeps the peak in
+// its accounting, where W frees a whole activation; pipeplan's B frees its share earlier, and the
+// reordered V-Min then holds ½ micro-batch more when S ≡ 2 mod 3). A run that stalls falls back to the per-micro-batch
 // reservation with at most ⌈share·S⌉ micro-batches in flight per device, which cannot stall.
 // With equal micro-batches and F = B = W per chunk, ZB-V's discovered order reaches the lower
 // bound M·(F + B + W) + (S - 1)·F of a device (derivation: tests/schedule/zero_bubble_v.cpp).
@@ -23,15 +27,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <iterator>
 #include <limits>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/order_discovery.hpp"
 #include "pipeplan/schedule/simulator.hpp"
+#include "pipeplan/schedule/v_block.hpp"
 
 namespace pipeplan::schedule {
 
@@ -144,83 +147,6 @@ namespace pipeplan::schedule {
     return out;
 }
 
-/// Slots of one micro-batch's building block on each device (Qi et al., arXiv 2405.15362,
-/// section 4): the unit slot of its first-chunk forward (stage d), second-chunk forward (stage
-/// 2S - 1 - d), second-chunk B and first-chunk B. The block repeats every 6 slots (one micro-batch
-/// brings 6 ops of one slot each to every device: F, B, W of two chunks); a device's four slots
-/// differ modulo 6, so repeated blocks never collide, and the two slots left in each period run
-/// W. The lifespan of a first-chunk activation on device d is B0 - F0 + 1 slots, of a
-/// second-chunk one B1 - F1 + 1; their sum over 6 is the chunk activations a device holds.
-struct v_block_slots {
-    std::size_t f0 = 0, f1 = 0, b1 = 0, b0 = 0;
-};
-
-/// V-Min's block for S devices: F0 = d, F1 = 2S - 1 - d, B1 = 2S + g + d, B0 = 4S + g - 1 - d, with
-/// g = 2 when 3 divides S (else 2S ≡ 0 mod 6 and F0 would collide with B1), else 0: every device
-/// holds (4S + 2g + 2)/6 chunk activations, ⌊(S + 4)/3⌋ micro-batches at its peak (⅓ of 1F1B's S).
-[[nodiscard]] inline std::vector<v_block_slots> v_min_block(std::size_t S) {
-    const std::size_t g = S % 3 == 0 ? 2 : 0;
-    std::vector<v_block_slots> out(S);
-    for (std::size_t d = 0; d < S; ++d) out[d] = {d, 2 * S - 1 - d, 2 * S + g + d, 4 * S + g - 1 - d};
-    return out;
-}
-
-/// V-Half's block: the first-chunk forwards two slots apart down the devices, F0 = 2d,
-/// F1 = 3S - 2 - d, B1 = 3S + g - 1 + 2d, B0 = 6S + g - 2 - d, with g = 3 when S is even (else F1
-/// and B0 collide modulo 6), else 0: ⌊(S + 2)/2⌋ micro-batches at the peak (½ of 1F1B's S).
-[[nodiscard]] inline std::vector<v_block_slots> v_half_block(std::size_t S) {
-    const std::size_t g = S % 2 == 0 ? 3 : 0;
-    std::vector<v_block_slots> out(S);
-    for (std::size_t d = 0; d < S; ++d)
-        out[d] = {2 * d, 3 * S - 2 - d, 3 * S + g - 1 + 2 * d, 6 * S + g - 2 - d};
-    return out;
-}
-
-/// The device orders of a building block repeated for M micro-batches (micro-batch j's ops at
-/// slot + 6j) on a V of 2S stages: each device runs its F and B ops in slot order and, in each
-/// empty slot, the oldest pending W (the second chunk's first, whose B ran earlier in the
-/// block), then the W still pending at the end. Timed eagerly (the simulator), the slots
-/// squeeze: an op starts as soon as its inputs and the device allow.
-[[nodiscard]] inline device_orders v_block_orders(const std::vector<v_block_slots>& block, std::size_t M) {
-    const std::size_t S = block.size();
-    device_orders out(S);
-    std::vector<std::uint32_t> slot;  // 0 = empty, else 1 + 4j + k (k: F0, F1, B1, B0)
-    for (std::size_t d = 0; d < S; ++d) {
-        const v_block_slots& b = block[d];
-        const std::size_t k_slot[4] = {b.f0, b.f1, b.b1, b.b0};
-        const std::size_t last = *std::max_element(std::begin(k_slot), std::end(k_slot)) + 6 * (M == 0 ? 0 : M - 1);
-        slot.assign(last + 1, 0);
-        for (std::size_t j = 0; j < M; ++j)
-            for (std::uint32_t k = 0; k < 4; ++k) {
-                std::uint32_t& at = slot[k_slot[k] + 6 * j];
-                if (at != 0) throw std::logic_error("v_block_orders: two ops of the block share a slot");
-                at = static_cast<std::uint32_t>(1 + 4 * j + k);
-            }
-        const auto s0 = static_cast<std::uint32_t>(d), s1 = static_cast<std::uint32_t>(2 * S - 1 - d);
-        auto& o = out[d];
-        o.reserve(6 * M);
-        std::uint32_t w_next[2] = {0, 0}, b_done[2] = {0, 0};  // [0]: second chunk, [1]: first
-        const auto run_w = [&](std::size_t c) {
-            o.push_back({op_kind::W, w_next[c]++, c == 0 ? s1 : s0});
-        };
-        for (const std::uint32_t at : slot) {
-            if (at == 0) {
-                if (w_next[0] < b_done[0]) run_w(0);
-                else if (w_next[1] < b_done[1]) run_w(1);
-                continue;
-            }
-            const std::uint32_t j = (at - 1) / 4, k = (at - 1) % 4;
-            const op_kind kind = k < 2 ? op_kind::F : op_kind::B;
-            o.push_back({kind, j, k == 0 || k == 3 ? s0 : s1});
-            if (k == 2) ++b_done[0];
-            if (k == 3) ++b_done[1];
-        }
-        while (w_next[0] < b_done[0]) run_w(0);
-        while (w_next[1] < b_done[1]) run_w(1);
-    }
-    return out;
-}
-
 /// ZB-V, V-Half or V-Min (see the file comment) on a scenario of 2S virtual stages placed as a V
 /// (split_into_v_chunks()).
 struct zb_v {
@@ -232,8 +158,8 @@ struct zb_v {
     double memory_limit_mb = std::numeric_limits<double>::infinity();  ///< per device
     /// Pending weight gradients after which a device runs a W first (0 = W only fills waits).
     std::size_t max_pending_w = 0;
-    /// One preference (ready B first) and no table: the quick form for the inner loops of order
-    /// searches (the order found is then scheduled in full).
+    /// One preference (ready B first), no table and the building block squeezed only: the quick
+    /// form for the inner loops of order searches (the order found is then scheduled in full).
     bool quick = false;
 
     [[nodiscard]] pipeline_schedule operator()(const scenario& sc) const {
@@ -264,20 +190,23 @@ struct zb_v {
         }
         s.orders = std::move(best.orders);
         const std::size_t S = s.placement.devices(), M = sc.microbatches;
+        const double no_cap = std::numeric_limits<double>::infinity();
         if (activation_share >= 1.0) {
-            if (!quick) keep_if_better(sc, s, best.makespan_ms, zb_v_table(S, M));
+            if (!quick) (void)keep_if_better(sc, s, best.makespan_ms, zb_v_table(S, M), no_cap);
         } else {
-            keep_if_better(sc, s, best.makespan_ms,
-                           v_block_orders(activation_share < 0.5 - 1e-9 ? v_min_block(S) : v_half_block(S), M));
+            const auto block = activation_share < 0.5 - 1e-9 ? v_min_block(S) : v_half_block(S);
+            const double squeezed_peak_mb = keep_if_better(sc, s, best.makespan_ms, v_block_orders(block, M, false), no_cap);
+            if (!quick) (void)keep_if_better(sc, s, best.makespan_ms, v_block_orders(block, M, true), squeezed_peak_mb);
         }
         s.replay = replay_facts{best.makespan_ms, memory_limit_mb};
         return s;
     }
 
 private:
-    // `orders` (ZB-V's table, a V-Half or V-Min building block) replace the discovered ones
-    // when their replay is shorter and fits the memory limit (or when nothing was discovered).
-    void keep_if_better(const scenario& sc, pipeline_schedule& s, double& makespan_ms, device_orders orders) const {
+    // `orders` (ZB-V's table, a V-Half or V-Min building block) replace s's when their replay
+    // is shorter and its peak fits the memory limit and `peak_cap_mb`; returns that peak.
+    double keep_if_better(const scenario& sc, pipeline_schedule& s, double& makespan_ms, device_orders orders,
+                          double peak_cap_mb) const {
         std::swap(s.orders, orders);  // `orders` holds the discovered ones while s is simulated
         thread_local simulation_workspace ws;
         thread_local simulation_result r;
@@ -285,10 +214,11 @@ private:
         so.record_timeline = so.record_memory_curve = so.compute_lower_bound = false;
         simulate_into(r, sc, s, so, ws);  // the scenario was validated by its maker
         const double peak = *std::max_element(r.peak_memory_mb.begin(), r.peak_memory_mb.end());
-        if (r.makespan_ms < makespan_ms && peak <= memory_limit_mb + 1e-9)
+        if (r.makespan_ms < makespan_ms && peak <= memory_limit_mb + 1e-9 && peak <= peak_cap_mb + 1e-9)
             makespan_ms = r.makespan_ms;
         else
             std::swap(s.orders, orders);
+        return peak;
     }
     // The shortest of the three uniform preferences' runs, or of the first alone when `first_only`
     // (the first on ties; a stalled run only when all stall).
