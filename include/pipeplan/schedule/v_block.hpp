@@ -39,6 +39,7 @@ namespace pipeplan::schedule {
 /// a B after the next stage's).
 struct v_block_slots {
     std::size_t f0 = 0, f1 = 0, b1 = 0, b0 = 0;
+    friend bool operator==(const v_block_slots&, const v_block_slots&) = default;
 };
 
 /// V-Min's block: F0 = d, F1 = 2S − 1 − d, B1 = 2S + g + d, B0 = 4S + g − 1 − d, with g = 2 when
@@ -248,12 +249,25 @@ private:
 
 /// The device orders of `block` (one entry per device) for M micro-batches on a V of 2S stages
 /// (the file comment's steps; step 3 only when `reorder`); throws invalid_argument when a
-/// device's slots collide modulo 6.
+/// device's slots collide modulo 6. Step 3 tries slots one by one and scans a device's slots
+/// for each try (17 ms at S = 8, M = 64 on a loaded 2-core machine, against 0.04 ms without it),
+/// so the last 4 reordered results are kept per thread and reused for the same block and M.
 [[nodiscard]] inline device_orders v_block_orders(const std::vector<v_block_slots>& block, std::size_t M,
                                                   bool reorder = true) {
     detail::v_block_builder b(block, M);
-    if (reorder) b.fill_and_reorder();
-    return b.orders();
+    if (!reorder) return b.orders();
+    struct entry {
+        std::vector<v_block_slots> block;
+        std::size_t microbatches = 0;
+        device_orders orders;
+    };
+    thread_local std::vector<entry> kept;
+    for (const entry& e : kept)
+        if (e.microbatches == M && e.block == block) return e.orders;
+    b.fill_and_reorder();
+    if (kept.size() == 4) kept.erase(kept.begin());
+    kept.push_back({block, M, b.orders()});
+    return kept.back().orders;
 }
 
 }  // namespace pipeplan::schedule
