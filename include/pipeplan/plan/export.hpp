@@ -80,7 +80,7 @@ namespace pipeplan::plan {
             if (h.device_of_stage(v) == d) stages.push_back(v);
         bool first = true;
         for (const instruction& x : prog.instructions) {
-            const std::uint32_t mb = x.mb < local.size() ? local[x.mb] : x.mb;
+            const std::uint32_t mb = x.microbatch < local.size() ? local[x.microbatch] : x.microbatch;
             for (const std::string& a : torch_actions(x, mb, with_comms, stages)) {
                 if (!first) out += ',';
                 out += a;
@@ -158,9 +158,9 @@ inline void write_replica_trace(std::ostream& out, const execution_plan& p, std:
             const char* letter = x.kind == instr_kind::forward ? (x.mode ? "f" : "F")
                                  : x.kind == instr_kind::recompute ? "R"
                                  : x.kind == instr_kind::backward ? "B" : "W";
-            out << ",\n{\"name\":\"" << letter << x.mb << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
+            out << ",\n{\"name\":\"" << letter << x.microbatch << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
                 << "\",\"ph\":\"X\",\"pid\":" << replica << ",\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
-                << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.mb
+                << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.microbatch
                 << ",\"stage\":" << x.stage << ",\"instruction\":" << i;
             if (clock_mhz > 0) out << ",\"frequency_mhz\":" << clock_mhz;
             out << "}}";

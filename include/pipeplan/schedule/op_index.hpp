@@ -81,7 +81,7 @@ struct op_index {
     }
 
 private:
-    [[nodiscard]] std::size_t key(op o) const noexcept { return o.stage * M + o.mb; }
+    [[nodiscard]] std::size_t key(op o) const noexcept { return o.stage * M + o.microbatch; }
     [[nodiscard]] std::int32_t id_of_target(cross_target t) const noexcept {
         return t.has ? id_of(t.to.kind, key(t.to)) : none;
     }
@@ -129,7 +129,7 @@ private:
             throw invalid_argument("simulate: schedule '" + s.name + "', device " + std::to_string(d) + ", op " +
                                    to_string(o) + " (stage " + std::to_string(o.stage) + "): " + why);
         };
-        if (o.mb >= M) bad("micro-batch out of range (the scenario has " + std::to_string(M) + ")");
+        if (o.microbatch >= M) bad("micro-batch out of range (the scenario has " + std::to_string(M) + ")");
         if (o.stage >= V) bad("stage out of range (the scenario has " + std::to_string(V) + ")");
         if (device_of_stage[o.stage] != d)
             bad("the placement runs that stage on device " + std::to_string(device_of_stage[o.stage]));

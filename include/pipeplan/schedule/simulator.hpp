@@ -109,7 +109,7 @@ inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::
     const op_model model(sc, w);
     for (std::size_t i = 0; i < N; ++i) {
         const op& o = idx.ops[i];
-        const std::size_t key = o.stage * idx.M + o.mb;
+        const std::size_t key = o.stage * idx.M + o.microbatch;
         node& n = nodes[i];
         pending[i] = input_count(o, V);
         const bool inline_recompute = o.kind == op_kind::B && !idx.recomputed(key) &&
@@ -265,7 +265,7 @@ inline void record_device(simulation_result& r, simulation_workspace& ws, const 
     if (b < e) r.peak_memory_op[d] = idx.ops[b];
     for (std::uint32_t i = b; i < e; ++i) {
         const op& o = idx.ops[i];
-        double& h = ws.held[o.stage * sc.microbatches + o.mb];
+        double& h = ws.held[o.stage * sc.microbatches + o.microbatch];
         const double st = ws.nodes[i].ready, en = st + ws.nodes[i].dur;
         const double during = model.during_mb(o, state + stored - h, h);
         const double after_h = model.held_after_mb(o);
