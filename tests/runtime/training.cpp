@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipeplan/core/random.hpp"
+#include "pipeplan/plan/deadlock.hpp"
 #include "pipeplan/runtime/cpu/plans.hpp"
 #include "pipeplan/runtime/cpu/split.hpp"
 #include "pipeplan/runtime/cpu/trainer.hpp"
@@ -183,12 +184,24 @@ TEST_CASE("cpu backend: three iterations with SGD and with Adam keep matching th
         }
 }
 
+namespace {
+/// The tiny model's plan of a seeded 12-sample batch on 2 devices (the rejection tests' plan).
+struct two_device_job {
+    model_config c = pipeline_test_model();
+    test_batch b = random_batch(12, 1, 11);
+    plan::execution_plan plan() const {
+        tiny_plan_options o;
+        o.devices = 2;
+        return plan_tiny(c, b.split, b.lengths, o);
+    }
+};
+}  // namespace
+
 TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before anything runs") {
-    const model_config c = pipeline_test_model();
-    const test_batch b = random_batch(12, 1, 11);
-    tiny_plan_options o;
-    o.devices = 2;
-    plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+    const two_device_job job;
+    const model_config& c = job.c;
+    const test_batch& b = job.b;
+    plan::execution_plan p = job.plan();
     // Drop a receive's wait on rank 1: the executor's own check refuses the rank's plan.
     auto& prog = p.programs[1].instructions;
     prog.erase(std::find_if(prog.begin(), prog.end(), [](const auto& i) { return i.kind == plan::instr_kind::recv_activation_wait; }));
@@ -196,6 +209,44 @@ TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before any
     cpu_cluster cluster(c, 2, sgd{0.1}, {2s});
     CHECK_THROWS_AS((void)cluster.run(rank_plans(p), b.lengths), rejected_plan_error);
     CHECK(cluster.rank(1).loss() == 0.0);
+}
+
+TEST_CASE("cpu backend: a plan that deadlocks under its send rule is refused before anything runs") {
+    const two_device_job job;
+    const model_config& c = job.c;
+    const test_batch& b = job.b;
+    plan::execution_plan p = job.plan();
+    cpu_cluster plain(c, 2, sgd{0.1}, {10s});
+    const double loss = plain.run(rank_plans(p), b.lengths).loss;
+    // Rank 1 posts an activation receive after the gradient send that followed it: rank 0
+    // starts the activation send first, so the two ranks start their messages in crossing
+    // orders. Each direction keeps its order, so buffered sends (the thread transport) run it.
+    auto& prog = p.programs[1].instructions;
+    const auto is = [&](std::size_t k, plan::instr_kind kind) { return prog[k].kind == kind; };
+    std::size_t recv = 0, send = 0;
+    for (std::size_t i = 0; i < prog.size() && send == 0; ++i) {
+        if (!is(i, plan::instr_kind::recv_activation_start)) continue;
+        for (std::size_t j = i + 1; j < prog.size() && !is(j, plan::instr_kind::recv_activation_wait); ++j)
+            if (is(j, plan::instr_kind::send_grad_start)) {
+                recv = i, send = j;
+                break;
+            }
+    }
+    REQUIRE(send > recv);
+    std::rotate(prog.begin() + static_cast<std::ptrdiff_t>(recv), prog.begin() + static_cast<std::ptrdiff_t>(recv + 1),
+                prog.begin() + static_cast<std::ptrdiff_t>(send + 1));
+    REQUIRE(plan::find_deadlock(p, plan::send_rule::buffered).empty());
+    REQUIRE_FALSE(plan::find_deadlock(p, plan::send_rule::blocking).empty());
+    p.header.sends = plan::send_rule::buffered;
+    cpu_cluster buffered(c, 2, sgd{0.1}, {10s});
+    CHECK(buffered.run(rank_plans(p), b.lengths).loss == doctest::Approx(loss).epsilon(1e-12));
+    p.header.sends = plan::send_rule::blocking;
+    cpu_cluster blocking(c, 2, sgd{0.1}, {10s});
+    CHECK_THROWS_WITH_AS((void)blocking.run(rank_plans(p), b.lengths),
+                         doctest::Contains("the plan deadlocks under its send rule 'blocking': rank 0 at instruction"),
+                         rejected_plan_error);
+    CHECK(blocking.rank(0).loss() == 0.0);
+    CHECK(blocking.rank(1).loss() == 0.0);
 }
 
 namespace {

@@ -31,8 +31,8 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
     std::set<key> has_r, checkpointed;
     for (const auto& dev : s.orders)
         for (const ps::op& o : dev) {
-            if (o.kind == ps::op_kind::R) has_r.insert({'R', o.mb, o.stage});
-            if (o.kind == ps::op_kind::F_checkpoint) checkpointed.insert({'A', o.mb, o.stage});
+            if (o.kind == ps::op_kind::R) has_r.insert({'R', o.microbatch, o.stage});
+            if (o.kind == ps::op_kind::F_checkpoint) checkpointed.insert({'A', o.microbatch, o.stage});
         }
     const double w = s.w_share;
     const std::size_t V = sc.stages, D = s.orders.size();
@@ -51,7 +51,7 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
         for (std::size_t d = 0; d < D; ++d)
             while (pos[d] < s.orders[d].size()) {
                 const ps::op o = s.orders[d][pos[d]];
-                const std::uint32_t j = o.mb, v = o.stage;
+                const std::uint32_t j = o.microbatch, v = o.stage;
                 const double fw = sc.fwd(j, v), bw = sc.bwd(j, v);
                 double t = free_at[d], dur = 0.0;
                 bool ready = true;
@@ -96,12 +96,12 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
         std::map<std::pair<std::uint32_t, std::uint32_t>, double> held;
         double total = state, peak = state;
         for (const ps::op& o : s.orders[d]) {
-            double& h = held[{o.mb, o.stage}];
-            const double st = sc.stored(o.mb, o.stage), r = sc.ratio(o.stage);
-            peak = std::max(peak, total - h + (o.kind == ps::op_kind::W ? h : sc.peak(o.mb, o.stage)));
+            double& h = held[{o.microbatch, o.stage}];
+            const double st = sc.stored(o.microbatch, o.stage), r = sc.ratio(o.stage);
+            peak = std::max(peak, total - h + (o.kind == ps::op_kind::W ? h : sc.peak(o.microbatch, o.stage)));
             double next = 0.0;
             if (o.kind == ps::op_kind::F || o.kind == ps::op_kind::R) next = st;
-            if (o.kind == ps::op_kind::F_checkpoint) next = (1.0 - r) * st + sc.activation(o.mb);
+            if (o.kind == ps::op_kind::F_checkpoint) next = (1.0 - r) * st + sc.activation(o.microbatch);
             if (o.kind == ps::op_kind::B) next = w > 0.0 ? w * st : 0.0;
             total += next - h;
             h = next;
