@@ -118,7 +118,7 @@ TEST_CASE("frequency: the validator's clock rule") {
         vo.max_frequency_mhz = 1410;
         CHECK(has_rule(validate(good, vo), "clock", "outside [1000, 1410] MHz"));  // the lowest clocks are < 1000
         execution_plan bad = good;
-        bad.programs[0].instructions[at].bytes = 0;
+        bad.programs[0].instructions[at].clock_mhz = 0;
         CHECK(has_rule(validate(bad), "clock", "outside (0, inf) MHz"));
     }
     SUBCASE("not right before its compute op") {
