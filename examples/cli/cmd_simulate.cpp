@@ -221,7 +221,7 @@ void register_simulate(CLI::App& app) {
     auto args = std::make_shared<simulate_args>();
     CLI::App* sub = app.add_subcommand("simulate", "Simulate a pipeline schedule on a scenario (JSON) file");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
-    sub->add_option("--schedule", args->schedule, name_list<ps::schedule_name>("|") + " (or a registered one)");
+    sub->add_option("--schedule", args->schedule, ps::schedules().name_list(" | ") + " (or a registered one)");
     sub->add_option("--max-pending-w", args->max_pending_w,
                     "zb-v, v-half, v-min: weight gradients a device may leave pending before it runs one first (0 = W "
                     "only fills waits)")

@@ -128,6 +128,14 @@ TEST_CASE("frequency: the validator's clock rule") {
         bad.programs[0].instructions[at].clock_mhz = 0;
         CHECK(has_rule(validate(bad), "clock", "outside (0, inf) MHz"));
     }
+    SUBCASE("a clock on another kind, bytes on a set_frequency: files hold both in one field") {
+        execution_plan bad = good;
+        bad.programs[0].instructions[at + 1].clock_mhz = 1200;  // the compute op after it
+        CHECK(has_rule(validate(bad), "clock", "clock_mhz 1200 on an instruction that is not a set_frequency"));
+        bad = good;
+        bad.programs[0].instructions[at].bytes = 64;
+        CHECK(has_rule(validate(bad), "clock", "bytes 64 on a set_frequency"));
+    }
     SUBCASE("not right before its compute op") {
         execution_plan bad = good;
         auto& prog = bad.programs[0].instructions;

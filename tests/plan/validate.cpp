@@ -116,7 +116,7 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         CHECK(first_rule(p) == "structure");
     }
     SUBCASE("overlap: an overlap_f_b before a forward whose next compute op is not another micro-batch's backward") {
-        auto p = one_f_one_b_plan(2, 2);  // rank 0 runs F0 F1 B0 B1
+        auto p = test::one_f_one_b_plan(2, 2);  // rank 0 runs F0 F1 B0 B1
         auto& prog = p.programs[0].instructions;
         instruction o = prog[find(p.programs[0], instr_kind::forward, 1)];
         o.kind = instr_kind::overlap_f_b;

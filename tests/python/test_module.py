@@ -483,3 +483,13 @@ def test_the_documented_example_runs(capsys):
     exec(compile(block, "docs/python.md", "exec"), {})
     out = capsys.readouterr().out
     assert "micro-batches" in out and "forwards on rank 1:" in out
+
+
+def test_equal_layer_counts_is_the_libraries_sharding():
+    import pipeplan.torch
+    assert pipeplan.equal_layer_counts(10, 4) == [3, 3, 2, 2]
+    assert pipeplan.equal_layer_counts(8, 8) == [1] * 8
+    assert pipeplan.torch.layer_ranges(10, 4) == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    for layers, stages in ((3, 4), (4, 0)):
+        with pytest.raises(ValueError, match="need 1 <= stages <= layers"):
+            pipeplan.torch.layer_ranges(layers, stages)

@@ -24,6 +24,7 @@
 //              between them; stage 0 and the last stage load the micro-batch first
 //   clock      a set_frequency immediately precedes a compute op of the same micro-batch and
 //              stage, with a clock > 0 MHz (within validate_options' range when one is given)
+//              and no bytes; no other kind carries a clock_mhz (files hold both in one field)
 //   overlap    an overlap_f_b is followed by the forward of its micro-batch and stage (only a
 //              set_frequency between), and the next compute instruction after that forward is
 //              a backward of another micro-batch
@@ -249,7 +250,14 @@ inline void check_clocks(const rank_view& rv, const validate_options& opt, repor
     const auto& prog = rv.p.instructions;
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
         const instruction& x = prog[i];
-        if (x.kind != instr_kind::set_frequency) continue;
+        // A file holds a set_frequency's clock in the bytes field (fields.hpp's held_in), so a
+        // clock on another kind, or bytes on a set_frequency, would not survive a round trip.
+        if (x.kind != instr_kind::set_frequency) {
+            if (x.clock_mhz != 0)
+                rep(rv.rank, i, "clock", describe(x) + ": clock_mhz " + std::to_string(x.clock_mhz) + " on an instruction that is not a set_frequency");
+            continue;
+        }
+        if (x.bytes != 0) rep(rv.rank, i, "clock", describe(x) + ": bytes " + std::to_string(x.bytes) + " on a set_frequency (it carries clock_mhz only)");
         const std::uint64_t f = frequency_mhz(x);
         if (f == 0 || (opt.max_frequency_mhz > 0 && (f < opt.min_frequency_mhz || f > opt.max_frequency_mhz)))
             rep(rv.rank, i, "clock",
