@@ -10,12 +10,12 @@ docstrings: messages) under include/ and runtime/ for a flag, `--name`, and prin
 `file:line: "...--name..."` for each one; exits 1 when any is found. Comments are not scanned.
 """
 import io
-import os
 import re
 import sys
 import tokenize
 
-CPP_EXT = ('.hpp', '.h', '.cpp', '.cu', '.cuh')
+from sources import source_files
+
 FLAG = re.compile(r'(?<![-\w])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*')
 # A string literal (raw strings, prefixes, escapes) or a comment; comments are skipped.
 CPP_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|(?:u8|u|U|L)?R"([^(\s]*)\((.*?)\)\1"|(?:u8|u|U|L)?"((?:[^"\\\n]|\\.)*)"'
@@ -41,21 +41,11 @@ def py_strings(text):
             previous = tok.type
 
 
-def scan(root, dirs=('include', 'runtime')):
-    for d in dirs:
-        for base, subdirs, files in os.walk(os.path.join(root, d)):
-            subdirs.sort()
-            for f in sorted(files):
-                path = os.path.join(base, f)
-                if f.endswith(CPP_EXT):
-                    strings = cpp_strings(open(path, encoding='utf-8').read())
-                elif f.endswith('.py'):
-                    strings = py_strings(open(path, encoding='utf-8').read())
-                else:
-                    continue
-                for line, s in strings:
-                    if FLAG.search(s):
-                        yield os.path.relpath(path, root), line, s
+def scan(root):
+    for path, text, kind in source_files(root):
+        for line, s in cpp_strings(text) if kind == 'cpp' else py_strings(text):
+            if FLAG.search(s):
+                yield path, line, s
 
 
 SELF_TEST_CPP = r'''
