@@ -47,13 +47,13 @@ struct order_positions {
 
 /// Same-device dependency checks of one op already recorded in `pos` (see the file comment).
 inline const char* same_device_misorder(order_positions& pos, const op& o) {
-    const std::int64_t fwd = std::max(pos.of(op_kind::F, o.stage, o.mb), pos.of(op_kind::F_checkpoint, o.stage, o.mb));
-    const std::int64_t r = pos.of(op_kind::R, o.stage, o.mb), b = pos.of(op_kind::B, o.stage, o.mb),
-                       w = pos.of(op_kind::W, o.stage, o.mb);
+    const std::int64_t fwd = std::max(pos.of(op_kind::F, o.stage, o.microbatch), pos.of(op_kind::F_checkpoint, o.stage, o.microbatch));
+    const std::int64_t r = pos.of(op_kind::R, o.stage, o.microbatch), b = pos.of(op_kind::B, o.stage, o.microbatch),
+                       w = pos.of(op_kind::W, o.stage, o.microbatch);
     switch (o.kind) {
         case op_kind::R:
             if (fwd < 0) return "R before its forward f on this device";
-            if (pos.of(op_kind::F_checkpoint, o.stage, o.mb) < 0) return "R of a forward that was not checkpointed (f)";
+            if (pos.of(op_kind::F_checkpoint, o.stage, o.microbatch) < 0) return "R of a forward that was not checkpointed (f)";
             if (b >= 0 && b < r) return "R after its B";
             break;
         case op_kind::B:
@@ -86,10 +86,10 @@ inline void check_orders_text(orders_text& t, const std::string& source, std::si
             const std::string where = "device " + std::to_string(d) + ", position " + std::to_string(p) + ", op " +
                                       op_label(s, o);
             const bool fwd = is_forward(o.kind);
-            if (pos.of(o.kind, o.stage, o.mb) >= 0 ||
-                (fwd && pos.of(o.kind == op_kind::F ? op_kind::F_checkpoint : op_kind::F, o.stage, o.mb) >= 0))
+            if (pos.of(o.kind, o.stage, o.microbatch) >= 0 ||
+                (fwd && pos.of(o.kind == op_kind::F ? op_kind::F_checkpoint : op_kind::F, o.stage, o.microbatch) >= 0))
                 throw input_error(source, line, where, "appears twice");
-            pos.of(o.kind, o.stage, o.mb) = static_cast<std::int64_t>(p);
+            pos.of(o.kind, o.stage, o.microbatch) = static_cast<std::int64_t>(p);
             if (const char* why = detail::same_device_misorder(pos, o)) throw input_error(source, line, where, why);
         }
     }
@@ -149,14 +149,14 @@ inline void check_orders_text(orders_text& t, const std::string& source, std::si
                                       std::string(tok);
             const auto parsed = parse_op(tok);
             if (!parsed) throw input_error(source, line, where, "not an op (expected e.g. F3, f3, R3, B3, W3 or F3.1)");
-            if (parsed->mb >= M)
+            if (parsed->microbatch >= M)
                 throw input_error(source, line, where,
                                   "micro-batch out of range (the scenario has " + std::to_string(M) + ")");
             if (parsed->chunk >= C)
                 throw input_error(source, line, where,
                                   "chunk out of range (the placement has " + std::to_string(C) + " per device)");
             out.schedule.orders[d].push_back(
-                {parsed->kind, parsed->mb, static_cast<std::uint32_t>(pl.stage_of(d, parsed->chunk))});
+                {parsed->kind, parsed->microbatch, static_cast<std::uint32_t>(pl.stage_of(d, parsed->chunk))});
             p = l.find_first_not_of(" \t", q);
             if (p == std::string_view::npos) break;
         }
