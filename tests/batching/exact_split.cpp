@@ -611,6 +611,10 @@ TEST_CASE("exact_split with a shape cost cache equals exact_split without one, a
         std::mt19937_64 rng(enc_dec ? 11 : 12);
         for (int it = 0; it < 6; ++it) {
             const auto batch = random_batch(rng, 40 + static_cast<int>(rng() % 80));
+            // Memory, dp and ZeRO vary under one cache (it keeps the costs across them).
+            cfg.device_memory_mb = 3500 + 750.0 * (it % 3);
+            cfg.dp = 1 + it % 2;
+            cfg.zero_stage = it % 3 == 2 ? 1 : 0;
             for (const auto kind : {pb::memory_limit_kind::preferred, pb::memory_limit_kind::available}) {
                 pb::split_options opt;
                 opt.limit_ladder = {kind};
@@ -645,6 +649,14 @@ TEST_CASE("shape_cost_cache empties itself for another evaluator setting") {
     CHECK(cache.size() == 3);
     cache.bind(a);
     CHECK(cache.size() == 3);  // same setting: kept
+    pb::pipeline_config less_memory = cfg;  // fields that price no micro-batch: kept
+    less_memory.device_memory_mb = 3000;
+    less_memory.dp = 2;
+    less_memory.zero_stage = 1;
+    const pb::stage_cost_evaluator<table_cost_model> m(model, less_memory, pb::accounting_mode::pipeplan);
+    cache.bind(m);
+    CHECK(cache.size() == 3);
+    CHECK(*c == m.evaluate({3, 128, 0}, pipeplan::recompute_mode::none).value());
     pb::pipeline_config other = cfg;
     other.stages = 4;
     const pb::stage_cost_evaluator<table_cost_model> b(model, other, pb::accounting_mode::pipeplan);
