@@ -43,6 +43,8 @@ namespace pipeplan::batching {
 /// m = 1..len(i). Rows are added in order; a row may borrow memory the caller keeps alive.
 class range_costs {
 public:
+    /// Room for `rows` rows (a 1M-row table grows without reallocating).
+    void reserve(std::size_t rows) { rows_.reserve(rows); }
     /// Appends row i (a copy is kept).
     void add_row(std::span<const double> costs) {
         row r;
