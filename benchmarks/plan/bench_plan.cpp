@@ -113,6 +113,14 @@ void BM_plan_t5_gpt_lengths_fresh(benchmark::State& s) { run_planner(s, t5_gpt_l
 void BM_plan_t5_mixed_fresh(benchmark::State& s) { run_planner(s, t5_mixed, s.range(0), reuse::fresh_planner); }
 void BM_plan_gpt_new_batches(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::new_batches); }
 void BM_plan_t5_new_batches(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::new_batches); }
+/// One `pipeplan plan` run of a deep pipeline: GPT-6.7B, one layer per stage, S = range(0)
+/// stages, one 65,536-token batch (65 micro-batches).
+void BM_plan_gpt_deep_fresh(benchmark::State& s) {
+    setup deep = gpt;
+    deep.stages = static_cast<int>(s.range(0));
+    deep.layers = 1;
+    run_planner(s, deep, 65536, reuse::fresh_planner);
+}
 
 /// The synthetic scenario of BM_lower_validate: S stages, M micro-batches of seeded sizes.
 pipeplan::schedule::scenario synthetic_scenario(std::size_t S, std::size_t M) {
@@ -282,6 +290,11 @@ BENCHMARK(BM_plan_t5_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_mixed_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
+// Large batches, one `pipeplan plan` run each: 36,500,000 tokens ≈ 250,000 samples and
+// 146,000,000 tokens ≈ 1,000,000 samples of superni_gpt.csv (146 tokens per sample on average).
+BENCHMARK(BM_plan_gpt_fresh)->Arg(36500000)->Arg(146000000)->Iterations(1)->Unit(benchmark::kSecond);
+// Deep pipelines, one `pipeplan plan` run each: S 256, 512, 1024 (time per doubling of S).
+BENCHMARK(BM_plan_gpt_deep_fresh)->Arg(256)->Arg(512)->Arg(1024)->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_plan_gpt_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lower_validate)->Args({8, 64})->Args({4, 32})->Unit(benchmark::kMicrosecond);

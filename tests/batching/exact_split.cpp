@@ -168,6 +168,47 @@ TEST_CASE("solve_range_split equals brute force on random cost rows") {
     }
 }
 
+TEST_CASE("range_costs: repeated borrowed rows give the split and suffix minima of copied rows") {
+    // The sorted decoder-only order borrows one table row per sample length for runs of items.
+    std::mt19937_64 rng(777);
+    std::uniform_real_distribution<double> cost(0.1, 10.0);
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<std::vector<double>> tables(1 + rng() % 3);
+        for (auto& t : tables) {
+            const bool mono = rng() % 2 == 0;
+            double acc = cost(rng);
+            for (int m = 0, len = 1 + static_cast<int>(rng() % 6); m < len; ++m) {
+                t.push_back(mono ? acc : cost(rng));
+                acc += cost(rng) * 0.3;
+            }
+        }
+        const int n = 1 + static_cast<int>(rng() % 14);
+        pb::range_costs borrowed, copied;
+        std::size_t table = 0;
+        for (int i = 0; i < n; ++i) {
+            if (rng() % 3 == 0) table = rng() % tables.size();  // runs of one table
+            const int len = std::min(static_cast<int>(tables[table].size()), n - i);
+            borrowed.add_borrowed_row(tables[table].data(), len);
+            copied.add_row(std::span<const double>(tables[table].data(), static_cast<std::size_t>(len)));
+        }
+        borrowed.finalize();
+        copied.finalize();
+        for (std::size_t i = 0; i < borrowed.size(); ++i) {
+            REQUIRE(borrowed.monotone(i) == copied.monotone(i));
+            if (borrowed.monotone(i)) continue;
+            const auto x = borrowed.suffix_min(i), y = copied.suffix_min(i);
+            CHECK(std::equal(x.begin(), x.end(), y.begin(), y.end()));
+            CHECK(borrowed.rising_head(i) == copied.rising_head(i));
+        }
+        const double a = static_cast<double>(rng() % 8) / 2.0, dp = static_cast<double>(1 + rng() % 3);
+        const auto sb = pb::solve_range_split(borrowed, a, dp), sc = pb::solve_range_split(copied, a, dp);
+        INFO("trial " << trial);
+        CHECK(sb.bounds == sc.bounds);
+        CHECK(sb.objective_ms == sc.objective_ms);
+        CHECK(close(sb.objective_ms, brute_force_rows(copied, a, dp)));
+    }
+}
+
 TEST_CASE("solve_capped: F is constant from the cap up to next_cap, a range cost above the cap") {
     // The exact search skips the caps in [c, next_cap(c)): check F there against fresh solves,
     // on rows with real-valued and with integer costs (many ties), monotone or not.
@@ -611,6 +652,10 @@ TEST_CASE("exact_split with a shape cost cache equals exact_split without one, a
         std::mt19937_64 rng(enc_dec ? 11 : 12);
         for (int it = 0; it < 6; ++it) {
             const auto batch = random_batch(rng, 40 + static_cast<int>(rng() % 80));
+            // Memory, dp and ZeRO vary under one cache (it keeps the costs across them).
+            cfg.device_memory_mb = 3500 + 750.0 * (it % 3);
+            cfg.dp = 1 + it % 2;
+            cfg.zero_stage = it % 3 == 2 ? 1 : 0;
             for (const auto kind : {pb::memory_limit_kind::preferred, pb::memory_limit_kind::available}) {
                 pb::split_options opt;
                 opt.limit_ladder = {kind};
@@ -645,6 +690,14 @@ TEST_CASE("shape_cost_cache empties itself for another evaluator setting") {
     CHECK(cache.size() == 3);
     cache.bind(a);
     CHECK(cache.size() == 3);  // same setting: kept
+    pb::pipeline_config less_memory = cfg;  // fields that price no micro-batch: kept
+    less_memory.device_memory_mb = 3000;
+    less_memory.dp = 2;
+    less_memory.zero_stage = 1;
+    const pb::stage_cost_evaluator<table_cost_model> m(model, less_memory, pb::accounting_mode::pipeplan);
+    cache.bind(m);
+    CHECK(cache.size() == 3);
+    CHECK(*c == m.evaluate({3, 128, 0}, pipeplan::recompute_mode::none).value());
     pb::pipeline_config other = cfg;
     other.stages = 4;
     const pb::stage_cost_evaluator<table_cost_model> b(model, other, pb::accounting_mode::pipeplan);

@@ -11,9 +11,12 @@
 //   auto b = exact_split(model, next_batch, config, options, nullptr, &cache);  // reuses a's costs
 //
 // Each row holds the costs of mbs = 1..n and whether mbs = n + 1 cannot be priced. A cache
-// remembers the evaluator it was filled by (model address, configuration, accounting) and
-// empties itself when used with another one, or when it holds more than `max_costs` costs, so
-// results never depend on what was cached: a split with a cache equals the split without one.
+// remembers the evaluator it was filled by (model address, the configuration's pricing fields,
+// accounting) and empties itself when used with another one, or when it holds more than
+// `max_costs` costs, so results never depend on what was cached: a split with a cache equals
+// the split without one. A micro-batch's cost does not depend on the device memory, dp or the
+// ZeRO stage (they enter the model states and the memory rungs, which are not cached), so a
+// cache outlives the planner's memory re-plans, which lower the device memory.
 // Not thread-safe: one cache per thread (or per planner).
 #pragma once
 
@@ -42,7 +45,7 @@ public:
     /// setting, or when it has grown beyond its bound.
     template <class Model>
     void bind(const stage_cost_evaluator<Model>& ev) {
-        const key_type k{static_cast<const void*>(&ev.model()), ev.config(), ev.mode()};
+        const key_type k{static_cast<const void*>(&ev.model()), pricing_fields(ev.config()), ev.mode()};
         if (!owner_ || !(owner_->model == k.model && owner_->mode == k.mode && owner_->config == k.config) ||
             costs_ > max_costs_) {
             clear();
@@ -82,6 +85,13 @@ public:
     }
 
 private:
+    /// The configuration without the fields a micro-batch's cost does not depend on.
+    static pipeline_config pricing_fields(pipeline_config c) {
+        c.device_memory_mb = 0;
+        c.dp = 1;
+        c.zero_stage = 0;
+        return c;
+    }
     struct key_type {
         const void* model = nullptr;
         pipeline_config config;

@@ -113,6 +113,7 @@ template <cost_model Model>
     const bool pack = ctx.options().packing.enabled;
     const int sep = ctx.options().packing.separator_tokens;
     range_costs rc;
+    rc.reserve(n);
     const auto sh = [&](std::size_t pos) -> const sample_shape& { return shapes[static_cast<std::size_t>(order[pos])]; };
     // Is the order padded by its first element (decoder-only, lengths non-increasing)?
     head_padded = !enc_dec;

@@ -43,6 +43,8 @@ namespace pipeplan::batching {
 /// m = 1..len(i). Rows are added in order; a row may borrow memory the caller keeps alive.
 class range_costs {
 public:
+    /// Room for `rows` rows (a 1M-row table grows without reallocating).
+    void reserve(std::size_t rows) { rows_.reserve(rows); }
     /// Appends row i (a copy is kept).
     void add_row(std::span<const double> costs) {
         row r;
@@ -73,6 +75,11 @@ public:
                                        std::to_string(i) + " fits in no range)");
             if (static_cast<std::size_t>(r.len) > n - i)
                 throw invalid_argument("range_costs: row " + std::to_string(i) + " reaches beyond the items");
+            r.same_as_previous = i > 0 && r.borrowed && r.borrowed == rows_[i - 1].borrowed && r.len == rows_[i - 1].len;
+            if (r.same_as_previous) {  // the same costs: checked already
+                r.monotone = rows_[i - 1].monotone;
+                continue;
+            }
             r.monotone = true;
             for (int m = 0; m < r.len; ++m) {
                 if (!std::isfinite(r.data[m]))
@@ -84,17 +91,26 @@ public:
         // before the first suffix minimum above it (suffix minima are non-decreasing). One
         // allocation, kept across finalize() calls and left uninitialised: every entry is
         // written below (a 1M-sample table is O(n·L) doubles; zeroing it first doubled its cost).
+        // A borrowed row equal to the previous one (same costs, same length: the sorted
+        // decoder-only order's rows of one sample length) shares its entries and its checks, so
+        // the checks and the table are O(distinct rows · L) rather than O(n·L).
         std::size_t total = 0;
-        for (row& r : rows_) {
-            r.suffix_offset = total;
-            if (!r.monotone) total += static_cast<std::size_t>(r.len);
+        for (std::size_t i = 0; i < n; ++i) {
+            row& r = rows_[i];
+            r.suffix_offset = r.same_as_previous ? rows_[i - 1].suffix_offset : total;
+            if (!r.monotone && !r.same_as_previous) total += static_cast<std::size_t>(r.len);
         }
         if (total > suffix_capacity_) {
             suffix_min_.reset(new double[total]);
             suffix_capacity_ = total;
         }
-        for (row& r : rows_) {
+        for (std::size_t i = 0; i < n; ++i) {
+            row& r = rows_[i];
             if (r.monotone) continue;
+            if (r.same_as_previous) {
+                r.rising_head = rows_[i - 1].rising_head;
+                continue;
+            }
             double* sm = suffix_min_.get() + r.suffix_offset;
             double low = std::numeric_limits<double>::infinity();
             for (int m = r.len; m-- > 0;) sm[m] = low = std::min(low, r.data[m]);
@@ -126,6 +142,7 @@ private:
         bool monotone = true;
         std::size_t suffix_offset = 0;  ///< into suffix_min_ (rows that are not monotone)
         int rising_head = 0;            ///< rows that are not monotone: length of the sorted head
+        bool same_as_previous = false;  ///< borrows the previous row's costs and length
     };
     std::vector<double> storage_;
     std::unique_ptr<double[]> suffix_min_;  ///< rows that are not monotone, at their suffix_offset
