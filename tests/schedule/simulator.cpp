@@ -82,6 +82,27 @@ TEST_CASE("simulator: malformed schedules are rejected") {
     bad = s;
     bad.orders[0].front().stage = 1;
     CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("device 1"), pipeplan::invalid_argument);
+    bad = s;
+    bad.orders[0].push_back({op_kind::W, 0, 0});
+    CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("W op in a schedule without a B/W split"),
+                         pipeplan::invalid_argument);
+    // Recomputation: an R after an F (not an f), or after its own B (which waits for it).
+    bad = s;
+    bad.orders[0].insert(bad.orders[0].begin() + 1, op{op_kind::R, 0, 0});
+    CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("whose forward was not checkpointed"),
+                         pipeplan::invalid_argument);
+    bad = s;
+    bad.orders[0].front().kind = op_kind::F_checkpoint;
+    bad.orders[0].push_back({op_kind::R, 0, 0});
+    CHECK_THROWS_WITH_AS((void)simulate(sc, bad), doctest::Contains("deadlocks"), pipeplan::invalid_argument);
+    // A workspace that saw these runs the schedule as a fresh one does.
+    simulation_workspace ws;
+    simulation_result reused;
+    for (int round = 0; round < 2; ++round) {
+        CHECK_THROWS_AS(simulate_into(reused, sc, bad, {}, ws), pipeplan::invalid_argument);
+        simulate_into(reused, sc, s, {}, ws);
+        CHECK(reused.makespan_ms == simulate(sc, s).makespan_ms);
+    }
 }
 
 TEST_CASE("memory limits: fixed orders fail naming device, op, peak and limit") {
@@ -127,14 +148,15 @@ void check_identical(const simulation_result& a, const simulation_result& b) {
 }
 }  // namespace
 
-// On a free network simulate() takes the sweep (each device runs as far as its inputs allow);
-// the event replay (completions in time order, what links need) is the general method. Both
-// must give the same result bit for bit, on variable micro-batches and every kind of op
-// (f/R checkpoints, split B/W, interleaved chunks), reusing one workspace and one result.
-TEST_CASE("simulator: the free-network sweep equals the event replay bit for bit") {
+// On a free network simulate() replays in one pass over the orders (order_sweep), the indexed
+// sweep replays what it leaves (overlapped pairs, given durations), and the event replay
+// (completions in time order, what links need) is the general method. All must give the same
+// result bit for bit, on variable micro-batches and every kind of op (f/R checkpoints, split B/W,
+// interleaved chunks), reusing one workspace and one result.
+TEST_CASE("simulator: the one-pass replay, the free-network sweep and the event replay agree bit for bit") {
     using detail::replay_method;
     simulation_workspace ws;
-    simulation_result sweep, events;
+    simulation_result orders, sweep, events;
     std::size_t compared = 0;
     for (std::uint64_t seed = 1; seed <= 12; ++seed)
         for (std::size_t S : {2u, 3u, 5u, 8u}) {
@@ -154,11 +176,59 @@ TEST_CASE("simulator: the free-network sweep equals the event replay bit for bit
             runs.emplace_back(vs, interleaved_1f1b{2}(vs));
             for (const auto& [s, sched] : runs) {
                 CAPTURE(sched.name);
+                CHECK(detail::order_sweep(ws, s, sched).run());  // handled by the one-pass replay
+                detail::simulate_into_by(orders, s, sched, {}, ws, replay_method::orders);
                 detail::simulate_into_by(sweep, s, sched, {}, ws, replay_method::sweep);
                 detail::simulate_into_by(events, s, sched, {}, ws, replay_method::events);
+                check_identical(orders, events);
                 check_identical(sweep, events);
                 ++compared;
             }
         }
     CHECK(compared >= 12 * 4 * 5);
+}
+
+// Every built-in schedule of the registry on random unequal
+// micro-batches, with and without a memory limit that binds: the one-pass replay equals the
+// event replay bit for bit, with the timeline and curve and without them.
+TEST_CASE("simulator: every registered schedule replays in one pass as the event replay does") {
+    using detail::replay_method;
+    simulation_workspace ws;
+    simulation_result orders, events;
+    std::size_t compared = 0, one_pass = 0;
+    const std::vector<schedule_traits> rows = builtin_schedules();
+    for (const schedule_traits& row : rows)
+        for (std::uint64_t seed = 1; seed <= 6; ++seed)
+            for (const double limit_mb : {std::numeric_limits<double>::infinity(), 1000.0 + 900.0 * static_cast<double>(seed)}) {
+                CAPTURE(row.name);
+                CAPTURE(seed);
+                CAPTURE(limit_mb);
+                const std::size_t S = 2 + seed % 4 * 2, M = 3 + (seed * 5) % 17;
+                const schedule_traits& t = schedules().at(row.name);
+                named_schedule_options o;
+                o.memory_limit_mb = limit_mb;
+                const scenario sc = prepare_scenario(t, random_scenario(S, M, seed), o);
+                pipeline_schedule sched;
+                try {
+                    sched = make_generator(t, o)(sc);
+                } catch (const pipeplan::limit_exceeded&) {
+                    continue;  // no order of this schedule fits the limit
+                }
+                const bool pairs = std::any_of(sched.orders.begin(), sched.orders.end(), [](const auto& d) {
+                    return std::any_of(d.begin(), d.end(), [](const op& x) { return x.overlaps_next; });
+                });
+                const bool handled = detail::order_sweep(ws, sc, sched).run();
+                CHECK(handled != pairs);  // it leaves exactly the overlapped pairs to the indexed sweep
+                one_pass += handled ? 1 : 0;
+                for (const bool record : {true, false}) {
+                    simulation_options opt;
+                    opt.record_timeline = opt.record_memory_curve = record;
+                    detail::simulate_into_by(orders, sc, sched, opt, ws, replay_method::orders);
+                    detail::simulate_into_by(events, sc, sched, opt, ws, replay_method::events);
+                    check_identical(orders, events);
+                    ++compared;
+                }
+            }
+    CHECK(compared >= 2 * 6 * rows.size());
+    CHECK(one_pass * 2 >= compared / 2);
 }

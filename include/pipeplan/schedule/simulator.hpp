@@ -16,12 +16,19 @@
 //   deterministic.
 // The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
 // input_count() give its dependencies (plans and energy profiles build on both).
+// Replay: on a free network one pass over the orders (detail::order_sweep); with links, or for
+// what that pass leaves (overlapped pairs, durations given per op), the ops are indexed
+// (op_index) and replayed by op id. The result's timeline and memory curve are rows of one
+// allocation each (core/row_array.hpp), written in one pass per device; a reused result keeps
+// them. Figures: docs/schedules.md, "Simulator speed".
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <queue>
 #include <span>
 #include <string>
@@ -30,6 +37,7 @@
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/huge_pages.hpp"
+#include "pipeplan/core/row_array.hpp"
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/lower_bound.hpp"
@@ -62,8 +70,10 @@ struct simulation_result {
     std::vector<double> peak_memory_mb;      ///< per device
     std::vector<op> peak_memory_op;          ///< per device: the (first) op during which the peak occurs
     std::vector<double> final_memory_mb;     ///< per device, after the last op (= model state)
-    std::vector<std::vector<op_timing>> timeline;      ///< per device, in executed order
-    std::vector<std::vector<memory_point>> memory_mb;  ///< per device (if recorded)
+    /// Per device, in executed order: timeline[d] is a std::span of device d's op_timing (all
+    /// devices' in one allocation, core/row_array.hpp).
+    row_array<op_timing> timeline;
+    row_array<memory_point> memory_mb;  ///< per device (if recorded), as the timeline
 };
 
 struct simulation_options {
@@ -132,9 +142,18 @@ struct simulation_workspace {
     /// Inputs not yet arrived, per op id; 32-bit, not a char type (a char store may alias any
     /// object, so the compiler would reload every vector pointer after each decrement).
     std::vector<std::uint32_t> pending;
-    std::vector<double> held, dev_free;
+    huge_page_vector<double> held;  ///< [stage · M + micro-batch]: activations held (recording)
+    std::vector<double> dev_free;
     std::vector<std::uint32_t> pos, work;
     link_channels links;
+    /// The one-pass replay's tables (detail::order_sweep): end times per (op class, stage row,
+    /// micro-batch), per (stage, micro-batch) whether its forward was an f (1) and recomputed (2),
+    /// per device the table slot it waits for.
+    huge_page_vector<double> end_ms;
+    huge_page_vector<std::uint8_t> checkpoint;
+    std::vector<std::size_t> blocked_on;
+    std::vector<std::uint32_t> first_op;  ///< [d]: device d's first op id; [D] = the op count
+    huge_page_vector<double> start_ms;    ///< [op id]
 };
 
 namespace detail {
@@ -285,67 +304,259 @@ inline void check_finished(const simulation_workspace& ws, const pipeline_schedu
         }
 }
 
-/// Where record_device() writes a device's timeline and memory curve. The timeline is sized
-/// for the device's ops up front (a reused result keeps its size: nothing is cleared or
-/// value-initialized again) and written through a pointer; the curve, whose length depends on
-/// the steps merged, is appended to its reserved capacity.
+/// Start times on a free network in one pass over the schedule's orders, with no op index: an
+/// op pulls its inputs' end times from tables by (op class, stage, micro-batch) — timing.hpp's
+/// cross_producer() and local_producer() — where the general replay pushes them along
+/// successor ids (op_index, build_nodes()), so neither is built. A device runs as far as its
+/// inputs allow and, blocked, waits on one table slot; the op that writes that slot wakes it.
+/// Leaves ws.start_ms[i] = the start of op id i (device by device, in order; duration_ms()
+/// gives its duration) and ws.first_op[d] = device d's first op id. Returns false (no result written) on what it leaves to the general replay, which
+/// then gives the result or names the fault: an overlapped pair, per-op durations in the
+/// options, a schedule of another shape, an op out of range, on another device, repeated or
+/// missing, an R not after its f or after its B, a W without a split, a deadlock, a duration
+/// that is negative or not finite.
+class order_sweep {
+public:
+    order_sweep(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched) noexcept
+        : ws_(ws), sc_(sc), sched_(sched), model_(sc, sched.w_share), V_(sc.stages), M_(sc.microbatches) {}
+
+    [[nodiscard]] bool run() {
+        const std::size_t D = sched_.placement.devices();
+        if (sched_.placement.virtual_stages() != V_ || sched_.orders.size() != D ||
+            !(sched_.overlap_factor >= 0.0 && sched_.overlap_factor <= 1.0))
+            return false;
+        if (!prepare(D)) return false;
+        ws_.work.clear();
+        for (std::size_t d = D; d-- > 0;) ws_.work.push_back(static_cast<std::uint32_t>(d));
+        while (!ws_.work.empty()) {
+            const std::uint32_t d = ws_.work.back();
+            ws_.work.pop_back();
+            if (!run_device(d)) return false;
+        }
+        for (std::size_t d = 0; d < D; ++d)
+            if (ws_.blocked_on[d] != none) return false;  // a deadlock (or a missing input)
+        const std::size_t keys = V_ * M_;
+        return count_[fwd] == keys && count_[bwd] == keys && count_[wgt] == (sched_.w_share > 0.0 ? keys : 0);
+    }
+
+    /// The duration of op `o` of the replayed schedule (after run() returned true).
+    [[nodiscard]] double duration_ms(const op& o) const noexcept { return duration_ms(o, flags(o.stage * M_ + o.microbatch)); }
+
+private:
+    enum op_class : std::uint8_t { fwd = 0, bwd = 1, rec = 2, wgt = 3 };
+
+    /// `o`'s duration; `checkpoint`: its (stage, micro-batch)'s flags (a B whose forward was an f
+    /// with no R after it recomputes inline).
+    [[nodiscard]] double duration_ms(const op& o, std::uint8_t checkpoint) const noexcept {
+        return model_.duration_ms(o, o.kind == op_kind::B && checkpoint == 1);
+    }
+    static constexpr std::size_t none = SIZE_MAX;
+    static constexpr double unfinished = std::numeric_limits<double>::infinity();
+
+    [[nodiscard]] static constexpr op_class class_of(op_kind k) noexcept {
+        switch (k) {
+            case op_kind::F:
+            case op_kind::F_checkpoint: return fwd;
+            case op_kind::B: return bwd;
+            case op_kind::R: return rec;
+            case op_kind::W: return wgt;
+        }
+        return fwd;
+    }
+    /// Slot 0 is the input that does not exist (ready at 0); class c's table follows at 1 + c·V·M.
+    [[nodiscard]] std::size_t slot(op_kind k, std::size_t stage, std::size_t mb) const noexcept {
+        return 1 + (class_of(k) * V_ + stage) * M_ + mb;
+    }
+
+    /// Sizes the tables (the forward and backward classes unfinished; R and W filled on their
+    /// first op) and the per-op nodes; ws.pos = first op id per device. False: too many ops.
+    bool prepare(std::size_t D) {
+        std::size_t n = 0;
+        ws_.first_op.resize(D + 1);
+        for (std::size_t d = 0; d < D; ++d) {
+            ws_.first_op[d] = static_cast<std::uint32_t>(n);
+            n += sched_.orders[d].size();
+            if (n > static_cast<std::size_t>(INT32_MAX)) return false;
+        }
+        ws_.first_op[D] = static_cast<std::uint32_t>(n);
+        ws_.pos.assign(D, 0);
+        const std::size_t keys = V_ * M_;
+        ws_.end_ms.resize(1 + 4 * keys);
+        ws_.end_ms[zero_] = 0.0;
+        std::fill_n(ws_.end_ms.begin() + 1, 2 * keys, unfinished);
+        ws_.start_ms.resize(n);
+        ws_.dev_free.assign(D, 0.0);
+        ws_.blocked_on.assign(D, none);
+        device_of_stage_.resize(V_);
+        for (std::size_t v = 0; v < V_; ++v) device_of_stage_[v] = static_cast<std::uint32_t>(sched_.placement.device_of(v));
+        return true;
+    }
+
+    /// The (class) table of `c` set to unfinished on its first op.
+    void open_class(op_class c) {
+        if (opened_[c]) return;
+        opened_[c] = true;
+        std::fill_n(ws_.end_ms.begin() + static_cast<std::ptrdiff_t>(1 + c * V_ * M_), V_ * M_, unfinished);
+    }
+    /// ws.checkpoint[k] (bit 1: the forward was an f, bit 2: an R ran), zeroed on the first f.
+    std::uint8_t* checkpoint_flags() {
+        if (!checkpointed_) {
+            checkpointed_ = true;
+            ws_.checkpoint.assign(V_ * M_, 0);
+        }
+        return ws_.checkpoint.data();
+    }
+    [[nodiscard]] std::uint8_t flags(std::size_t k) const noexcept { return checkpointed_ ? ws_.checkpoint[k] : 0; }
+
+    /// Runs device d's order from ws.pos[d] until it ends or waits; false on what run() refuses.
+    bool run_device(std::uint32_t d) {
+        const op* order = sched_.orders[d].data();
+        const auto size = static_cast<std::uint32_t>(sched_.orders[d].size());
+        double* start_ms = ws_.start_ms.data() + ws_.first_op[d];
+        const double* end = ws_.end_ms.data();
+        std::uint32_t p = ws_.pos[d];
+        double t = ws_.dev_free[d];
+        ws_.blocked_on[d] = none;
+        for (; p < size; ++p) {
+            // A device runs a few ops between waits, so its order and nodes are read in short
+            // bursts that the hardware prefetchers do not follow: fetch them ahead.
+            __builtin_prefetch(order + p + 8);
+            __builtin_prefetch(start_ms + p + 8, 1);
+            const op o = order[p];
+            if (o.microbatch >= M_ || o.stage >= V_ || device_of_stage_[o.stage] != d || o.overlaps_next) return false;
+            const std::size_t k = o.stage * M_ + o.microbatch;
+            const cross_target from = cross_producer(o, V_);
+            const std::size_t cross = from.has ? slot(from.to.kind, from.to.stage, from.to.microbatch) : zero_;
+            const std::uint8_t fl = flags(k);
+            const std::optional<op_kind> local_kind = local_producer(o.kind, (fl & 2) != 0);
+            const std::size_t local = local_kind ? slot(*local_kind, o.stage, o.microbatch) : zero_;
+            const double ready = std::max(end[cross], end[local]);
+            if (ready == unfinished) {
+                ws_.blocked_on[d] = end[cross] == unfinished ? cross : local;
+                break;
+            }
+            const std::size_t own = slot(o.kind, o.stage, o.microbatch);
+            if (!admit(o, own, k)) return false;
+            const double dur = duration_ms(o, fl);
+            const double start = std::max(t, ready);
+            t = start + dur;
+            if (!(dur >= 0.0) || !(t < unfinished)) return false;
+            ws_.end_ms[own] = t;
+            start_ms[p] = start;
+            ++count_[class_of(o.kind)];
+            wake(o, own);
+        }
+        ws_.pos[d] = p;
+        ws_.dev_free[d] = t;
+        return true;
+    }
+
+    /// Checks what op `o` (its table slot `own`, its (stage, micro-batch) k) needs besides its
+    /// inputs and marks an f or R: false when it repeats an op, is an R not after its f or after
+    /// its B, or a W without a split.
+    bool admit(op o, std::size_t own, std::size_t k) {
+        switch (o.kind) {
+            case op_kind::F:
+            case op_kind::B: break;
+            case op_kind::F_checkpoint: checkpoint_flags()[k] |= 1; break;
+            case op_kind::R:
+                open_class(rec);
+                if (!(flags(k) & 1) || ws_.end_ms[slot(op_kind::B, o.stage, o.microbatch)] != unfinished) return false;
+                checkpoint_flags()[k] |= 2;
+                break;
+            case op_kind::W:
+                if (!(sched_.w_share > 0.0)) return false;
+                open_class(wgt);
+                break;
+        }
+        return ws_.end_ms[own] == unfinished;
+    }
+
+    /// Op `o` wrote its end time into slot `own`: the device of the op it feeds on another
+    /// stage runs on when it waits for that slot.
+    void wake(op o, std::size_t own) {
+        const cross_target to = cross_successor(o, V_);
+        if (!to.has) return;
+        const std::uint32_t e = device_of_stage_[to.to.stage];
+        if (ws_.blocked_on[e] != own) return;
+        ws_.blocked_on[e] = none;
+        ws_.work.push_back(e);
+    }
+
+    simulation_workspace& ws_;
+    const scenario& sc_;
+    const pipeline_schedule& sched_;
+    op_model model_;
+    std::size_t V_, M_;
+    static constexpr std::size_t zero_ = 0;
+    std::vector<std::uint32_t> device_of_stage_;
+    std::size_t count_[4] = {0, 0, 0, 0};
+    bool opened_[4] = {true, true, false, false};
+    bool checkpointed_ = false;
+};
+
+/// Where record_device() writes a device's timeline and memory curve: through pointers into the
+/// result's row arrays (nullptr: not recorded), each sized for all devices up front.
 struct device_record {
     op_timing* timeline = nullptr;
-    std::vector<memory_point>* curve = nullptr;
+    memory_point* curve = nullptr;      ///< where the next point goes
+    memory_point* curve_row = nullptr;  ///< the device's first point
 
-    device_record(simulation_result& r, std::size_t d, std::size_t ops, const simulation_options& opt) {
-        if (opt.record_timeline) {
-            r.timeline[d].resize(ops);
-            timeline = r.timeline[d].data();
-        }
-        if (opt.record_memory_curve) {
-            curve = &r.memory_mb[d];
-            curve->clear();
-            curve->reserve(2 * ops + 1);
-        }
-    }
+    device_record(op_timing* t, memory_point* c) noexcept : timeline(t), curve(c), curve_row(c) {}
     /// The timeline entry alone (the backward of an overlapped pair: the curve has the pair's).
-    void add_timing(const op& o, double start_ms, double end_ms) {
+    void add_timing(const op& o, double start_ms, double end_ms) noexcept {
         if (timeline) *timeline++ = {o, start_ms, end_ms};
     }
     /// One op: its timeline entry and the two steps of the curve (a step of zero length, when the
     /// op starts as the previous one ended, is replaced by the op's own).
-    void add(const op& o, double start_ms, double end_ms, double during_mb, double after_mb) {
+    void add(const op& o, double start_ms, double end_ms, double during_mb, double after_mb) noexcept {
         add_timing(o, start_ms, end_ms);
         if (curve) {
-            if (curve->size() > 1 && curve->back().time_ms == start_ms) curve->back().memory_mb = during_mb;
-            else curve->push_back({start_ms, during_mb});
-            curve->push_back({end_ms, after_mb});
+            if (curve - curve_row > 1 && curve[-1].time_ms == start_ms) curve[-1].memory_mb = during_mb;
+            else *curve++ = {start_ms, during_mb};
+            *curve++ = {end_ms, after_mb};
         }
     }
 };
 
-/// Device d's busy time, peak and final memory, timeline and memory curve into `r` (sized by
-/// the caller), from the start times in ws.nodes; ws.held is the activations held per
-/// (stage, micro-batch).
-inline void record_device(simulation_result& r, simulation_workspace& ws, const scenario& sc,
-                          const pipeline_schedule& sched, std::size_t d, const op_model& model,
-                          const simulation_options& opt) {
-    const op_index& idx = ws.idx;
+/// The ops a device ran, as record_device() reads them: `ops[i - first]` is op id i for ids
+/// [first, last); `pairs`: whether some op overlaps the next.
+struct device_ops {
+    const op* ops = nullptr;
+    std::uint32_t first = 0, last = 0;
+    bool pairs = false;
+
+    [[nodiscard]] const op& at(std::uint32_t i) const noexcept { return ops[i - first]; }
+    [[nodiscard]] bool pair_head(std::uint32_t i) const noexcept { return pairs && at(i).overlaps_next; }
+    [[nodiscard]] bool pair_tail(std::uint32_t i) const noexcept { return pairs && i > first && at(i - 1).overlaps_next; }
+};
+
+/// Device d's busy time, peak and final memory into `r` (sized by the caller) and its timeline
+/// and memory curve into `out`, from its ops `dev` and `timing(i, op)` = {start, duration} of op
+/// id i; ws.held is the activations held per (stage, micro-batch).
+template <class Timing>
+void record_device(simulation_result& r, device_record& out, simulation_workspace& ws, const scenario& sc,
+                   const pipeline_schedule& sched, std::size_t d, const device_ops& dev, const op_model& model,
+                   const Timing& timing) {
     double state = 0.0;  // model state of the device's stages
     for (std::size_t c = 0; c < sched.placement.chunks(); ++c) state += sc.model_state_mb[sched.placement.stage_of(d, c)];
     double stored = 0.0, peak = state, busy = 0.0, makespan = r.makespan_ms;
-    const std::uint32_t b = idx.first_of_device[d], e = idx.first_of_device[d + 1];
-    device_record out(r, d, e - b, opt);
-    if (out.curve) out.curve->push_back({0.0, state});
-    op peak_op = b < e ? idx.ops[b] : op{};
+    const std::uint32_t b = dev.first, e = dev.last;
+    if (out.curve) *out.curve++ = {0.0, state};
+    op peak_op = b < e ? dev.at(b) : op{};
     double* held = ws.held.data();
     for (std::uint32_t i = b; i < e; ++i) {
-        const op& o = idx.ops[i];
-        const double st = ws.nodes[i].ready, en = st + ws.nodes[i].dur;
-        if (idx.pair_tail(i)) {  // accounted with its pair's forward: its timeline entry only
+        const op& o = dev.at(i);
+        const auto [st, dur] = timing(i, o);
+        const double en = st + dur;
+        if (dev.pair_tail(i)) {  // accounted with its pair's forward: its timeline entry only
             out.add_timing(o, st, en);
             continue;
         }
         double& h = held[o.stage * sc.microbatches + o.microbatch];
         double during = 0.0;
-        if (idx.pair_head(i)) {  // the forward allocates and the backward frees, both at the pair's end
-            const op& ob = idx.ops[i + 1];
+        if (dev.pair_head(i)) {  // the forward allocates and the backward frees, both at the pair's end
+            const op& ob = dev.at(i + 1);
             double& hb = held[ob.stage * sc.microbatches + ob.microbatch];
             during = model.during_overlapped_mb(o, ob, state + stored - h - hb);
             const double after_b = model.held_after_mb(ob);
@@ -376,38 +587,67 @@ inline void record_device(simulation_result& r, simulation_workspace& ws, const 
 
 namespace detail {
 
-/// How simulate_into() finds the start times: `sweep` (free network only: each device runs as
-/// far as its inputs allow, every op touched once, run_free_network()) or `events` (completions
-/// in time order, run_with_links(): the general replay, also right on a free network).
-enum class replay_method : std::uint8_t { sweep, events };
+/// How simulate_into() finds the start times on a free network: `orders` (one pass over the
+/// orders, order_sweep; the indexed sweep for what it leaves), `sweep` (the ops indexed, then each
+/// device runs as far as its inputs allow, every op touched once, run_free_network()) or
+/// `events` (completions in time order, run_with_links(): the general replay, also right on a
+/// free network). With links every method replays events.
+enum class replay_method : std::uint8_t { orders, sweep, events };
 
-/// simulate_into() with the start times found by `method` (tests check that both agree).
-inline void simulate_into_by(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
-                             const simulation_options& opt, simulation_workspace& ws, replay_method method) {
+/// The general replay: indexes the ops (op_index, which names a malformed schedule), builds the
+/// per-op model and finds the start times by `method` (free network) or with links; leaves
+/// ws.nodes[i] = {start, duration} for op id i.
+inline void replay_indexed(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched,
+                           const simulation_options& opt, const op_model& model, replay_method method) {
     ws.idx.build(sc, sched);
     const std::size_t D = sched.placement.devices();
-    const double w = sched.w_share;
-    build_nodes(ws.idx, sc, w, ws.nodes, ws.pending);
-    const op_model model(sc, w);
+    build_nodes(ws.idx, sc, sched.w_share, ws.nodes, ws.pending);
     apply_durations(ws.nodes, opt, sched);
     price_pairs(ws.nodes, ws.idx, sched.overlap_factor);
     ws.links.reset(D, sc.network);  // per ordered device pair, the time the link is free again
     ws.pos.assign(D, 0);
     ws.dev_free.assign(D, 0.0);
-    if (method == replay_method::sweep && sc.network.is_free()) run_free_network(ws, D);
+    if (method != replay_method::events && sc.network.is_free()) run_free_network(ws, D);
     else run_with_links(ws, D, model);
     check_finished(ws, sched, D);
+}
 
+/// simulate_into() with the start times found by `method` (tests check that all agree).
+inline void simulate_into_by(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
+                             const simulation_options& opt, simulation_workspace& ws, replay_method method) {
+    const std::size_t D = sched.placement.devices();
+    const double w = sched.w_share;
+    const op_model model(sc, w);
+    order_sweep sweep(ws, sc, sched);
+    const bool swept =
+        method == replay_method::orders && sc.network.is_free() && opt.duration_ms.empty() && sweep.run();
+    if (!swept) replay_indexed(ws, sc, sched, opt, model, method);
     r.makespan_ms = r.lower_bound_ms = r.makespan_over_lower_bound = 0.0;
     r.busy_ms.assign(D, 0.0);
     r.peak_memory_mb.assign(D, 0.0);
     r.peak_memory_op.assign(D, op{});
     r.final_memory_mb.assign(D, 0.0);
-    r.timeline.resize(opt.record_timeline ? D : 0);  // each device's sized by record_device()
-    r.memory_mb.resize(opt.record_memory_curve ? D : 0);
-    reserve_scratch(ws.held, sc.microbatches * sc.stages);
     ws.held.assign(sc.microbatches * sc.stages, 0.0);  // [stage * M + mb]: contiguous per device
-    for (std::size_t d = 0; d < D; ++d) record_device(r, ws, sc, sched, d, model, opt);
+    const std::vector<std::uint32_t>& first = swept ? ws.first_op : ws.idx.first_of_device;
+    const std::size_t N = first[D];  // ops; a device's curve has at most 2 points per op and 1 more
+    r.timeline.clear();
+    r.memory_mb.clear();
+    device_record out(opt.record_timeline ? r.timeline.start(D, N) : nullptr,
+                      opt.record_memory_curve ? r.memory_mb.start(D, 2 * N + D) : nullptr);
+    for (std::size_t d = 0; d < D; ++d) {
+        const device_ops dev = swept ? device_ops{sched.orders[d].data(), first[d], first[d + 1], false}
+                                     : device_ops{ws.idx.ops.data() + first[d], first[d], first[d + 1], ws.idx.has_pairs};
+        if (swept)
+            record_device(r, out, ws, sc, sched, d, dev, model, [&](std::uint32_t i, const op& o) {
+                return std::pair<double, double>(ws.start_ms[i], sweep.duration_ms(o));
+            });
+        else
+            record_device(r, out, ws, sc, sched, d, dev, model, [&](std::uint32_t i, const op&) {
+                return std::pair<double, double>(ws.nodes[i].ready, ws.nodes[i].dur);
+            });
+        if (out.timeline) r.timeline.end_row(out.timeline);
+        if (out.curve) out.curve_row = r.memory_mb.end_row(out.curve);
+    }
     r.bubble_fraction.assign(D, 0.0);
     for (std::size_t d = 0; d < D; ++d)
         r.bubble_fraction[d] = r.makespan_ms > 0.0 ? 1.0 - r.busy_ms[d] / r.makespan_ms : 0.0;
@@ -428,7 +668,7 @@ inline void simulate_into_by(simulation_result& r, const scenario& sc, const pip
 /// with links (a heap of the devices' running ops); O(ops) memory.
 inline void simulate_into(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
                           const simulation_options& opt, simulation_workspace& ws) {
-    detail::simulate_into_by(r, sc, sched, opt, ws, detail::replay_method::sweep);
+    detail::simulate_into_by(r, sc, sched, opt, ws, detail::replay_method::orders);
 }
 
 /// Simulates `sched` on `sc` (see the file comment and simulate_into()).
