@@ -50,7 +50,7 @@ TEST_CASE("planner: picks the fastest feasible candidate and returns a valid pla
     const auto batch = synthetic_batch(16384, 3);
     const plan_result r = plan_iteration(gpt(), batch, gpt_options());
     CHECK(validate(r.plan).ok());
-    REQUIRE(r.candidates.size() >= 3);
+    REQUIRE_FALSE(r.candidates.empty());  // the kinds a V beat by their lower bound are not scheduled
     double best = 1e300;
     for (const auto& c : r.candidates)
         if (c.feasible) best = std::min(best, c.makespan_ms);
