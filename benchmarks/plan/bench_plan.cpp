@@ -242,7 +242,7 @@ int arena_dump(const std::string& what) {
     for (std::size_t b = 0; b < p.buffers.size(); ++b)
         if (life[b].used())
             std::printf("%5zu %-15s %4u %5u %10.2f %6u %6u %10.2f\n", b, std::string(pp::to_string(p.buffers[b].role)).c_str(),
-                        p.buffers[b].mb, p.buffers[b].stage, static_cast<double>(p.buffers[b].size_bytes) / 1e6,
+                        p.buffers[b].microbatch, p.buffers[b].stage, static_cast<double>(p.buffers[b].size_bytes) / 1e6,
                         life[b].first, life[b].last, static_cast<double>(p.buffers[b].offset_bytes) / 1e6);
     return 0;
 }

@@ -40,7 +40,7 @@ void BM_Dispatch(benchmark::State& st) {
     p.program.instructions.assign(n, user);
     std::uint64_t calls = 0;
     handler_registry h;
-    h.on(user.kind, [&calls](const plan::instruction& in, step_context&) { calls += in.mb + 1; });
+    h.on(user.kind, [&calls](const plan::instruction& in, step_context&) { calls += in.microbatch + 1; });
     thread_hub hub(1);
     auto t = hub.endpoint(0);
     executor<thread_transport> ex(t, h, {timeout_ms(1000), false});

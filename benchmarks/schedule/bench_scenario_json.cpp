@@ -24,30 +24,27 @@ std::string scenario_with_error_at_end(std::size_t bytes) {
     return s;
 }
 
-void BM_ScenarioJsonErrorAtEnd(benchmark::State& st) {
-    const std::string text = scenario_with_error_at_end(static_cast<std::size_t>(st.range(0)) << 20);
+/// Reads `text` in every iteration; the read must fail.
+void refuse_each_iteration(benchmark::State& st, const std::string& text, const char* file) {
     for (auto _ : st) {
         try {
-            (void)pipeplan::schedule::parse_scenario_json(text, "big.json");
+            (void)pipeplan::schedule::parse_scenario_json(text, file);
             st.SkipWithError("no error");
         } catch (const pipeplan::input_error& e) {
             benchmark::DoNotOptimize(e.line());
         }
     }
+}
+
+void BM_ScenarioJsonErrorAtEnd(benchmark::State& st) {
+    const std::string text = scenario_with_error_at_end(static_cast<std::size_t>(st.range(0)) << 20);
+    refuse_each_iteration(st, text, "big.json");
     st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) * static_cast<std::int64_t>(text.size()));
 }
 BENCHMARK(BM_ScenarioJsonErrorAtEnd)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond);
 
 void BM_ScenarioJsonNestedMillionDeep(benchmark::State& st) {
-    const std::string text = std::string(1000000, '[');
-    for (auto _ : st) {
-        try {
-            (void)pipeplan::schedule::parse_scenario_json(text, "deep.json");
-            st.SkipWithError("no error");
-        } catch (const pipeplan::input_error& e) {
-            benchmark::DoNotOptimize(e.line());
-        }
-    }
+    refuse_each_iteration(st, std::string(1000000, '['), "deep.json");
 }
 BENCHMARK(BM_ScenarioJsonNestedMillionDeep)->Unit(benchmark::kMicrosecond);
 

@@ -39,22 +39,34 @@ ps::scenario variable(std::size_t S, std::size_t M, std::uint64_t seed) {
     return ps::scaled_scenario(base, mult, 2.0, 4000, 800, 1600);
 }
 
+/// variable() with S = range(0) stages and M = range(1) micro-batches.
+ps::scenario variable_of(const benchmark::State& st, std::uint64_t seed) {
+    return variable(static_cast<std::size_t>(st.range(0)), static_cast<std::size_t>(st.range(1)), seed);
+}
+
+/// Runs the generator `g` on `sc` in every iteration.
+template <class G>
+void run_generator(benchmark::State& st, const G& g, const ps::scenario& sc) {
+    for (auto _ : st) {
+        auto s = g(sc);
+        benchmark::DoNotOptimize(s.orders.data());
+    }
+}
+
 void BM_Simulate1F1B(benchmark::State& st) {
-    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
-    const ps::scenario sc = variable(S, M, 1);
+    const ps::scenario sc = variable_of(st, 1);
     const ps::pipeline_schedule s = ps::one_f_one_b{}(sc);
     for (auto _ : st) {
         auto r = ps::simulate(sc, s);
         benchmark::DoNotOptimize(r.makespan_ms);
     }
-    st.counters["ops"] = static_cast<double>(2 * S * M);
+    st.counters["ops"] = static_cast<double>(2 * sc.stages * sc.microbatches);
 }
 BENCHMARK(BM_Simulate1F1B)->Args({64, 4096})->Args({4, 200000})->Args({1024, 2048})->Unit(benchmark::kMillisecond);
 
 // The same with a reused simulator (scratch memory and result kept between runs).
 void BM_Simulate1F1B_Reused(benchmark::State& st) {
-    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
-    const ps::scenario sc = variable(S, M, 1);
+    const ps::scenario sc = variable_of(st, 1);
     const ps::pipeline_schedule s = ps::one_f_one_b{}(sc);
     ps::simulator sim;
     for (auto _ : st) {
@@ -68,14 +80,9 @@ BENCHMARK(BM_Simulate1F1B_Reused)->Args({64, 4096})->Unit(benchmark::kMillisecon
 BENCHMARK(BM_Simulate1F1B_Reused)->Args({256, 65})->Args({512, 65})->Args({1024, 65})->Unit(benchmark::kMillisecond);
 
 void BM_Adaptive(benchmark::State& st) {
-    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
-    const ps::scenario sc = variable(S, M, 2);
     ps::adaptive a;
     a.memory_limit_mb = 4000 + 6 * 1600;
-    for (auto _ : st) {
-        auto s = a(sc);
-        benchmark::DoNotOptimize(s.orders.data());
-    }
+    run_generator(st, a, variable_of(st, 2));
 }
 BENCHMARK(BM_Adaptive)->Args({8, 64})->Unit(benchmark::kMicrosecond);
 void adaptive_at_scale(benchmark::internal::Benchmark* b) {
@@ -87,15 +94,7 @@ void adaptive_at_scale(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Adaptive)->Apply(adaptive_at_scale);
 
-void BM_AdaptiveNoLimit(benchmark::State& st) {
-    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
-    const ps::scenario sc = variable(S, M, 2);
-    const ps::adaptive a;
-    for (auto _ : st) {
-        auto s = a(sc);
-        benchmark::DoNotOptimize(s.orders.data());
-    }
-}
+void BM_AdaptiveNoLimit(benchmark::State& st) { run_generator(st, ps::adaptive{}, variable_of(st, 2)); }
 BENCHMARK(BM_AdaptiveNoLimit)->Apply(adaptive_at_scale);
 
 // variable() with the communication of a real plan: each micro-batch's activation is sent
@@ -132,20 +131,14 @@ BENCHMARK(BM_DiscoverySmall)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicroseco
 // memory limit of BM_Adaptive: three discoveries in stage-memory mode, plus the simulation of
 // ZB-V's table. Target <= 2 ms. Run: build/benchmarks/bench_schedule --benchmark_filter=BM_ZbV
 void BM_ZbV(benchmark::State& st) {
-    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
-    const ps::scenario sc = ps::split_into_v_chunks(variable(S, M, 2));
     ps::zb_v z;
     z.memory_limit_mb = 4000 + 6 * 1600;
-    for (auto _ : st) {
-        auto s = z(sc);
-        benchmark::DoNotOptimize(s.orders.data());
-    }
+    run_generator(st, z, ps::split_into_v_chunks(variable_of(st, 2)));
 }
 BENCHMARK(BM_ZbV)->Args({8, 64})->Unit(benchmark::kMicrosecond);
 
 void BM_OrderSearch(benchmark::State& st) {
-    const auto S = static_cast<std::size_t>(st.range(0)), M = static_cast<std::size_t>(st.range(1));
-    const ps::scenario sc = variable(S, M, 3);
+    const ps::scenario sc = variable_of(st, 3);
     const double limit = 4000 + 4 * 1600;
     ps::order_search_options opt;
     opt.memory_limit_mb = limit;

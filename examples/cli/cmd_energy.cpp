@@ -180,7 +180,7 @@ void register_energy(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "energy", "Iteration time-energy frontier of a schedule (Perseus) and its per-computation GPU clocks");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
-    sub->add_option("--schedule", args->schedule, name_list<ps::schedule_name>("|"))->required();
+    sub->add_option("--schedule", args->schedule, ps::schedules().name_list(" | ") + " (or a registered one)")->required();
     sub->add_option("--chunks", args->chunks,
                     "Model chunks per device for interleaved (default: the scenario's, or 2)")
         ->check(integer_in<std::size_t>(1, max_chunks));

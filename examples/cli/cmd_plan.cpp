@@ -62,53 +62,14 @@ struct plan_cli_options {
     double energy_step_ms = 0.0;
 };
 
-/// What a user asks of a plan after its makespan: the recomputation, each rank's model states,
-/// the micro-batch shapes and the links the pipeline's messages take. MB = 10^6 bytes.
-struct plan_facts {
-    struct shape {
-        std::size_t samples = 0;
-        std::uint32_t rows = 0, seqlen_tokens = 0, dec_seqlen_tokens = 0;  ///< rows = samples unless packed
-        friend auto operator<=>(const shape&, const shape&) = default;
-    };
-    struct link_class {
-        std::size_t pairs = 0;  ///< device pairs that exchange pipeline messages over this kind of link
-        double bandwidth_gbps = 0.0, latency_us = 0.0;  ///< bandwidth 0 = free (infinitely fast)
-    };
-    std::string recompute;
-    std::size_t checkpointed_forwards = 0;
-    std::vector<double> model_state_mb;  ///< per rank
-    std::vector<shape> shapes;           ///< per micro-batch, in the plan's order
-    link_class intra_node, inter_node;
-};
-
-plan_facts facts_of(const plan::plan_result& r) {
-    plan_facts f;
-    f.recompute = std::string(to_string(r.split.recompute));
-    for (const auto& prog : r.plan.programs)
-        for (const auto& x : prog.instructions) f.checkpointed_forwards += x.kind == plan::instr_kind::forward && x.mode;
-    const schedule::scenario& sc = r.scenario;
-    auto device_of = [&](std::size_t s) { return sc.placement.empty() ? s : static_cast<std::size_t>(sc.placement[s]); };
-    f.model_state_mb = r.model_state_mb;
-    for (const auto& m : r.plan.header.microbatches)
-        f.shapes.push_back({m.sample_ids.size(), m.shape.microbatch_size, m.shape.seqlen, m.shape.dec_seqlen});
-    std::set<std::pair<std::size_t, std::size_t>> pairs;  // neighbouring stages on different devices
-    for (std::size_t s = 0; s + 1 < sc.stages; ++s)
-        if (device_of(s) != device_of(s + 1)) pairs.insert(std::minmax(device_of(s), device_of(s + 1)));
-    const schedule::network_model& n = sc.network;
-    f.intra_node = {0, n.intra_node_bandwidth_gbps, n.intra_node_latency_ms * 1000.0};
-    f.inter_node = {0, n.bandwidth_gbps, n.latency_ms * 1000.0};
-    for (const auto& [a, b] : pairs) ++(n.same_node(a, b) ? f.intra_node : f.inter_node).pairs;
-    return f;
-}
-
-std::string shape_text(const plan_facts::shape& s) {
+std::string shape_text(const plan::plan_facts::shape& s) {
     std::string t = fmt::format("{}x{}", s.samples, s.seqlen_tokens);
     if (s.dec_seqlen_tokens > 0) t += fmt::format("+{}", s.dec_seqlen_tokens);
     if (s.rows != s.samples) t += fmt::format(" in {} rows", s.rows);
     return t;
 }
 
-std::string link_text(const char* what, const plan_facts::link_class& l) {
+std::string link_text(const char* what, const plan::plan_facts::link_class& l) {
     if (l.pairs == 0) return fmt::format("no {} pair", what);
     return fmt::format("{} {} pair{} at {}, {:.1f} us", l.pairs, what, l.pairs == 1 ? "" : "s",
                        l.bandwidth_gbps > 0 ? fmt::format("{:.0f} Gbit/s", l.bandwidth_gbps) : std::string("no cost"),
@@ -116,11 +77,11 @@ std::string link_text(const char* what, const plan_facts::link_class& l) {
 }
 
 /// The facts as summary lines: recompute, shapes (grouped, largest count first), links.
-void print_facts(const plan_facts& f) {
+void print_facts(const plan::plan_facts& f) {
     fmt::print("  recompute: {} ({} checkpointed forwards in the plan)\n", f.recompute, f.checkpointed_forwards);
-    std::map<plan_facts::shape, std::size_t> counts;
+    std::map<plan::plan_facts::shape, std::size_t> counts;
     for (const auto& s : f.shapes) ++counts[s];
-    std::vector<std::pair<std::size_t, plan_facts::shape>> order;
+    std::vector<std::pair<std::size_t, plan::plan_facts::shape>> order;
     for (const auto& [s, c] : counts) order.emplace_back(c, s);
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::string list;
@@ -130,24 +91,6 @@ void print_facts(const plan_facts& f) {
     fmt::print("  micro-batch shapes (samples x padded tokens[+decoder tokens], count): {}\n", list);
     fmt::print("  links between pipeline neighbours: {}; {}\n", link_text("intra-node", f.intra_node),
                link_text("inter-node", f.inter_node));
-}
-
-nlohmann::json facts_json(const plan_facts& f) {
-    nlohmann::json shapes = nlohmann::json::array();
-    for (const auto& s : f.shapes) {
-        nlohmann::json j{{"samples", s.samples}, {"seqlen_tokens", s.seqlen_tokens}};
-        if (s.dec_seqlen_tokens > 0) j["dec_seqlen_tokens"] = s.dec_seqlen_tokens;
-        if (s.rows != s.samples) j["rows"] = s.rows;
-        shapes.push_back(std::move(j));
-    }
-    auto link = [](const plan_facts::link_class& l) {
-        return nlohmann::json{{"pairs", l.pairs}, {"bandwidth_gbps", l.bandwidth_gbps}, {"latency_us", l.latency_us}};
-    };
-    return {{"recompute", f.recompute},
-            {"checkpointed_forwards", f.checkpointed_forwards},
-            {"model_state_mb", f.model_state_mb},
-            {"microbatch_shapes", shapes},
-            {"links", {{"intra_node", link(f.intra_node)}, {"inter_node", link(f.inter_node)}}}};
 }
 
 void print_summary(const plan::plan_result& r) {
@@ -165,7 +108,7 @@ void print_summary(const plan::plan_result& r) {
         fmt::print("  memory: planned under a budget of {:.1f} MB ({} plans): at the device memory, some rank's arena + "
                    "model state did not fit\n",
                    r.budget_mb, r.memory_attempts);
-    const plan_facts f = facts_of(r);
+    const plan::plan_facts f = plan::facts_of(r);
     print_facts(f);
     fmt::print("  {:>5} {:>14} {:>15} {:>10} {:>13} {:>13} {:>11}\n", "rank", "peak_mem_mb", "model_state_mb", "arena_mb",
                "live_peak_mb", "instructions", "plan_bytes");
@@ -180,7 +123,7 @@ void print_summary(const plan::plan_result& r) {
 /// `plan --json` and the manifest: the library's result summary plus the facts above.
 nlohmann::json summary_json(const plan::plan_result& r) {
     nlohmann::json j = plan::plan_result_json(r);
-    j.update(facts_json(facts_of(r)));
+    j.update(plan::facts_json(plan::facts_of(r)));
     return j;
 }
 

@@ -139,10 +139,10 @@ void run_named(const simulate_args& a, const ps::scenario& base, simulate_run& r
     run.res = std::move(r.sim);
     // report micro-batches by their index in the scenario file
     for (auto& dev : run.sched.orders)
-        for (auto& o : dev) o.mb = run.order[o.mb];
+        for (auto& o : dev) o.microbatch = run.order[o.microbatch];
     for (auto& dev : run.res.timeline)
-        for (auto& t : dev) t.o.mb = run.order[t.o.mb];
-    for (auto& o : run.res.peak_memory_op) o.mb = run.order[o.mb];
+        for (auto& t : dev) t.o.microbatch = run.order[t.o.microbatch];
+    for (auto& o : run.res.peak_memory_op) o.microbatch = run.order[o.microbatch];
 }
 
 /// Output files, JSON or the summary; then exit status 3 for a fixed-order schedule over the limit.
@@ -222,7 +222,7 @@ void register_simulate(CLI::App& app) {
     auto args = std::make_shared<simulate_args>();
     CLI::App* sub = app.add_subcommand("simulate", "Simulate a pipeline schedule on a scenario (JSON) file");
     sub->add_option("--scenario", args->scenario_path, "Scenario JSON file (docs/formats.md)")->required();
-    sub->add_option("--schedule", args->schedule, name_list<ps::schedule_name>("|") + " (or a registered one)");
+    sub->add_option("--schedule", args->schedule, ps::schedules().name_list(" | ") + " (or a registered one)");
     sub->add_option("--max-pending-w", args->max_pending_w,
                     "zb-v, v-half, v-min: weight gradients a device may leave pending before it runs one first (0 = W "
                     "only fills waits)")

@@ -67,8 +67,9 @@ inline void add_plan_model_options(CLI::App* sub, plan_model_flags& f, bool requ
         ->capture_default_str()
         ->check(integer_in(0, 3));
     sub->add_option("--schedule", f.schedule,
-                    "auto | adaptive | 1f1b | zb-h1 | interleaved | zb-v | v-half | v-min | gpipe | merak-* (auto also "
-                    "tries zb-v, v-half and v-min, on two chunks per device placed as a V, when a device's layer count is even)")
+                    "auto | " + schedule::schedules().name_list(" | ") +
+                        " (or a registered one; auto also tries zb-v, v-half and v-min, on two chunks per device placed as a V, "
+                        "when a device's layer count is even)")
         ->capture_default_str();
     sub->add_option("--max-pending-w", f.max_pending_w,
                     "zb-v, v-half, v-min: weight gradients a device may leave pending before it runs one first (0 = W "

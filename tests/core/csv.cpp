@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "pipeplan/core/csv.hpp"
+#include "core/error_of.hpp"
 #include "pipeplan/core/error.hpp"
 
 using pipeplan::csv_table;
@@ -54,17 +55,6 @@ TEST_CASE("csv: errors name file, line and column") {
     CHECK_THROWS_WITH((void)t.integer(0, 0, 0, 5), "i.csv:2: column 'n': value 7 is outside [0, 5]");
 }
 
-namespace {
-std::string csv_error_of(auto&& f) {
-    try {
-        f();
-    } catch (const pipeplan::error& e) {
-        return e.what();
-    }
-    return "";
-}
-}  // namespace
-
 TEST_CASE("csv: BOM, whitespace-only lines, NUL bytes, long headers") {
     using pipeplan::csv_table;
     auto t = csv_table::parse("\xEF\xBB\xBF" "a,b\n1,2\n   \n\t \r\n3,4\n", "t.csv");
@@ -74,12 +64,12 @@ TEST_CASE("csv: BOM, whitespace-only lines, NUL bytes, long headers") {
     CHECK(t.line_of(1) == 5);
     CHECK(t.integer(1, 1) == 4);
 
-    const auto nul = csv_error_of([] {
+    const auto nul = pipeplan::test::error_of([] {
         const auto u = csv_table::parse(std::string("a\n1\0002\n", 6), "n.csv");
         (void)u.integer(0, 0);
     });
     CHECK(nul == "n.csv:2: column 'a': expected an integer, found '1\\x002'");
-    const auto wide = csv_error_of([] { (void)csv_table::parse(std::string(1 << 20, 'h') + "\n1\n", "w.csv").column("a"); });
+    const auto wide = pipeplan::test::error_of([] { (void)csv_table::parse(std::string(1 << 20, 'h') + "\n1\n", "w.csv").column("a"); });
     CHECK(wide.find("w.csv:1: column 'a': missing required column") == 0);
     CHECK(wide.find("(1048576 bytes)") != std::string::npos);
     CHECK(wide.size() < 400);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/error_of.hpp"
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/file.hpp"
 
@@ -31,15 +32,6 @@ std::string slurp(const fs::path& p) {
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
-}
-
-std::string what_of(auto&& f) {
-    try {
-        f();
-    } catch (const pipeplan::error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace
@@ -65,10 +57,10 @@ TEST_CASE("file: atomic replace keeps permissions, follows symlinks, refuses spe
     CHECK(fs::is_symlink(d.path / "link.txt"));
     CHECK(slurp(f) == "three");
 
-    CHECK(what_of([&] { pipeplan::write_file_atomically("/dev/null", "x"); }).find("not a regular file") !=
+    CHECK(pipeplan::test::error_of([&] { pipeplan::write_file_atomically("/dev/null", "x"); }).find("not a regular file") !=
           std::string::npos);
-    CHECK(what_of([&] { pipeplan::write_output_file(d.path, "x"); }).find("is a directory") != std::string::npos);
-    CHECK(what_of([&] { pipeplan::write_output_file("/dev/full", "x"); }).find("No space left") != std::string::npos);
+    CHECK(pipeplan::test::error_of([&] { pipeplan::write_output_file(d.path, "x"); }).find("is a directory") != std::string::npos);
+    CHECK(pipeplan::test::error_of([&] { pipeplan::write_output_file("/dev/full", "x"); }).find("No space left") != std::string::npos);
     CHECK_NOTHROW(pipeplan::write_output_file("/dev/null", "x"));
     std::size_t entries = 0;
     for ([[maybe_unused]] const auto& e : fs::directory_iterator(d.path)) ++entries;
@@ -77,9 +69,9 @@ TEST_CASE("file: atomic replace keeps permissions, follows symlinks, refuses spe
 
 TEST_CASE("file: input files name what is wrong") {
     temp_dir d;
-    auto e = what_of([&] { (void)pipeplan::read_text_file(d.path); });
+    auto e = pipeplan::test::error_of([&] { (void)pipeplan::read_text_file(d.path); });
     CHECK(e.find("is a directory") != std::string::npos);
-    e = what_of([&] { (void)pipeplan::read_text_file(d.path / "missing.csv"); });
+    e = pipeplan::test::error_of([&] { (void)pipeplan::read_text_file(d.path / "missing.csv"); });
     CHECK(e.find("missing.csv: cannot open file: No such file or directory") != std::string::npos);
     std::ofstream(d.path / "x.csv", std::ios::binary) << std::string("a\0b", 3);
     CHECK(pipeplan::read_text_file(d.path / "x.csv") == std::string("a\0b", 3));

@@ -165,6 +165,7 @@ def main(argv):
         r = run_file(os.path.join(source, f), source, build, data, env)
         totals = [a + b for a, b in zip(totals, r)]
     print(f"docs: {totals[0]} blocks ran, {totals[1]} skipped, {totals[2]} failed")
+    print(f"{totals[0]} passed, {totals[2]} failed, {totals[1]} skipped")  # every suite's closing line
     if totals[2]:
         return 1
     return 77 if totals[0] == 0 else 0

@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/partition/pipedream.hpp"
@@ -55,40 +56,22 @@ void check_golden(const layer_graph& g, const tie_golden& t) {
     CHECK(printed(optimize_pipedream(build_antichain_dag(g), opt)) == t.stages);
 }
 
-/// Six equal layers after an input: every split point ties.
-constexpr const char* chain6_txt = R"(node0 -- Input0 -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=0.0, parameter_size=0.0
-node1 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node2 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node3 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node4 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node5 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node6 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-	node0 -- node1
-	node1 -- node2
-	node2 -- node3
-	node3 -- node4
-	node4 -- node5
-	node5 -- node6
-)";
+/// The text of a graph of an input (node0) and `layers` equal Linear layers (node1..): forward
+/// 1 ms, backward 2 ms, 1 MB activations, 4 MB parameters, joined by `edges`.
+std::string equal_layers(int layers, const std::vector<std::pair<int, int>>& edges) {
+    std::string t = "node0 -- Input0 -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=0.0, "
+                    "parameter_size=0.0\n";
+    for (int k = 1; k <= layers; ++k)
+        t += "node" + std::to_string(k) + " -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, "
+                                          "activation_size=1000000.0, parameter_size=4000000.0\n";
+    for (const auto& [a, b] : edges) t += "\tnode" + std::to_string(a) + " -- node" + std::to_string(b) + "\n";
+    return t;
+}
 
+/// Six equal layers after an input: every split point ties.
+const std::string chain6_txt = equal_layers(6, {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}});
 /// Seven equal layers with two parallel branches (11 antichain states).
-constexpr const char* diamond_txt = R"(node0 -- Input0 -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=0.0, parameter_size=0.0
-node1 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node2 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node3 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node4 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node5 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node6 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-node7 -- Linear -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=1000000.0, parameter_size=4000000.0
-	node0 -- node1
-	node1 -- node2
-	node1 -- node3
-	node2 -- node4
-	node3 -- node5
-	node4 -- node6
-	node5 -- node6
-	node6 -- node7
-)";
+const std::string diamond_txt = equal_layers(7, {{0, 1}, {1, 2}, {1, 3}, {2, 4}, {3, 5}, {4, 6}, {5, 6}, {6, 7}});
 
 const std::vector<tie_golden> hand_goldens{
     {"chain6", {2}, {1e8}, "0-1x1 1-6x1"},

@@ -118,6 +118,10 @@ TEST_CASE("sharding: exact min-max by time and parameters equals brute force; la
         CHECK(*std::max_element(by_params.stage_parameter_bytes.begin(), by_params.stage_parameter_bytes.end()) ==
               doctest::Approx(brute_min_max(params, S)).epsilon(1e-12));
         const auto by_layers = shard_transformer(t, S, shard_method::layers);
+        CHECK(by_layers.layers_per_stage == equal_layer_counts(L, S));
+        const auto [lo, hi] = std::minmax_element(by_layers.layers_per_stage.begin(), by_layers.layers_per_stage.end());
+        CHECK(*hi - *lo <= 1);                                                     // equal counts
+        CHECK(std::is_sorted(by_layers.layers_per_stage.rbegin(), by_layers.layers_per_stage.rend()));  // remainder first
         for (const auto& r : {by_time, by_params, by_layers}) {
             REQUIRE(r.layers_per_stage.size() == static_cast<std::size_t>(S));
             int sum = 0;

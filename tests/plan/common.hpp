@@ -1,12 +1,15 @@
-// Shared fixtures of the plan tier's tests: small scenarios and every built-in schedule.
+// Shared fixtures of the plan tier's tests: small scenarios, every built-in schedule, small
+// lowered plans, hand-made instructions and the message moves of the deadlock tests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "pipeplan/batching/sample.hpp"
 #include "pipeplan/core/random.hpp"
+#include "pipeplan/plan/lower.hpp"
 #include "pipeplan/schedule/registry.hpp"
 #include "pipeplan/schedule/scenario.hpp"
 
@@ -73,5 +76,64 @@ inline std::vector<named_case> all_schedules(const schedule::scenario& sc) {
     }
     return out;
 }
+
+
+/// A 1F1B plan of a seeded scenario with `stages` stages and `mbs` micro-batches.
+inline plan::execution_plan one_f_one_b_plan(std::size_t stages, std::size_t mbs) {
+    const auto sc = random_scenario(stages, mbs, 5);
+    return plan::lower(sc, schedule::one_f_one_b{}(sc));
+}
+
+/// The plan of `c` with shapes, an iteration, predictions and sample ids set (every header
+/// field away from its default, for round trips).
+inline plan::execution_plan sample_plan(const named_case& c) {
+    plan::lowering_options o;
+    o.shapes.assign(c.sc.microbatches, plan::tensor_shape{2, 512, 0, 4096});
+    plan::execution_plan p = plan::lower(c.sc, c.sched, o);
+    p.header.iteration = 42;
+    p.header.predicted_makespan_ms = 1.0 / 3.0;
+    p.header.predicted_peak_memory_mb.assign(p.programs.size(), 1234.5678901234567);
+    for (std::size_t j = 0; j < p.header.microbatches.size(); ++j)
+        p.header.microbatches[j].sample_ids = {std::uint32_t(2 * j), std::uint32_t(2 * j + 1)};
+    return p;
+}
+
+/// A hand-made instruction: `kind` with `peer` on (micro-batch, stage); no slots, no bytes.
+inline plan::instruction instr(plan::instr_kind kind, std::int32_t peer = plan::no_peer, std::uint32_t microbatch = 0,
+                               std::uint32_t stage = 0) {
+    plan::instruction x;
+    x.kind = kind;
+    x.peer = peer;
+    x.microbatch = microbatch;
+    x.stage = stage;
+    return x;
+}
+
+/// The index of the wait of the message start at `s` in `ins` (ins.size() when none follows).
+inline std::size_t wait_of_start(const std::vector<plan::instruction>& ins, std::size_t s) {
+    std::size_t w = s + 1;
+    while (w < ins.size() && !(ins[w].kind == plan::wait_of(ins[s].kind) && ins[w].microbatch == ins[s].microbatch &&
+                               ins[w].stage == ins[s].stage))
+        ++w;
+    return w;
+}
+
+/// Moves a random receive (start and wait) of a random rank of `p` to a random earlier place,
+/// the wait right after the start; false when the draw is not a receive that can move.
+inline bool move_receive_earlier(plan::execution_plan& p, splitmix64& rng) {
+    auto& ins = p.programs[rng.below(p.programs.size())].instructions;
+    const std::size_t s = rng.below(ins.size());
+    if (plan::category(ins[s].kind) != plan::kind_category::recv_start || s == 0) return false;
+    const std::size_t w = wait_of_start(ins, s);
+    if (w == ins.size()) return false;
+    const std::size_t to = rng.below(s);
+    const plan::instruction xs = ins[s], xw = ins[w];
+    ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(w));
+    ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(s));
+    ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xw);
+    ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xs);
+    return true;
+}
+
 
 }  // namespace pipeplan::test

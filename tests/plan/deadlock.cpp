@@ -19,13 +19,6 @@ using namespace pipeplan::plan;
 
 namespace {
 
-instruction op(instr_kind k, std::int32_t peer = no_peer) {
-    instruction x;
-    x.kind = k;
-    x.peer = peer;
-    return x;
-}
-
 /// Three ranks in a ring: each sends one message to the next and receives one from the
 /// previous, send first; `together[r]` puts rank r's two starts back to back (one group), else
 /// the send's wait separates them. Every pair of ranks exchanges one message, so the pair rule
@@ -38,13 +31,13 @@ execution_plan ring(const std::vector<bool>& together) {
         prog.rank = static_cast<std::uint32_t>(r);
         const std::int32_t next = (r + 1) % 3, prev = (r + 2) % 3;
         auto& in = prog.instructions;
-        in.push_back(op(instr_kind::forward));
-        in.push_back(op(instr_kind::send_activation_start, next));
-        if (!together[static_cast<std::size_t>(r)]) in.push_back(op(instr_kind::send_activation_wait, next));
-        in.push_back(op(instr_kind::recv_activation_start, prev));
-        if (together[static_cast<std::size_t>(r)]) in.push_back(op(instr_kind::send_activation_wait, next));
-        in.push_back(op(instr_kind::recv_activation_wait, prev));
-        in.push_back(op(instr_kind::backward));
+        in.push_back(test::instr(instr_kind::forward));
+        in.push_back(test::instr(instr_kind::send_activation_start, next));
+        if (!together[static_cast<std::size_t>(r)]) in.push_back(test::instr(instr_kind::send_activation_wait, next));
+        in.push_back(test::instr(instr_kind::recv_activation_start, prev));
+        if (together[static_cast<std::size_t>(r)]) in.push_back(test::instr(instr_kind::send_activation_wait, next));
+        in.push_back(test::instr(instr_kind::recv_activation_wait, prev));
+        in.push_back(test::instr(instr_kind::backward));
         p.programs.push_back(prog);
     }
     return p;
@@ -57,12 +50,11 @@ bool move_a_message(execution_plan& p, splitmix64& rng) {
     const std::size_t i = rng.below(ins.size());
     if (!is_message(ins[i].kind)) return false;
     const auto same = [&](std::size_t k) {
-        return wait_of(ins[k].kind) == wait_of(ins[i].kind) && ins[k].mb == ins[i].mb && ins[k].stage == ins[i].stage;
+        return wait_of(ins[k].kind) == wait_of(ins[i].kind) && ins[k].microbatch == ins[i].microbatch && ins[k].stage == ins[i].stage;
     };
     std::size_t lo = 0, hi = ins.size() - 1;  // where it may go (after removal)
     if (is_message_start(ins[i].kind)) {
-        std::size_t w = i + 1;
-        while (w < ins.size() && !same(w)) ++w;
+        const std::size_t w = test::wait_of_start(ins, i);
         if (w == ins.size()) return false;
         hi = w - 1;
     } else {
@@ -120,22 +112,8 @@ TEST_CASE("deadlock: covers() holds on mutated plans, and the validator reports 
     std::array<int, 3> stuck{};
     for (int t = 0; t < 3000; ++t) {
         execution_plan p = base;
-        if (t % 2 == 0) {
-            (void)move_a_message(p, rng);
-        } else {  // a receive (start and wait) moved earlier, the wait right after the start
-            auto& ins = p.programs[rng.below(3)].instructions;
-            const std::size_t s = rng.below(ins.size());
-            if (category(ins[s].kind) != kind_category::recv_start || s == 0) continue;
-            std::size_t w = s + 1;
-            while (w < ins.size() && !(ins[w].kind == wait_of(ins[s].kind) && ins[w].mb == ins[s].mb && ins[w].stage == ins[s].stage)) ++w;
-            if (w == ins.size()) continue;
-            const std::size_t to = rng.below(s);
-            const instruction xs = ins[s], xw = ins[w];
-            ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(w));
-            ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(s));
-            ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xw);
-            ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xs);
-        }
+        if (t % 2 == 0) (void)move_a_message(p, rng);
+        else if (!test::move_receive_earlier(p, rng)) continue;
         const auto first = validate(p);
         if (!first.ok() && first.violations.front().rule != "deadlock") continue;  // broken otherwise
         ++tried;

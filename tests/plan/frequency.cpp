@@ -54,12 +54,12 @@ TEST_CASE("frequency: set_frequency is a built-in kind with its clock in whole M
     CHECK_FALSE(is_message(instr_kind::set_frequency));
     instruction f;
     f.kind = instr_kind::backward;
-    f.mb = 3;
+    f.microbatch = 3;
     f.stage = 1;
     f.shape = {2, 128, 0, 64};
     const instruction s = make_set_frequency(1215, f);
     CHECK(frequency_mhz(s) == 1215);
-    CHECK(s.mb == 3);
+    CHECK(s.microbatch == 3);
     CHECK(s.stage == 1);
     CHECK(s.shape == f.shape);
 }
@@ -125,8 +125,16 @@ TEST_CASE("frequency: the validator's clock rule") {
         vo.max_frequency_mhz = 1410;
         CHECK(has_rule(validate(good, vo), "clock", "outside [1000, 1410] MHz"));  // the lowest clocks are < 1000
         execution_plan bad = good;
-        bad.programs[0].instructions[at].bytes = 0;
+        bad.programs[0].instructions[at].clock_mhz = 0;
         CHECK(has_rule(validate(bad), "clock", "outside (0, inf) MHz"));
+    }
+    SUBCASE("a clock on another kind, bytes on a set_frequency: files hold both in one field") {
+        execution_plan bad = good;
+        bad.programs[0].instructions[at + 1].clock_mhz = 1200;  // the compute op after it
+        CHECK(has_rule(validate(bad), "clock", "clock_mhz 1200 on an instruction that is not a set_frequency"));
+        bad = good;
+        bad.programs[0].instructions[at].bytes = 64;
+        CHECK(has_rule(validate(bad), "clock", "bytes 64 on a set_frequency"));
     }
     SUBCASE("not right before its compute op") {
         execution_plan bad = good;
@@ -134,8 +142,8 @@ TEST_CASE("frequency: the validator's clock rule") {
         std::swap(prog[at], prog[at + 1]);
         CHECK(has_rule(validate(bad), "clock", "not immediately before a compute op"));
         bad = good;
-        bad.programs[0].instructions[at].mb ^= 1;
-        bad.programs[0].instructions[at].shape = bad.header.microbatches[bad.programs[0].instructions[at].mb].shape;
+        bad.programs[0].instructions[at].microbatch ^= 1;
+        bad.programs[0].instructions[at].shape = bad.header.microbatches[bad.programs[0].instructions[at].microbatch].shape;
         CHECK(has_rule(validate(bad), "clock", "not immediately before a compute op"));
     }
     SUBCASE("on a stage of another rank") {

@@ -36,7 +36,7 @@ TEST_CASE("lower_compute: one compute op per schedule op, producers and a topolo
             for (std::size_t i = 0; i < cp.ops[r].size(); ++i) {
                 const auto& o = c.sched.orders[r][i];
                 const auto& x = cp.ops[r][i];
-                CHECK(x.mb == o.mb);
+                CHECK(x.microbatch == o.microbatch);
                 CHECK(x.stage == o.stage);
                 CHECK(is_compute(x.kind));
                 CHECK(seqs.insert(cp.seq[r][i]).second);
@@ -48,7 +48,7 @@ TEST_CASE("lower_compute: one compute op per schedule op, producers and a topolo
                     const auto& p = cp.ops[cp.input_from[r][i].rank][cp.input_from[r][i].index];
                     CHECK(p.kind == instr_kind::forward);
                     CHECK(p.stage + 1 == x.stage);
-                    CHECK(p.mb == x.mb);
+                    CHECK(p.microbatch == x.microbatch);
                 }
                 if (x.kind == instr_kind::backward && x.stage + 1 < cp.stages) {
                     const auto& p = cp.ops[cp.input_from[r][i].rank][cp.input_from[r][i].index];
@@ -105,7 +105,7 @@ TEST_CASE("insert_communication: sends after producers, receives before consumer
                     const bool send = category(x.kind) == kind_category::send_start;
                     const auto key = std::minmax(r, static_cast<std::size_t>(x.peer));
                     (void)send;
-                    seen[{r, static_cast<std::size_t>(x.peer)}].push_back({is_activation_message(x.kind), x.mb, x.stage});
+                    seen[{r, static_cast<std::size_t>(x.peer)}].push_back({is_activation_message(x.kind), x.microbatch, x.stage});
                     (void)key;
                 }
             }

@@ -18,15 +18,6 @@ using namespace pipeplan::plan;
 
 namespace {
 
-instruction msg(instr_kind k, std::uint32_t mb, std::uint32_t stage, std::int32_t peer) {
-    instruction x;
-    x.kind = k;
-    x.mb = mb;
-    x.stage = stage;
-    x.peer = peer;
-    return x;
-}
-
 /// The pairing by definition: a wait takes the one open start of its message (kind, mb, stage,
 /// peer); a start of an open message is started again; what stays open was never waited for.
 wait_pairing brute_force(const std::vector<instruction>& prog) {
@@ -34,7 +25,7 @@ wait_pairing brute_force(const std::vector<instruction>& prog) {
     out.start_of.assign(prog.size(), no_instruction);
     std::vector<std::uint32_t> open;
     const auto same = [](const instruction& a, const instruction& b) {
-        return wait_of(a.kind) == wait_of(b.kind) && a.mb == b.mb && a.stage == b.stage && a.peer == b.peer;
+        return wait_of(a.kind) == wait_of(b.kind) && a.microbatch == b.microbatch && a.stage == b.stage && a.peer == b.peer;
     };
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
         std::size_t hit = open.size();
@@ -61,13 +52,13 @@ wait_pairing brute_force(const std::vector<instruction>& prog) {
 
 TEST_CASE("messages: start_of_wait pairs by kind, micro-batch, stage and peer and reports each fault once") {
     const std::vector<instruction> prog = {
-        msg(instr_kind::send_activation_start, 0, 1, 1),  // 0
-        msg(instr_kind::send_activation_start, 0, 1, 2),  // 1 another peer: another message
-        msg(instr_kind::send_activation_start, 0, 1, 1),  // 2 started again
-        msg(instr_kind::recv_grad_wait, 0, 2, 1),         // 3 never started
-        msg(instr_kind::send_activation_wait, 0, 1, 2),   // 4 -> 1
-        msg(instr_kind::send_activation_wait, 0, 1, 1),   // 5 -> 0
-        msg(instr_kind::recv_activation_start, 7, 0, 0),  // 6 never waited for (mb beyond the table)
+        test::instr(instr_kind::send_activation_start, 1, 0, 1),  // 0
+        test::instr(instr_kind::send_activation_start, 2, 0, 1),  // 1 another peer: another message
+        test::instr(instr_kind::send_activation_start, 1, 0, 1),  // 2 started again
+        test::instr(instr_kind::recv_grad_wait, 1, 0, 2),         // 3 never started
+        test::instr(instr_kind::send_activation_wait, 2, 0, 1),   // 4 -> 1
+        test::instr(instr_kind::send_activation_wait, 1, 0, 1),   // 5 -> 0
+        test::instr(instr_kind::recv_activation_start, 0, 7, 0),  // 6 never waited for (mb beyond the table)
     };
     const wait_pairing w = start_of_wait(prog, 4);
     CHECK(w.start_of == std::vector<std::uint32_t>{no_instruction, no_instruction, no_instruction, no_instruction, 1, 0,
@@ -85,8 +76,11 @@ TEST_CASE("messages: start_of_wait equals the brute-force pairing on random prog
         const std::size_t n = 1 + rng.below(40);
         for (std::size_t i = 0; i < n; ++i) {
             const auto k = static_cast<instr_kind>(static_cast<std::uint8_t>(instr_kind::send_activation_start) + rng.below(8));
-            prog.push_back(msg(rng.below(5) == 0 ? instr_kind::forward : k, static_cast<std::uint32_t>(rng.below(3)),
-                                   static_cast<std::uint32_t>(rng.below(2)), static_cast<std::int32_t>(rng.below(2))));
+            const bool compute = rng.below(5) == 0;
+            const auto microbatch = static_cast<std::uint32_t>(rng.below(3));
+            const auto stage = static_cast<std::uint32_t>(rng.below(2));
+            const auto peer = static_cast<std::int32_t>(rng.below(2));
+            prog.push_back(test::instr(compute ? instr_kind::forward : k, peer, microbatch, stage));
         }
         const wait_pairing want = brute_force(prog);
         for (std::size_t table : {0, 1, 3, 8}) {
@@ -119,7 +113,7 @@ TEST_CASE("messages: counterparts of lowered plans are mutual and of matching ki
                     REQUIRE(e.found());
                     const instruction& y = p.programs[e.rank].instructions[e.index];
                     CHECK(y.kind == matching_start(prog[i].kind));
-                    CHECK(y.mb == prog[i].mb);
+                    CHECK(y.microbatch == prog[i].microbatch);
                     CHECK(y.stage == prog[i].stage);
                     CHECK(counterpart(p, seq, e.rank, e.index) == message_end{static_cast<std::uint32_t>(r), i});
                 }

@@ -101,25 +101,25 @@ inline run_outcome reference_run(const plan::execution_plan& p) {
             const auto& bufs = p.programs[r].buffers;
             while (pos[r] < prog.size()) {
                 const instruction& x = prog[pos[r]];
-                const auto unit = std::make_pair(x.mb, x.stage);
+                const auto unit = std::make_pair(x.microbatch, x.stage);
                 const bool act = is_activation_message(x.kind);
-                const auto okey = std::make_tuple(int(static_cast<std::uint8_t>(x.kind) & ~1u), x.mb, x.stage, x.peer);
+                const auto okey = std::make_tuple(int(static_cast<std::uint8_t>(x.kind) & ~1u), x.microbatch, x.stage, x.peer);
                 if (is_message(x.kind) && (x.peer < 0 || std::size_t(x.peer) >= R || std::size_t(x.peer) == r))
                     return fault(r, "bad peer");
                 const std::size_t peer = std::size_t(x.peer);
                 bool blocked = false;
                 switch (x.kind) {
-                    case instr_kind::load_microbatch: loaded[r][x.mb] = true; break;
+                    case instr_kind::load_microbatch: loaded[r][x.microbatch] = true; break;
                     case instr_kind::forward: {
-                        std::uint64_t in = x.stage == 0 ? (loaded[r][x.mb] ? mix(x.mb, 77) : detail::garbage) : read(r, x.in);
-                        if (x.stage + 1 == V && !loaded[r][x.mb]) in = detail::garbage;  // labels
+                        std::uint64_t in = x.stage == 0 ? (loaded[r][x.microbatch] ? mix(x.microbatch, 77) : detail::garbage) : read(r, x.in);
+                        if (x.stage + 1 == V && !loaded[r][x.microbatch]) in = detail::garbage;  // labels
                         write(r, x.out, mix(in, 1000 + x.stage));
                         ckpt[r][unit] = x.mode == 1;
                         if (x.mode == 0) write(r, x.stash, mix(in, 2000 + x.stage));
                         break;
                     }
                     case instr_kind::recompute: {
-                        const std::uint64_t in = x.stage == 0 ? (loaded[r][x.mb] ? mix(x.mb, 77) : detail::garbage) : read(r, x.in);
+                        const std::uint64_t in = x.stage == 0 ? (loaded[r][x.microbatch] ? mix(x.microbatch, 77) : detail::garbage) : read(r, x.in);
                         write(r, x.stash, mix(in, 2000 + x.stage));
                         recomputed[r][unit] = true;
                         break;
@@ -128,7 +128,7 @@ inline run_outcome reference_run(const plan::execution_plan& p) {
                     case instr_kind::backward_weight: {
                         std::uint64_t stash = read(r, x.stash);
                         if (ckpt[r][unit] && !recomputed[r][unit]) {  // inline recompute from the checkpoint
-                            const std::uint64_t in = x.stage == 0 ? (loaded[r][x.mb] ? mix(x.mb, 77) : detail::garbage) : stash;
+                            const std::uint64_t in = x.stage == 0 ? (loaded[r][x.microbatch] ? mix(x.microbatch, 77) : detail::garbage) : stash;
                             stash = mix(in, 2000 + x.stage);
                         }
                         if (x.kind == instr_kind::backward) {

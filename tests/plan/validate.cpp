@@ -12,11 +12,6 @@ using namespace pipeplan::plan;
 
 namespace {
 
-execution_plan one_f_one_b_plan(std::size_t stages, std::size_t mbs) {
-    const auto sc = test::random_scenario(stages, mbs, 5);
-    return lower(sc, schedule::one_f_one_b{}(sc));
-}
-
 std::string first_rule(const execution_plan& p) {
     const auto r = validate(p);
     return r.ok() ? "ok" : r.violations.front().rule;
@@ -49,7 +44,7 @@ TEST_CASE("validate: lowered plans of every schedule run correctly on the refere
 
 TEST_CASE("validate: each rule names rank, instruction and rule") {
     SUBCASE("structure: peer") {
-        auto p = one_f_one_b_plan(3, 3);
+        auto p = test::one_f_one_b_plan(3, 3);
         auto& x = p.programs[0].instructions[find(p.programs[0], instr_kind::send_activation_start)];
         x.peer = 2;
         const auto r = validate(p);
@@ -60,24 +55,24 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         CHECK(r.to_string().find("peer should be rank 1") != std::string::npos);
     }
     SUBCASE("structure: slot out of range") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         p.programs[1].instructions[0].in = 999;
         CHECK(first_rule(p) == "structure");
     }
     SUBCASE("pairing: a wait dropped") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         auto& prog = p.programs[1].instructions;
         prog.erase(prog.begin() + static_cast<long>(find(p.programs[1], instr_kind::recv_activation_wait)));
         CHECK(first_rule(p) == "pairing");
     }
     SUBCASE("match: bytes differ") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         p.programs[1].instructions[find(p.programs[1], instr_kind::recv_activation_start)].bytes += 1;
         p.programs[1].instructions[find(p.programs[1], instr_kind::recv_activation_wait)].bytes += 1;
         CHECK(first_rule(p) == "match");
     }
     SUBCASE("buffer: read after free") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         auto& prog = p.programs[0].instructions;
         const std::size_t f = find(p.programs[0], instr_kind::free);
         const instruction fr = prog[f];
@@ -86,7 +81,7 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         CHECK(first_rule(p) == "buffer");
     }
     SUBCASE("buffer: overlapping live buffers") {
-        auto p = one_f_one_b_plan(2, 3);
+        auto p = test::one_f_one_b_plan(2, 3);
         auto& prog = p.programs[0];
         // move every buffer to offset 0: live ones now overlap
         for (auto& b : prog.buffers) b.offset_bytes = 0;
@@ -95,7 +90,7 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         CHECK(r.to_string().find("overlaps live slot") != std::string::npos);
     }
     SUBCASE("compute: a backward dropped") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         auto& prog = p.programs[0].instructions;
         prog.erase(prog.begin() + static_cast<long>(find(p.programs[0], instr_kind::backward)));
         const auto r = validate(p);
@@ -103,7 +98,7 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         CHECK(r.to_string().find("backwards (needs exactly 1)") != std::string::npos);
     }
     SUBCASE("reduce: reduce_gradients before the last backward") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         auto& prog = p.programs[1].instructions;
         const instruction red = prog[prog.size() - 2];
         prog.erase(prog.end() - 2);
@@ -111,17 +106,17 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         CHECK(first_rule(p) == "reduce");
     }
     SUBCASE("reduce: ZeRO >= 2 needs reduce-scatter") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         p.header.zero_stage = 2;
         CHECK(first_rule(p) == "reduce");
     }
     SUBCASE("header and programs disagree") {
-        auto p = one_f_one_b_plan(2, 2);
+        auto p = test::one_f_one_b_plan(2, 2);
         p.programs.pop_back();
         CHECK(first_rule(p) == "structure");
     }
     SUBCASE("overlap: an overlap_f_b before a forward whose next compute op is not another micro-batch's backward") {
-        auto p = one_f_one_b_plan(2, 2);  // rank 0 runs F0 F1 B0 B1
+        auto p = test::one_f_one_b_plan(2, 2);  // rank 0 runs F0 F1 B0 B1
         auto& prog = p.programs[0].instructions;
         instruction o = prog[find(p.programs[0], instr_kind::forward, 1)];
         o.kind = instr_kind::overlap_f_b;
@@ -134,7 +129,7 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
         o0.in = o0.out = o0.stash = o0.work = no_slot;
         first.insert(first.begin() + static_cast<long>(f0), o0);
         CHECK(first_rule(q) == "overlap");
-        o.mb = 0;  // names micro-batch 0, placed before micro-batch 1's forward
+        o.microbatch = 0;  // names micro-batch 0, placed before micro-batch 1's forward
         prog.insert(prog.begin() + static_cast<long>(find(p.programs[0], instr_kind::forward, 1)), o);
         const auto r = validate(p);
         REQUIRE_FALSE(r.ok());
@@ -146,10 +141,10 @@ TEST_CASE("validate: each rule names rank, instruction and rule") {
 TEST_CASE("validate: a full report stops nothing from being checked safely") {
     // Every rank broken in its structure, with room for one violation: the later ranks' walks
     // must not run on out-of-range fields once the cap is reached.
-    auto p = one_f_one_b_plan(4, 6);
+    auto p = test::one_f_one_b_plan(4, 6);
     for (auto& prog : p.programs)
         for (auto& x : prog.instructions)
-            if (is_compute(x.kind)) x.mb = 1000;
+            if (is_compute(x.kind)) x.microbatch = 1000;
     validate_options o;
     o.max_violations = 1;
     const auto r = validate(p, o);
@@ -177,7 +172,7 @@ TEST_CASE("validate_rank: a header claiming 2^30 stages is checked without tabul
 TEST_CASE("validate_rank / validate: a header claiming millions of chunks is a structure error in O(1)") {
     // A valid 2-rank plan whose header claims 6,094,850 chunks: the stage -> device map would
     // need 12 million entries, so the header is refused before any table is sized by it.
-    auto p = one_f_one_b_plan(2, 2);
+    auto p = test::one_f_one_b_plan(2, 2);
     p.header.chunks = 6094850;
     for (const auto& prog : p.programs) {
         const auto r = validate_rank(rank_plan{p.header, prog});
@@ -195,7 +190,7 @@ TEST_CASE("validate_rank / validate: a header claiming millions of chunks is a s
 TEST_CASE("validate: the placement map decides which rank runs a stage") {
     // The map is what the rules read, whatever the placement's name says: swapping the two
     // devices of a 2-stage plan makes every compute op run on the wrong rank.
-    auto p = one_f_one_b_plan(2, 3);
+    auto p = test::one_f_one_b_plan(2, 3);
     REQUIRE(validate(p).ok());
     p.header.placement = "my-placement";  // a user's name for the same map
     CHECK(validate(p).ok());
@@ -219,19 +214,7 @@ TEST_CASE("validate: the deadlock rule agrees with the reference executor") {
     int deadlocks = 0;
     for (int t = 0; t < 3000 && deadlocks < 5; ++t) {
         execution_plan p = base;
-        auto& ins = p.programs[rng.below(3)].instructions;
-        // move a receive (start and wait) earlier, the wait right after the start
-        const std::size_t s = rng.below(ins.size());
-        if (category(ins[s].kind) != kind_category::recv_start) continue;
-        std::size_t w = s + 1;
-        while (w < ins.size() && !(ins[w].kind == wait_of(ins[s].kind) && ins[w].mb == ins[s].mb && ins[w].stage == ins[s].stage)) ++w;
-        if (w == ins.size() || s == 0) continue;
-        const std::size_t to = rng.below(s);
-        const instruction xs = ins[s], xw = ins[w];
-        ins.erase(ins.begin() + static_cast<long>(w));
-        ins.erase(ins.begin() + static_cast<long>(s));
-        ins.insert(ins.begin() + static_cast<long>(to), xw);
-        ins.insert(ins.begin() + static_cast<long>(to), xs);
+        if (!test::move_receive_earlier(p, rng)) continue;
         const auto r = validate(p);
         if (r.ok() || r.violations.front().rule != "deadlock") continue;
         ++deadlocks;

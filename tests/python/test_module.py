@@ -352,11 +352,13 @@ def test_instruction_objects_and_array(gpt_result):
     prog = gpt_result.programs[1]
     xs = prog.instructions
     a = prog.instructions_array()
-    assert a.dtype == pipeplan.instruction_dtype() and a.dtype.itemsize == 56 and len(a) == len(xs) == len(prog)
+    assert a.dtype == pipeplan.instruction_dtype() and a.dtype.itemsize == 64 and len(a) == len(xs) == len(prog)
     kinds = pipeplan.kinds()
     for x, row in zip(xs, a):
         assert kinds[x.kind] == x.kind_code == row["kind"] and pipeplan.kind_name(int(row["kind"])) == x.kind
-        assert (x.mb, x.stage, x.peer, x.bytes) == (row["mb"], row["stage"], row["peer"], row["bytes"])
+        assert (x.microbatch, x.stage, x.peer, x.bytes) == (row["microbatch"], row["stage"], row["peer"], row["bytes"])
+        assert getattr(x, "mb") == x.microbatch  # the older name, kept for handlers written against it
+        assert row["clock_mhz"] == 0 and x.frequency_mhz is None  # no set_frequency in this plan
         assert x.shape.as_tuple() == (row["microbatch_size"], row["seqlen"], row["dec_seqlen"], row["hidden"])
         for name in ("in_slot", "out_slot", "stash_slot", "work_slot"):
             slot = getattr(x, name)
@@ -374,6 +376,7 @@ def test_instruction_objects_and_array(gpt_result):
     roles = {b.role for b in prog.buffers}
     assert roles <= {"activation_in", "activation_out", "stash", "grad_in", "grad_out", "workspace"} and "stash" in roles
     assert all(b.offset_bytes + b.size_bytes <= prog.arena_bytes for b in prog.buffers)
+    assert all(getattr(b, "mb") == b.microbatch for b in prog.buffers)
     assert prog.live_peak_bytes <= prog.arena_bytes
     assert pipeplan.kind_code("user<200>") == 200 and pipeplan.kind_name(200) == "user<200>"
     assert pipeplan.dtype_bytes("bf16") == 2 and pipeplan.dtype_bytes("fp64") == 8
@@ -480,3 +483,13 @@ def test_the_documented_example_runs(capsys):
     exec(compile(block, "docs/python.md", "exec"), {})
     out = capsys.readouterr().out
     assert "micro-batches" in out and "forwards on rank 1:" in out
+
+
+def test_equal_layer_counts_is_the_libraries_sharding():
+    import pipeplan.torch
+    assert pipeplan.equal_layer_counts(10, 4) == [3, 3, 2, 2]
+    assert pipeplan.equal_layer_counts(8, 8) == [1] * 8
+    assert pipeplan.torch.layer_ranges(10, 4) == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    for layers, stages in ((3, 4), (4, 0)):
+        with pytest.raises(ValueError, match="need 1 <= stages <= layers"):
+            pipeplan.torch.layer_ranges(layers, stages)

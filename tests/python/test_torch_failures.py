@@ -20,8 +20,8 @@ def test_killed_rank_makes_every_other_rank_raise():
         assert v["error_type"] in ("StepFailed", "StepTimeout"), (r, v)
         assert v["step_s"] < timeout_s + 5.0, (r, v["step_s"])
         f = v["fields"]
-        assert f["rank"] == r and f["peer"] is not None and f["mb"] is not None and f["kind"], (r, v)
-        assert f"rank {r}: instruction #{f['index']} {f['kind']} (micro-batch {f['mb']}" in v["message"]
+        assert f["rank"] == r and f["peer"] is not None and f["microbatch"] is not None and f["kind"], (r, v)
+        assert f"rank {r}: instruction #{f['index']} {f['kind']} (micro-batch {f['microbatch']}" in v["message"]
         assert f"peer {f['peer']}" in v["message"]
 
 
@@ -32,7 +32,7 @@ def test_stalled_peer_times_out_naming_rank_peer_instruction_and_microbatch():
     assert 1.4 < v["step_s"] < 5.0, v["step_s"]
     f = v["fields"]
     assert f["rank"] == 0 and f["peer"] == 1 and f["kind"].endswith("_wait")
-    assert f"timed out after 1500 ms waiting for peer 1 (micro-batch {f['mb']})" in v["message"]
+    assert f"timed out after 1500 ms waiting for peer 1 (micro-batch {f['microbatch']})" in v["message"]
 
 
 def _rank0(case, planner=None):
@@ -59,7 +59,8 @@ def test_message_shape_disagreeing_with_the_tensor_is_an_error_naming_the_instru
         ex.run(batch.rank_plan, batch.microbatches)
     msg = str(e.value)
     assert e.value.kind == "forward" and e.value.stage == 0 and e.value.rank == 0
-    assert f"rank 0: instruction #{e.value.index} forward (micro-batch {e.value.mb}, stage 0)" in msg
+    assert f"rank 0: instruction #{e.value.index} forward (micro-batch {e.value.microbatch}, stage 0)" in msg
+    assert getattr(e.value, "mb") == e.value.microbatch  # the older name, kept for handlers written against it
     assert "the plan's is" in msg and ", 12] of torch.float64" in msg
 
 

@@ -58,7 +58,7 @@ def _child(rank: int, world: int, port: int, fn, args, results, pg_timeout_s: fl
         value = fn(rank, world, *args)
         results.put(Outcome(rank, True, value, seconds=time.monotonic() - t0))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
-        f = {k: getattr(e, k, None) for k in ("rank", "index", "kind", "mb", "stage", "peer")}
+        f = {k: getattr(e, k, None) for k in ("rank", "index", "kind", "microbatch", "stage", "peer")}
         results.put(Outcome(rank, False, None, type(e).__name__, f"{e}\n{traceback.format_exc()}", f,
                             time.monotonic() - t0))
         time.sleep(0.2)  # let the queue's feeder thread flush
@@ -237,7 +237,7 @@ def _timed_step(ex, batch) -> dict:
         return {"error_type": "", "step_s": time.monotonic() - t0}
     except PipelineError as e:
         return {"error_type": type(e).__name__, "message": str(e), "step_s": time.monotonic() - t0,
-                "fields": {k: getattr(e, k) for k in ("rank", "index", "kind", "mb", "stage", "peer")}}
+                "fields": {k: getattr(e, k) for k in ("rank", "index", "kind", "microbatch", "stage", "peer")}}
 
 
 def stalled_rank(rank: int, world: int, sleeper: int, sleep_s: float, timeout_s: float) -> dict:

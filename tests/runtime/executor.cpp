@@ -1,14 +1,18 @@
 // The executor on hand-written rank plans (fragments of iterations, so the plan tier's rules
 // are off except where a test turns them on): dispatch, messages through the arena, the checks
-// that reject a plan before anything runs, and the faults (stopped rank, throwing handler).
+// that reject a plan before anything runs, and the faults (stopped rank, throwing handler);
+// a grouping transport's end_group and compute stream.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "hand_plans.hpp"
 #include "pipeplan/runtime/cpu/thread_transport.hpp"
 #include "pipeplan/runtime/executor.hpp"
 
@@ -23,7 +27,7 @@ plan::instruction make(instr_kind k, std::uint32_t mb, std::uint32_t stage, std:
                        std::uint32_t in = plan::no_slot, std::uint32_t out = plan::no_slot, std::uint64_t bytes = 0) {
     plan::instruction i;
     i.kind = k;
-    i.mb = mb;
+    i.microbatch = mb;
     i.stage = stage;
     i.peer = peer;
     i.in = in;
@@ -66,7 +70,7 @@ struct recorder {
             ++calls;
             if (throw_in_forward && ctx.rank() == 0) throw std::runtime_error("out of memory in forward");
             if (in.out != plan::no_slot) {
-                const double v[2] = {3.5, double(in.mb) + 1};
+                const double v[2] = {3.5, double(in.microbatch) + 1};
                 std::memcpy(ctx.buffer(in.out).data(), v, sizeof v);
             }
             if (in.in != plan::no_slot) {
@@ -123,7 +127,7 @@ TEST_CASE("executor: a plan that breaks a rule is rejected before any handler ru
         {"was not started", [](auto& p) { p[0].program.instructions.erase(p[0].program.instructions.begin() + 2); }},
         {"no handler", [](auto& p) { p[0].program.instructions[1].kind = instr_kind::backward; }},
         {"unknown instruction kind", [](auto& p) { p[0].program.instructions[1].kind = instr_kind{77}; }},
-        {"micro-batch table", [](auto& p) { p[0].program.instructions[1].mb = 3; }},
+        {"micro-batch table", [](auto& p) { p[0].program.instructions[1].microbatch = 3; }},
         {"format version", [](auto& p) { p[0].header.version = 99; }},
         {"rank 0 of 3", [](auto& p) { p[0].header.devices = 3; }},
     };
@@ -207,3 +211,76 @@ TEST_CASE("executor: reduce_gradients handlers all-reduce (and reduce-scatter) o
     CHECK(result == std::vector<double>{1 + 3, 2 + 4, 1 + 3, 2 + 4});  // ranks {0,2} and {1,3}
     CHECK(scattered == std::vector<float>{1 + 3, 2 + 4, 10 + 30, 20 + 40});  // chunk = position in the group
 }
+
+namespace {
+
+/// A thread transport that batches starts like the CUDA transports and logs the calls.
+class grouping_probe {
+public:
+    using request = cpu::thread_transport::request;
+    explicit grouping_probe(cpu::thread_transport t) : t_(t) {}
+    [[nodiscard]] std::size_t rank() const noexcept { return t_.rank(); }
+    [[nodiscard]] std::size_t ranks() const noexcept { return t_.ranks(); }
+    request start_send(std::size_t peer, std::uint64_t tag, std::span<const std::byte> out) {
+        log += 'S';
+        return t_.start_send(peer, tag, out);
+    }
+    request start_recv(std::size_t peer, std::uint64_t tag, std::span<std::byte> in) {
+        log += 'R';
+        return t_.start_recv(peer, tag, in);
+    }
+    bool wait(request& r, timeout_ms timeout) {
+        log += 'W';
+        return t_.wait(r, timeout);
+    }
+    void all_reduce(typed_buffer v, std::span<const std::size_t> g, timeout_ms timeout) { t_.all_reduce(v, g, timeout); }
+    void abort(const std::string& why) { t_.abort(why); }
+    void end_group() { log += '|'; }
+    void* compute_stream() { return &log; }
+
+    std::string log;
+
+private:
+    cpu::thread_transport t_;
+};
+
+}  // namespace
+
+TEST_CASE("executor: a grouping transport gets end_group after each group's last start; handlers see its stream") {
+    static_assert(grouping_transport<grouping_probe> && streaming_transport<grouping_probe>);
+    static_assert(send_rule_of<grouping_probe>() == plan::send_rule::grouped);
+    plan::execution_plan p = test::exchange(true, true);
+    p.header.sends = plan::send_rule::grouped;
+    cpu::thread_hub hub(2);
+    std::vector<std::string> logs(2);
+    std::vector<int> stream_ok(2, 0);
+    std::vector<std::thread> ts;
+    for (std::size_t r = 0; r < 2; ++r)
+        ts.emplace_back([&, r] {
+            grouping_probe t(hub.endpoint(r));
+            handler_registry reg;
+            const auto compute = [&, r](const plan::instruction&, step_context& ctx) {
+                stream_ok[r] += ctx.compute_stream() == &t.log;
+                t.log += 'C';
+            };
+            reg.on(instr_kind::forward, compute).on(instr_kind::backward, compute);
+            executor<grouping_probe> ex(t, reg, {10s, false});
+            ex.run(plan::share_of(p, r));
+            logs[r] = t.log;
+        });
+    for (auto& t : ts) t.join();
+    for (std::size_t r = 0; r < 2; ++r) {
+        CHECK(logs[r] == "CSR|WWC");
+        CHECK(stream_ok[r] == 2);
+    }
+    // A plan checked only under the buffered rule is refused by a grouping transport.
+    p.header.sends = plan::send_rule::buffered;
+    handler_registry reg;
+    const auto noop = [](const plan::instruction&, step_context&) {};
+    reg.on(instr_kind::forward, noop).on(instr_kind::backward, noop);
+    CHECK_THROWS_WITH_AS((void)check_rank_plan(plan::share_of(p, 0), 2, reg, send_rule_of<grouping_probe>()),
+                         doctest::Contains("checked under send rule buffered, this transport behaves as grouped"),
+                         rejected_plan_error);
+    CHECK_NOTHROW((void)check_rank_plan(plan::share_of(p, 0), 2, reg, plan::send_rule::buffered));
+}
+

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipeplan/core/random.hpp"
+#include "pipeplan/plan/deadlock.hpp"
 #include "pipeplan/runtime/cpu/plans.hpp"
 #include "pipeplan/runtime/cpu/split.hpp"
 #include "pipeplan/runtime/cpu/trainer.hpp"
@@ -192,12 +193,24 @@ TEST_CASE("cpu backend: three iterations with SGD and with Adam keep matching th
         }
 }
 
+namespace {
+/// The tiny model's plan of a seeded 12-sample batch on 2 devices (the rejection tests' plan).
+struct two_device_job {
+    model_config c = pipeline_test_model();
+    test_batch b = random_batch(12, 1, 11);
+    plan::execution_plan plan() const {
+        tiny_plan_options o;
+        o.devices = 2;
+        return plan_tiny(c, b.split, b.lengths, o);
+    }
+};
+}  // namespace
+
 TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before anything runs") {
-    const model_config c = pipeline_test_model();
-    const test_batch b = random_batch(12, 1, 11);
-    tiny_plan_options o;
-    o.devices = 2;
-    plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+    const two_device_job job;
+    const model_config& c = job.c;
+    const test_batch& b = job.b;
+    plan::execution_plan p = job.plan();
     // Drop a receive's wait on rank 1: the executor's own check refuses the rank's plan.
     auto& prog = p.programs[1].instructions;
     prog.erase(std::find_if(prog.begin(), prog.end(), [](const auto& i) { return i.kind == plan::instr_kind::recv_activation_wait; }));
@@ -205,6 +218,55 @@ TEST_CASE("cpu backend: a corrupted plan is rejected by the validator before any
     cpu_cluster cluster(c, 2, sgd{0.1}, {2s});
     CHECK_THROWS_AS((void)cluster.run(rank_plans(p), b.lengths), rejected_plan_error);
     CHECK(cluster.rank(1).loss() == 0.0);
+}
+
+TEST_CASE("cpu backend: a plan that deadlocks under its send rule is refused before anything runs") {
+    // An interleaved plan on 4 devices (wrap-around messages) with a receive (start and wait)
+    // moved earlier on one rank: the first such seeded move that the plan tier accepts under
+    // buffered sends (rank rules, pairing, no deadlock) and that deadlocks under blocking starts.
+    const two_device_job job;
+    const model_config& c = job.c;
+    const test_batch& b = job.b;
+    tiny_plan_options o;
+    o.schedule = schedule::schedule_name::interleaved;
+    o.devices = 4;
+    plan::execution_plan p = plan_tiny(c, b.split, b.lengths, o);
+    cpu_cluster plain(c, 4, sgd{0.1}, {10s});
+    const double loss = plain.run(rank_plans(p), b.lengths).loss;
+    splitmix64 rng(9);
+    bool moved = false;
+    for (int t = 0; t < 20000 && !moved; ++t) {
+        plan::execution_plan q = p;
+        auto& ins = q.programs[rng.below(4)].instructions;
+        const std::size_t s = rng.below(ins.size());
+        if (plan::category(ins[s].kind) != plan::kind_category::recv_start || s == 0) continue;
+        std::size_t w = s + 1;
+        while (w < ins.size() && !(ins[w].kind == plan::wait_of(ins[s].kind) && ins[w].microbatch == ins[s].microbatch &&
+                                   ins[w].stage == ins[s].stage))
+            ++w;
+        if (w == ins.size()) continue;
+        const std::size_t to = rng.below(s);
+        const plan::instruction xs = ins[s], xw = ins[w];
+        ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(w));
+        ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(s));
+        ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xw);
+        ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xs);
+        q.header.sends = plan::send_rule::buffered;
+        if (!plan::validate(q).ok() || plan::find_deadlock(q, plan::send_rule::blocking).empty()) continue;
+        p = std::move(q);
+        moved = true;
+    }
+    REQUIRE(moved);
+    p.header.sends = plan::send_rule::buffered;
+    cpu_cluster buffered(c, 4, sgd{0.1}, {10s});
+    CHECK(buffered.run(rank_plans(p), b.lengths).loss == doctest::Approx(loss).epsilon(1e-12));
+    p.header.sends = plan::send_rule::blocking;
+    cpu_cluster blocking(c, 4, sgd{0.1}, {10s});
+    CHECK_THROWS_WITH_AS((void)blocking.run(rank_plans(p), b.lengths),
+                         doctest::Contains("the plan deadlocks under its send rule 'blocking': rank "),
+                         rejected_plan_error);
+    CHECK(blocking.rank(0).loss() == 0.0);
+    CHECK(blocking.rank(1).loss() == 0.0);
 }
 
 namespace {

@@ -70,7 +70,7 @@ inline ps::simulation_result check_schedule(const ps::scenario& sc, const ps::pi
         for (const auto& t : r.timeline[d]) {
             CHECK(s.placement.device_of(t.o.stage) == d);
             const char k = (t.o.kind == ps::op_kind::F_checkpoint) ? 'F' : ps::letter(t.o.kind);
-            const bool inserted = at.emplace(std::make_tuple(k, t.o.mb, t.o.stage), t).second;
+            const bool inserted = at.emplace(std::make_tuple(k, t.o.microbatch, t.o.stage), t).second;
             CHECK_MESSAGE(inserted, "duplicate op " << ps::to_string(t.o));
             CHECK(t.end_ms >= t.start_ms);
         }

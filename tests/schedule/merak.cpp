@@ -46,20 +46,20 @@ void check_rules(const std::vector<op>& o, merak_variant v, std::size_t S, std::
         const op x = o[p];
         CHECK(x.stage == s);
         if (is_forward(x.kind)) {
-            CHECK(x.mb == forwards);
+            CHECK(x.microbatch == forwards);
             CHECK(x.kind == (ckpt ? op_kind::F_checkpoint : op_kind::F));
             ++forwards;
         } else if (x.kind == op_kind::R) {
-            CHECK(rs.count(x.mb) == 1);
+            CHECK(rs.count(x.microbatch) == 1);
             REQUIRE(p + 1 < o.size());
-            CHECK(o[p + 1] == op{op_kind::B, x.mb, x.stage});  // right before its B
+            CHECK(o[p + 1] == op{op_kind::B, x.microbatch, x.stage});  // right before its B
             ++recomputes;
         } else {
             REQUIRE(x.kind == op_kind::B);
-            CHECK(x.mb == backwards);
+            CHECK(x.microbatch == backwards);
             CHECK(forwards == forwards_before_backward(v, S, M, s, backwards));
             const bool after_r = p > 0 && o[p - 1].kind == op_kind::R;
-            CHECK(after_r == (rs.count(x.mb) == 1));
+            CHECK(after_r == (rs.count(x.microbatch) == 1));
             ++backwards;
         }
     }

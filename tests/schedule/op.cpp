@@ -25,7 +25,7 @@ TEST_CASE("op strings parse back") {
         const auto p = parse_op(s);
         REQUIRE(p);
         const bool chunked = std::string(s).find('.') != std::string::npos;
-        CHECK(to_string(op{p->kind, p->mb, 0}, chunked ? static_cast<int>(p->chunk) : -1) == s);
+        CHECK(to_string(op{p->kind, p->microbatch, 0}, chunked ? static_cast<int>(p->chunk) : -1) == s);
     }
     for (const char* s : {"", "X1", "F", "F-1", "F1.", "F1x"}) CHECK_FALSE(parse_op(s));
 }

@@ -58,7 +58,7 @@ using namespace pipeplan::schedule;  // NOLINT: the copied body names the schedu
 
     struct cand {
         double ready_ms;
-        std::uint32_t mb;
+        std::uint32_t microbatch;
         std::uint32_t stage;
     };
     struct dev_state {
@@ -108,7 +108,7 @@ using namespace pipeplan::schedule;  // NOLINT: the copied body names the schedu
             const cand& c = v[i];
             if (c.ready_ms > t || !ok(c)) continue;
             const auto& b = v[static_cast<std::size_t>(best < 0 ? 0 : best)];
-            if (best < 0 || c.mb < b.mb || (c.mb == b.mb && c.stage < b.stage)) best = static_cast<std::ptrdiff_t>(i);
+            if (best < 0 || c.microbatch < b.microbatch || (c.microbatch == b.microbatch && c.stage < b.stage)) best = static_cast<std::ptrdiff_t>(i);
         }
         return best;
     };
@@ -125,7 +125,7 @@ using namespace pipeplan::schedule;  // NOLINT: the copied body names the schedu
         const cand c = v[static_cast<std::size_t>(i)];
         v[static_cast<std::size_t>(i)] = v.back();
         v.pop_back();
-        start(d, {kind, c.mb, c.stage}, t);
+        start(d, {kind, c.microbatch, c.stage}, t);
     };
     // Admission of micro-batch j on device d (file comment).
     auto fits = [&](std::size_t d, std::uint32_t j) {
@@ -156,16 +156,16 @@ using namespace pipeplan::schedule;  // NOLINT: the copied body names the schedu
             if (auto i = pick(ds.bwd, t, any); i >= 0) return take(d, ds.bwd, i, op_kind::B, t);
         // Forwards: of admitted micro-batches, else the next one in order if it fits; stage 0's
         // input is always there.
-        auto ok = [&](const cand& c) { return admitted[d * M + c.mb] || (c.mb == ds.next_admit && fits(d, c.mb)); };
+        auto ok = [&](const cand& c) { return admitted[d * M + c.microbatch] || (c.microbatch == ds.next_admit && fits(d, c.microbatch)); };
         std::ptrdiff_t fi = pick(ds.fwd, t, ok);
         const bool feed = d == dev0 && ds.next_admit < M && fits(d, ds.next_admit) &&
-                          (fi < 0 || ds.fwd[static_cast<std::size_t>(fi)].mb > ds.next_admit);
+                          (fi < 0 || ds.fwd[static_cast<std::size_t>(fi)].microbatch > ds.next_admit);
         if (feed) {
             admit(d, ds.next_admit);
             return start(d, {op_kind::F, ds.next_admit - 1, 0}, t);
         }
         if (fi >= 0) {
-            const std::uint32_t j = ds.fwd[static_cast<std::size_t>(fi)].mb;
+            const std::uint32_t j = ds.fwd[static_cast<std::size_t>(fi)].microbatch;
             if (!admitted[d * M + j]) admit(d, j);
             return take(d, ds.fwd, fi, op_kind::F, t);
         }
@@ -225,18 +225,18 @@ using namespace pipeplan::schedule;  // NOLINT: the copied body names the schedu
             ds.busy = false;
             done_at[d] = never;
             const op o = running[d];
-            release(d, o.mb);
+            release(d, o.microbatch);
             // The data flow of timing.hpp: the op of another stage it feeds gets a candidate
             // when the message arrives; on the last stage the forward feeds its own backward;
             // a split backward feeds its W.
             if (const cross_target c = cross_successor(o, V); c.has) {
                 const std::size_t to = dev_of[c.to.stage];
                 auto& list = c.to.kind == op_kind::B ? dev[to].bwd : dev[to].fwd;
-                deliver(list, to, {links.arrival(t, d, to, timing.message_mb(o)), o.mb, c.to.stage});
+                deliver(list, to, {links.arrival(t, d, to, timing.message_mb(o)), o.microbatch, c.to.stage});
             } else if (o.kind == op_kind::F) {
-                deliver(ds.bwd, d, {t, o.mb, o.stage});
+                deliver(ds.bwd, d, {t, o.microbatch, o.stage});
             }
-            if (o.kind == op_kind::B && split) deliver(ds.wgt, d, {t, o.mb, o.stage});
+            if (o.kind == op_kind::B && split) deliver(ds.wgt, d, {t, o.microbatch, o.stage});
         } else {
             wake_at[d] = never;
         }

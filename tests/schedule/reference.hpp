@@ -31,8 +31,8 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
     std::set<key> has_r, checkpointed;
     for (const auto& dev : s.orders)
         for (const ps::op& o : dev) {
-            if (o.kind == ps::op_kind::R) has_r.insert({'R', o.mb, o.stage});
-            if (o.kind == ps::op_kind::F_checkpoint) checkpointed.insert({'A', o.mb, o.stage});
+            if (o.kind == ps::op_kind::R) has_r.insert({'R', o.microbatch, o.stage});
+            if (o.kind == ps::op_kind::F_checkpoint) checkpointed.insert({'A', o.microbatch, o.stage});
         }
     const double w = s.w_share;
     const std::size_t V = sc.stages, D = s.orders.size();
@@ -52,7 +52,7 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
             while (pos[d] < s.orders[d].size()) {
                 // An op's readiness (raising t to its inputs' end) and its duration alone.
                 auto look = [&](const ps::op o, double& t, double& dur) {
-                    const std::uint32_t j = o.mb, v = o.stage;
+                    const std::uint32_t j = o.microbatch, v = o.stage;
                     const double fw = sc.fwd(j, v), bw = sc.bwd(j, v);
                     bool ready = true;
                     switch (o.kind) {
@@ -92,7 +92,7 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
                 for (std::size_t k = 0; k < (pair ? 2u : 1u); ++k) {
                     const ps::op x = s.orders[d][pos[d]];
                     const char name = ps::is_forward(x.kind) ? 'A' : ps::letter(x.kind);
-                    done[{name, x.mb, x.stage}] = t + dur;
+                    done[{name, x.microbatch, x.stage}] = t + dur;
                     ++pos[d];
                 }
                 free_at[d] = t + dur;
@@ -110,26 +110,26 @@ inline reference_result reference_replay(const schedule::scenario& sc, const sch
         double total = state, peak = state;
         // What (mb, stage) holds after op o alone.
         auto after = [&](const ps::op o) {
-            const double st = sc.stored(o.mb, o.stage), r = sc.ratio(o.stage);
+            const double st = sc.stored(o.microbatch, o.stage), r = sc.ratio(o.stage);
             if (o.kind == ps::op_kind::F || o.kind == ps::op_kind::R) return st;
-            if (o.kind == ps::op_kind::F_checkpoint) return (1.0 - r) * st + sc.activation(o.mb);
+            if (o.kind == ps::op_kind::F_checkpoint) return (1.0 - r) * st + sc.activation(o.microbatch);
             if (o.kind == ps::op_kind::B) return w > 0.0 ? w * st : 0.0;
             return 0.0;
         };
         const auto& ord = s.orders[d];
         for (std::size_t p = 0; p < ord.size(); ++p) {
             const ps::op o = ord[p];
-            double& h = held[{o.mb, o.stage}];
+            double& h = held[{o.microbatch, o.stage}];
             if (o.overlaps_next && p + 1 < ord.size()) {  // both parts' peaks on top of the rest
                 const ps::op b = ord[++p];
-                double& hb = held[{b.mb, b.stage}];
-                peak = std::max(peak, total - h - hb + sc.peak(o.mb, o.stage) + sc.peak(b.mb, b.stage));
+                double& hb = held[{b.microbatch, b.stage}];
+                peak = std::max(peak, total - h - hb + sc.peak(o.microbatch, o.stage) + sc.peak(b.microbatch, b.stage));
                 total += after(o) - h + after(b) - hb;
                 h = after(o);
                 hb = after(b);
                 continue;
             }
-            peak = std::max(peak, total - h + (o.kind == ps::op_kind::W ? h : sc.peak(o.mb, o.stage)));
+            peak = std::max(peak, total - h + (o.kind == ps::op_kind::W ? h : sc.peak(o.microbatch, o.stage)));
             total += after(o) - h;
             h = after(o);
         }

@@ -45,7 +45,7 @@ TEST_CASE("timing: producers and successors are inverse; input_count counts the 
                 const auto id = static_cast<std::int32_t>(i);
                 if (const std::int32_t c = idx.cross_successor_of(o); c != op_index::none) {
                     CHECK(idx.cross_producer_of(idx.ops[static_cast<std::size_t>(c)]) == id);
-                    CHECK(idx.ops[static_cast<std::size_t>(c)].mb == o.mb);
+                    CHECK(idx.ops[static_cast<std::size_t>(c)].microbatch == o.microbatch);
                     ++inputs[static_cast<std::size_t>(c)];
                 }
                 if (const std::int32_t l = idx.local_successor_of(o); l != op_index::none) {

@@ -24,6 +24,17 @@
 
 namespace pipeplan {
 
+/// Whether `name` may name what users add to an open set (a schedule, a placement): 1 to 64
+/// characters of [A-Za-z0-9_.+-], which every plan format and command line carries as written.
+[[nodiscard]] constexpr bool is_portable_name(std::string_view name) noexcept {
+    if (name.empty() || name.size() > 64) return false;
+    for (const char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '+' || c == '-'))
+            return false;
+    return true;
+}
+
 /// The names of an enum: what it is called in messages, and (value, name) entries.
 template <class E, std::size_t N>
 struct name_table {

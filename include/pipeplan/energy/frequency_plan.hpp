@@ -54,7 +54,7 @@ public:
 
 private:
     [[nodiscard]] std::size_t key(const schedule::op& o) const noexcept {
-        return (o.stage * M_ + o.mb) * 5 + static_cast<std::size_t>(o.kind);
+        return (o.stage * M_ + o.microbatch) * 5 + static_cast<std::size_t>(o.kind);
     }
     std::size_t M_;
     std::vector<double> mhz_;

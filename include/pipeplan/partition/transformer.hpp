@@ -185,19 +185,29 @@ namespace detail {
 
 }  // namespace detail
 
+/// shard_method::layers' counts: `layers` transformer layers over `stages` stages in equal
+/// counts, the remainder one each to the first stages (10 over 4: 3, 3, 2, 2). Throws
+/// invalid_argument unless 1 <= stages <= layers.
+[[nodiscard]] inline std::vector<int> equal_layer_counts(int layers, int stages) {
+    if (stages < 1 || stages > layers)
+        throw invalid_argument("sharding: " + std::to_string(stages) + " stages is invalid for " + std::to_string(layers) +
+                               " layers (need 1 <= stages <= layers)");
+    std::vector<int> counts;
+    for (int s = 0; s < stages; ++s) counts.push_back(layers / stages + (s < layers % stages ? 1 : 0));
+    return counts;
+}
+
 /// Shards `t` into `stages` stages by `method`. Throws invalid_argument when stages < 1 or
 /// there are fewer layers than stages.
 [[nodiscard]] inline shard_result shard_transformer(const transformer_parts& t, int stages, shard_method method) {
     const int L = t.layers();
-    if (stages < 1 || stages > L)
-        throw invalid_argument("sharding: " + std::to_string(stages) + " stages is invalid for " + std::to_string(L) +
-                               " layers (need 1 <= stages <= layers)");
+    const std::vector<int> equal = equal_layer_counts(L, stages);  // checks 1 <= stages <= L
     const auto time = detail::folded(t, [](const transformer_part& p) { return p.time_ms(); });
     const auto params = detail::folded(t, [](const transformer_part& p) { return p.parameter_bytes; });
     shard_result r;
     r.method = method;
     if (method == shard_method::layers) {
-        for (int s = 0; s < stages; ++s) r.layers_per_stage.push_back(L / stages + (s < L % stages ? 1 : 0));
+        r.layers_per_stage = equal;
     } else {
         r.layers_per_stage = detail::min_max_partition(method == shard_method::time ? time : params, stages);
     }

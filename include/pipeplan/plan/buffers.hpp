@@ -108,7 +108,7 @@ inline std::vector<lifetime> insert_frees(rank_program& p) {
             instruction f;
             f.kind = instr_kind::free;
             f.in = s;
-            f.mb = p.buffers[s].mb;
+            f.microbatch = p.buffers[s].microbatch;
             f.stage = p.buffers[s].stage;
             prog[i + 1 + k] = f;
         }

@@ -75,7 +75,7 @@ namespace pipeplan::plan {
     std::size_t found = 0;
     for (std::size_t j = i + 1; j < ins.size() && found < 2; ++j) {
         if (!is_compute(ins[j].kind)) continue;
-        const std::uint32_t mb = ins[j].mb < local.size() ? local[ins[j].mb] : ins[j].mb;
+        const std::uint32_t mb = ins[j].microbatch < local.size() ? local[ins[j].microbatch] : ins[j].microbatch;
         const std::vector<std::string> a = torch_actions(ins[j], mb, false, {});
         if (a.empty()) break;  // a recompute: not a part
         parts += (found == 0 ? "" : ";") + a.front();
@@ -110,7 +110,7 @@ namespace pipeplan::plan {
         for (std::size_t i = 0; i < ins.size(); ++i) {
             const instruction& x = ins[i];
             if (folded[i]) continue;
-            const std::uint32_t mb = x.mb < local.size() ? local[x.mb] : x.mb;
+            const std::uint32_t mb = x.microbatch < local.size() ? local[x.microbatch] : x.microbatch;
             if (x.kind == instr_kind::overlap_f_b) {
                 emit(overlap_action(ins, i, local, folded));
                 continue;
@@ -188,9 +188,9 @@ inline void write_replica_trace(std::ostream& out, const execution_plan& p, std:
             const char* letter = x.kind == instr_kind::forward ? (x.mode ? "f" : "F")
                                  : x.kind == instr_kind::recompute ? "R"
                                  : x.kind == instr_kind::backward ? "B" : "W";
-            out << ",\n{\"name\":\"" << letter << x.mb << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
+            out << ",\n{\"name\":\"" << letter << x.microbatch << " s" << x.stage << "\",\"cat\":\"" << kind_name(x.kind)
                 << "\",\"ph\":\"X\",\"pid\":" << replica << ",\"tid\":" << r << ",\"ts\":" << num(t.start_ms * 1000.0)
-                << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.mb
+                << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << x.microbatch
                 << ",\"stage\":" << x.stage << ",\"instruction\":" << i;
             if (clock_mhz > 0) out << ",\"frequency_mhz\":" << clock_mhz;
             out << "}}";

@@ -14,6 +14,8 @@
 // the first format version that holds the field: readers of older files leave it at its
 // default (binary) or read it only where present (JSON); plan_id's version is the header's
 // (binary version 2 files may carry a version 1 header, as the writers of that format made).
+// `held_in` picks, per struct, the member a field is read from and written to: an
+// instruction's file field `bytes` holds a message's `bytes` and a set_frequency's `clock_mhz`.
 #pragma once
 
 #include <charconv>
@@ -45,6 +47,16 @@ struct field {
     bool (*shown)(const S&) = nullptr;  ///< printers: whether the field says anything here (nullptr: always)
     std::uint32_t since = 1;             ///< the first format version holding the field
     bool since_header = false;           ///< binary: `since` is the header's plan version, not the frame's
+    T S::* (*held_by)(const S&) = nullptr;  ///< the member holding the field in a given struct (nullptr: `member`)
+
+    /// The member that holds the field's value in `s` (read after the fields before it).
+    [[nodiscard]] constexpr T S::*member_of(const S& s) const noexcept { return held_by ? held_by(s) : member; }
+    /// The field, held in the member `pick` chooses for each struct.
+    [[nodiscard]] constexpr field held_in(T S::* (*pick)(const S&)) const noexcept {
+        field f = *this;
+        f.held_by = pick;
+        return f;
+    }
 
     /// The field, first held by format version v (by the header's version: `header` true).
     [[nodiscard]] constexpr field from(std::uint32_t v, bool header = false) const noexcept {
@@ -58,7 +70,7 @@ struct field {
 template <class S, class T>
 [[nodiscard]] constexpr field<S, T> make_field(std::string_view name, T S::*member, field_text text = field_text::plain,
                                                bool (*shown)(const S&) = nullptr) noexcept {
-    return {name, member, text, shown, 1, false};
+    return {name, member, text, shown, 1, false, nullptr};
 }
 
 namespace detail {
@@ -72,6 +84,10 @@ namespace detail {
 [[nodiscard]] constexpr bool has_reserved(const instruction& x) noexcept { return x.reserved != 0; }
 [[nodiscard]] constexpr bool has_bytes(const instruction& x) noexcept {  // set_frequency's clock: describe() says "MHz"
     return x.bytes != 0 && x.kind != instr_kind::set_frequency;
+}
+/// The files' `bytes` field: a message's size, a set_frequency's clock (MHz).
+[[nodiscard]] constexpr auto bytes_or_clock(const instruction& x) noexcept {
+    return x.kind == instr_kind::set_frequency ? &instruction::clock_mhz : &instruction::bytes;
 }
 template <std::uint32_t instruction::*Slot>
 [[nodiscard]] constexpr bool has_slot(const instruction& x) noexcept { return x.*Slot != no_slot; }
@@ -107,7 +123,7 @@ template <std::uint32_t instruction::*Slot>
 [[nodiscard]] constexpr auto plan_fields(std::type_identity<buffer>) noexcept {
     using B = buffer;
     return std::tuple{make_field("offset_bytes", &B::offset_bytes), make_field("size_bytes", &B::size_bytes),
-                      make_field("role", &B::role), make_field("mb", &B::mb), make_field("stage", &B::stage)};
+                      make_field("role", &B::role), make_field("mb", &B::microbatch), make_field("stage", &B::stage)};
 }
 
 [[nodiscard]] constexpr auto plan_fields(std::type_identity<instruction>) noexcept {
@@ -117,7 +133,7 @@ template <std::uint32_t instruction::*Slot>
                       make_field("mode", &I::mode, field_text::plain, has_mode),
                       make_field("dtype", &I::type, field_text::plain, never_shown),
                       make_field("reserved", &I::reserved, field_text::plain, has_reserved),
-                      make_field("mb", &I::mb, field_text::plain, has_unit),
+                      make_field("mb", &I::microbatch, field_text::plain, has_unit),
                       make_field("stage", &I::stage, field_text::plain, has_unit),
                       make_field("peer", &I::peer, field_text::plain, has_peer),
                       make_field("in", &I::in, field_text::slot, has_slot<&I::in>),
@@ -125,7 +141,7 @@ template <std::uint32_t instruction::*Slot>
                       make_field("stash", &I::stash, field_text::slot, has_slot<&I::stash>),
                       make_field("work", &I::work, field_text::slot, has_slot<&I::work>),
                       make_field("shape", &I::shape, field_text::plain, never_shown),
-                      make_field("bytes", &I::bytes, field_text::plain, has_bytes)};
+                      make_field("bytes", &I::bytes, field_text::plain, has_bytes).held_in(bytes_or_clock)};
 }
 
 [[nodiscard]] constexpr auto plan_fields(std::type_identity<rank_program>) noexcept {
@@ -225,7 +241,7 @@ template <plan_struct S>
         } else {
             if (f.shown != nullptr && !f.shown(s)) return;
             if (!out.empty()) out += sep;
-            out.append(f.name).append(" ").append(field_value_text(s.*f.member, f.text));
+            out.append(f.name).append(" ").append(field_value_text(s.*f.member_of(s), f.text));
         }
     });
     return out;

@@ -62,8 +62,8 @@ namespace pipeplan::plan {
                 if (k >= steps[r].size()) throw invalid_argument(where(k) + ": no clock given for it");
                 const energy::frequency_step& s = steps[r][k];
                 const instruction want = detail::compute_instruction(s.o, false);
-                if (want.kind != x.kind || s.o.stage != x.stage || x.mb >= local.size() || s.o.mb != local[x.mb])
-                    throw invalid_argument(where(k) + " (" + kind_name(x.kind) + " mb " + std::to_string(x.mb) + " stage " +
+                if (want.kind != x.kind || s.o.stage != x.stage || x.microbatch >= local.size() || s.o.microbatch != local[x.microbatch])
+                    throw invalid_argument(where(k) + " (" + kind_name(x.kind) + " mb " + std::to_string(x.microbatch) + " stage " +
                                            std::to_string(x.stage) + "): the clocks are for another op");
                 if (!(s.frequency_mhz >= 0.5) || !(s.frequency_mhz < 4294967295.0))
                     throw invalid_argument(where(k) + ": clock " + std::to_string(s.frequency_mhz) + " MHz is not > 0");

@@ -58,8 +58,8 @@
 // pipeline device in every replica) after its last backward / backward_weight; then
 // optimizer_step applies the update.
 //
-// Clock. set_frequency(mb, stage) sets the rank's GPU clock, in whole MHz (held in the `bytes`
-// field: read and write it with frequency_mhz() / make_set_frequency()), for the compute op
+// Clock. set_frequency(mb, stage) sets the rank's GPU clock to `clock_mhz` whole MHz (plan files
+// keep it in the `bytes` field, see fields.hpp; make_set_frequency() builds one), for the compute op
 // that follows it, which it must immediately precede and name (same mb and stage; shape and
 // dtype as that op's); the clock holds until the next set_frequency. A rank without one runs
 // at the device's default clock. plan/frequency.hpp inserts them from an energy frontier
@@ -185,7 +185,7 @@ struct instruction {
     std::uint8_t mode = 0;              ///< forward_mode / backward_mode / reduce_mode; else 0
     dtype type = dtype::fp16;           ///< element type of messages
     std::uint8_t reserved = 0;          ///< 0 (kept for alignment and future flags)
-    std::uint32_t mb = 0;               ///< micro-batch (index into the plan's micro-batch table)
+    std::uint32_t microbatch = 0;       ///< micro-batch (index into the plan's micro-batch table)
     std::uint32_t stage = 0;            ///< virtual stage (for messages: the producing stage)
     std::int32_t peer = no_peer;        ///< peer rank of a message
     std::uint32_t in = no_slot;         ///< buffer read
@@ -193,7 +193,8 @@ struct instruction {
     std::uint32_t stash = no_slot;      ///< stored activations (written by forward/recompute)
     std::uint32_t work = no_slot;       ///< scratch buffer while the op runs
     tensor_shape shape;                 ///< message / micro-batch shape
-    std::uint64_t bytes = 0;            ///< message size in bytes; set_frequency: the clock (MHz); else 0
+    std::uint64_t bytes = 0;            ///< message size in bytes; else 0
+    std::uint64_t clock_mhz = 0;        ///< set_frequency: the GPU clock it sets (MHz); else 0
 
     friend constexpr bool operator==(const instruction&, const instruction&) noexcept = default;
 };
@@ -293,16 +294,16 @@ inline constexpr std::array<kind_category, 256> category_by_code = [] {
            k == instr_kind::recv_activation_start || k == instr_kind::recv_activation_wait;
 }
 /// The clock a set_frequency asks for (MHz).
-[[nodiscard]] constexpr std::uint64_t frequency_mhz(const instruction& x) noexcept { return x.bytes; }
+[[nodiscard]] constexpr std::uint64_t frequency_mhz(const instruction& x) noexcept { return x.clock_mhz; }
 /// A set_frequency of `mhz` for compute op `op` (which must follow it immediately).
 [[nodiscard]] constexpr instruction make_set_frequency(std::uint32_t mhz, const instruction& op) noexcept {
     instruction x;
     x.kind = instr_kind::set_frequency;
     x.type = op.type;
-    x.mb = op.mb;
+    x.microbatch = op.microbatch;
     x.stage = op.stage;
     x.shape = op.shape;
-    x.bytes = mhz;
+    x.clock_mhz = mhz;
     return x;
 }
 

@@ -41,7 +41,7 @@ nlohmann::json to_json_value(const T& v, field_text text) {
         nlohmann::json j = nlohmann::json::object();
         for_each_field<T>([&](const auto& f) {
             if (f.text == field_text::version) j[std::string(f.name)] = plan_format_version;  // the layout written
-            else j[std::string(f.name)] = to_json_value(v.*f.member, f.text);
+            else j[std::string(f.name)] = to_json_value(v.*f.member_of(v), f.text);
         });
         return j;
     } else if constexpr (is_std_vector<T>) {
@@ -130,7 +130,7 @@ struct json_reader {
                 // an older file: what later versions added is read where present (version 2
                 // files list row_sizes of packed micro-batches only)
                 if (version < plan_format_version && f.since > 1 && j.is_object() && !j.contains(f.name.data())) return;
-                get(v.*f.member, at(j, f.name.data(), p), field(p, f.name.data()), f.text);
+                get(v.*f.member_of(v), at(j, f.name.data(), p), field(p, f.name.data()), f.text);
             });
         } else if constexpr (is_std_vector<T>) {
             using E = typename T::value_type;

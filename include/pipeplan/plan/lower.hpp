@@ -99,7 +99,7 @@ namespace detail {
 
 [[nodiscard]] inline instruction compute_instruction(const schedule::op& o, bool split) {
     instruction ins;
-    ins.mb = o.mb;
+    ins.microbatch = o.microbatch;
     ins.stage = o.stage;
     switch (o.kind) {
         case schedule::op_kind::F: ins.kind = instr_kind::forward; break;
@@ -144,7 +144,7 @@ inline void sequence_ops(compute_programs& cp) {
                 const instruction& i = cp.ops[r][pos[r]];
                 throw invalid_argument("lower: the schedule deadlocks: rank " + std::to_string(r) + " op " +
                                        std::to_string(pos[r]) + " (" + kind_name(i.kind) + " mb " +
-                                       std::to_string(i.mb) + " stage " + std::to_string(i.stage) +
+                                       std::to_string(i.microbatch) + " stage " + std::to_string(i.stage) +
                                        ") waits for an op that never runs before it");
             }
     }
@@ -213,7 +213,7 @@ struct slot_table {
     std::uint32_t add(buffer_role role, std::uint32_t mb, std::uint32_t stage, std::uint64_t bytes) {
         buffer b;
         b.role = role;
-        b.mb = mb;
+        b.microbatch = mb;
         b.stage = stage;
         b.size_bytes = bytes;
         buffers->push_back(b);
@@ -260,15 +260,15 @@ private:
     void assign(op_ref o) {
         instruction& ins = at(o);
         slot_table& t = tables[o.rank];
-        const std::size_t j = ins.mb, v = ins.stage, V = cp.stages;
+        const std::size_t j = ins.microbatch, v = ins.stage, V = cp.stages;
         const bool fwd = ins.kind == instr_kind::forward;
         const bool bwd = ins.kind == instr_kind::backward;
         if (fwd || bwd) ins.in = input_slot(o, fwd);
-        if (fwd && v + 1 < V) ins.out = t.add(buffer_role::activation_out, ins.mb, ins.stage, bytes_from_mb(sc.activation(j)));
-        if (bwd && v > 0) ins.out = t.add(buffer_role::grad_out, ins.mb, ins.stage, bytes_from_mb(sc.activation(j)));
+        if (fwd && v + 1 < V) ins.out = t.add(buffer_role::activation_out, ins.microbatch, ins.stage, bytes_from_mb(sc.activation(j)));
+        if (bwd && v > 0) ins.out = t.add(buffer_role::grad_out, ins.microbatch, ins.stage, bytes_from_mb(sc.activation(j)));
         const bool stores = (fwd && ins.mode == static_cast<std::uint8_t>(forward_mode::store)) ||
                             ins.kind == instr_kind::recompute;
-        if (stores) ins.stash = t.add(buffer_role::stash, ins.mb, ins.stage, bytes_from_mb(sc.stored(j, v)));
+        if (stores) ins.stash = t.add(buffer_role::stash, ins.microbatch, ins.stage, bytes_from_mb(sc.stored(j, v)));
         const op_ref st = cp.stash_from[o.rank][o.index];
         if (st.valid()) {
             const instruction& src = at(st);
@@ -279,7 +279,7 @@ private:
         }
         if (ins.kind != instr_kind::backward_weight) {
             const double excess = sc.peak(j, v) - sc.stored(j, v);
-            if (excess > 0.0) ins.work = t.add(buffer_role::workspace, ins.mb, ins.stage, bytes_from_mb(excess));
+            if (excess > 0.0) ins.work = t.add(buffer_role::workspace, ins.microbatch, ins.stage, bytes_from_mb(excess));
         }
     }
 
@@ -294,9 +294,9 @@ private:
         m.activation = fwd;
         m.producer = p;
         m.consumer = o;
-        m.bytes = bytes_from_mb(sc.activation(ins.mb));
+        m.bytes = bytes_from_mb(sc.activation(ins.microbatch));
         m.slot_send = at(p).out;
-        m.slot_recv = tables[o.rank].add(fwd ? buffer_role::activation_in : buffer_role::grad_in, ins.mb,
+        m.slot_recv = tables[o.rank].add(fwd ? buffer_role::activation_in : buffer_role::grad_in, ins.microbatch,
                                          at(p).stage, m.bytes);
         messages.push_back(m);
         return m.slot_recv;
@@ -358,13 +358,13 @@ inline instruction message_instruction(const compute_programs& cp, const message
                                          : (send ? instr_kind::send_grad_start : instr_kind::recv_grad_start);
     ins.kind = start ? base : wait_of(base);
     ins.type = opt.type;
-    ins.mb = p.mb;
+    ins.microbatch = p.microbatch;
     ins.stage = p.stage;
     ins.peer = static_cast<std::int32_t>((send ? m.consumer.rank : m.producer.rank) + opt.rank_offset);
     if (send) ins.in = m.slot_send;
     else ins.out = m.slot_recv;
     ins.bytes = m.bytes;
-    if (p.mb < opt.shapes.size()) ins.shape = opt.shapes[p.mb];
+    if (p.microbatch < opt.shapes.size()) ins.shape = opt.shapes[p.microbatch];
     return ins;
 }
 
@@ -386,9 +386,9 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
         std::vector<char> loaded(cp.microbatches, 0);
         for (std::uint32_t i = 0; i < cp.ops[r].size(); ++i) {
             const instruction& c = cp.ops[r][i];
-            if (c.kind != instr_kind::forward || (c.stage != 0 && c.stage + 1 != V) || loaded[c.mb]) continue;
-            loaded[c.mb] = 1;
-            out[r].push_back({i, 3, placed::load, c.mb});
+            if (c.kind != instr_kind::forward || (c.stage != 0 && c.stage + 1 != V) || loaded[c.microbatch]) continue;
+            loaded[c.microbatch] = 1;
+            out[r].push_back({i, 3, placed::load, c.microbatch});
         }
     }
     for (std::size_t r = 0; r < R; ++r) {  // by (before, phase, key), unique per rank
@@ -418,10 +418,10 @@ namespace detail {
                                    x.what == placed::send_start || x.what == placed::recv_start, opt);
     instruction ld;  // before the first forward of micro-batch x.key on this rank
     ld.kind = instr_kind::load_microbatch;
-    ld.mb = static_cast<std::uint32_t>(x.key);
+    ld.microbatch = static_cast<std::uint32_t>(x.key);
     ld.stage = cp.ops[r][x.before].stage;
     ld.type = opt.type;
-    if (ld.mb < opt.shapes.size()) ld.shape = opt.shapes[ld.mb];
+    if (ld.microbatch < opt.shapes.size()) ld.shape = opt.shapes[ld.microbatch];
     return ld;
 }
 
@@ -452,7 +452,7 @@ inline void insert_communication_into(std::vector<rank_program>& progs, const co
             if (i < ops.size()) {
                 instruction c = ops[i];
                 c.type = opt.type;
-                if (c.mb < opt.shapes.size()) c.shape = opt.shapes[c.mb];
+                if (c.microbatch < opt.shapes.size()) c.shape = opt.shapes[c.microbatch];
                 if (pair < heads.size() && heads[pair] == i) {  // the pair's forward comes next
                     ++pair;
                     instruction o = c;
@@ -471,8 +471,8 @@ inline void insert_communication_into(std::vector<rank_program>& progs, const co
         instruction step;
         step.kind = instr_kind::optimizer_step;
         p.instructions.push_back(step);
-        for (auto& ins : p.instructions) ins.mb += opt.microbatch_offset;
-        for (auto& b : p.buffers) b.mb += opt.microbatch_offset;
+        for (auto& ins : p.instructions) ins.microbatch += opt.microbatch_offset;
+        for (auto& b : p.buffers) b.microbatch += opt.microbatch_offset;
     }
 }
 

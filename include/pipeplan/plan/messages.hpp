@@ -68,10 +68,10 @@ struct open_starts {
     open_starts(const std::vector<instruction>& p, std::size_t m)
         : prog(p), microbatches(m), head(4 * m, no_instruction), next(p.size(), no_instruction) {}
     std::uint32_t& chain(const instruction& x) {
-        return x.mb < microbatches ? head[message_kind_index(x.kind) * microbatches + x.mb] : overflow;
+        return x.microbatch < microbatches ? head[message_kind_index(x.kind) * microbatches + x.microbatch] : overflow;
     }
     [[nodiscard]] bool same(const instruction& start, const instruction& x) const noexcept {
-        return wait_of(start.kind) == wait_of(x.kind) && start.mb == x.mb && start.stage == x.stage && start.peer == x.peer;
+        return wait_of(start.kind) == wait_of(x.kind) && start.microbatch == x.microbatch && start.stage == x.stage && start.peer == x.peer;
     }
     /// Unlinks and returns the open start of x's message (no_instruction: none).
     std::uint32_t take(const instruction& x) {
@@ -142,7 +142,7 @@ struct open_starts {
 [[nodiscard]] inline wait_pairing start_of_wait(const std::vector<instruction>& prog) {
     std::size_t microbatches = 0;
     for (const instruction& x : prog)
-        if (is_message(x.kind)) microbatches = std::max<std::size_t>(microbatches, std::min<std::size_t>(x.mb + 1ull, prog.size()));
+        if (is_message(x.kind)) microbatches = std::max<std::size_t>(microbatches, std::min<std::size_t>(x.microbatch + 1ull, prog.size()));
     return start_of_wait(prog, microbatches);
 }
 

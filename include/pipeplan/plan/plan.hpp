@@ -64,7 +64,7 @@ struct buffer {
     std::uint64_t offset_bytes = 0;
     std::uint64_t size_bytes = 0;
     buffer_role role = buffer_role::activation_in;
-    std::uint32_t mb = 0;
+    std::uint32_t microbatch = 0;
     std::uint32_t stage = 0;
 
     friend bool operator==(const buffer&, const buffer&) noexcept = default;
@@ -211,16 +211,11 @@ inline void set_placement(plan_header& h, const schedule::stage_placement& pl) {
     return "";
 }
 
-/// Whether `name` may stand in a plan file's header.schedule or header.placement: at most 64
-/// characters of [A-Za-z0-9_.+-] (the built-in names and users' own). Both plan readers check
-/// it, so every plan that reads in one format can be written in the other.
-[[nodiscard]] inline bool is_plan_name(std::string_view name) noexcept {
-    if (name.size() > 64) return false;
-    for (const char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-              c == '+' || c == '-'))
-            return false;
-    return true;
+/// Whether `name` may stand in a plan file's header.schedule or header.placement: empty or a
+/// portable name (core/names.hpp: the names the schedule registry accepts). Both plan readers
+/// check it, so every plan that reads in one format can be written in the other.
+[[nodiscard]] constexpr bool is_plan_name(std::string_view name) noexcept {
+    return name.empty() || is_portable_name(name);
 }
 
 /// All ranks' programs of one iteration.

@@ -595,7 +595,7 @@ private:
         if (!s.dp_groups.empty()) {
             if (s.dp_groups[replica].empty())
                 throw invalid_argument("plan: " + std::to_string(s.microbatches.size()) + " micro-batch(es) leave a replica of dp " +
-                                       std::to_string(s.dp_groups.size()) + " without work (give more samples or a smaller --dp)");
+                                       std::to_string(s.dp_groups.size()) + " without work (give more samples or fewer data-parallel replicas, config.dp)");
             return s.dp_groups[replica];
         }
         std::vector<int> all(s.microbatches.size());

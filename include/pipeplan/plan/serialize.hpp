@@ -14,7 +14,7 @@
 //   program u32 rank, u64 arena bytes, u64 live peak bytes, u32 n + n buffers (u64 offset,
 //           u64 size, u8 role, u32 mb, u32 stage), u32 n + n instructions (u8 kind, u8 mode,
 //           u8 dtype, u8 reserved, u32 mb, u32 stage, i32 peer, u32 in, out, stash, work,
-//           4 × u32 shape, u64 bytes: 56 bytes each)
+//           4 × u32 shape, u64 bytes (a set_frequency's clock_mhz): 56 bytes each)
 //   str = u32 length + bytes; enums are their codes (u8).
 // Writing is a pure function of the plan: equal plans give identical bytes on every machine.
 // Readers read versions 1 to 4 (version 1: no row counts, read as unpacked; versions 1 and 2:
@@ -76,7 +76,7 @@ void put(byte_writer& w, const T& v) {
     if constexpr (plan_struct<T>) {
         for_each_field<T>([&](const auto& f) {
             if (f.text == field_text::version) put(w, plan_format_version);  // the layout written
-            else put(w, v.*f.member);
+            else put(w, v.*f.member_of(v));
         });
     } else if constexpr (is_std_vector<T>) {
         w.uint(static_cast<std::uint32_t>(v.size()));
@@ -166,7 +166,7 @@ struct byte_reader {
         (void)text;  // names and slots only
         if constexpr (plan_struct<T>) {
             for_each_field<T>([&](const auto& f) {
-                if (holds(f)) get(v.*f.member, field_path{&at, f.name}, f.text);
+                if (holds(f)) get(v.*f.member_of(v), field_path{&at, f.name}, f.text);
                 if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::value_type, std::uint32_t>)
                     if (f.text == field_text::version) plan = v.*f.member;
             });

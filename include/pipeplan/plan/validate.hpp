@@ -24,6 +24,7 @@
 //              between them; stage 0 and the last stage load the micro-batch first
 //   clock      a set_frequency immediately precedes a compute op of the same micro-batch and
 //              stage, with a clock > 0 MHz (within validate_options' range when one is given)
+//              and no bytes; no other kind carries a clock_mhz (files hold both in one field)
 //   overlap    an overlap_f_b is followed by the forward of its micro-batch and stage (only a
 //              set_frequency between), and the next compute instruction after that forward is
 //              a backward of another micro-batch
@@ -131,14 +132,14 @@ using plan::describe;
 /// What a buffer holds: activation / gradient / stash of (mb, stage).
 struct content {
     enum tag_t : std::uint8_t { none, activation, gradient, stash, scratch } tag = none;
-    std::uint32_t mb = 0, stage = 0;
+    std::uint32_t microbatch = 0, stage = 0;
     friend bool operator==(const content&, const content&) = default;
 };
 
 [[nodiscard]] inline std::string describe(const content& c) {
     static const char* names[] = {"nothing", "activation", "gradient", "stash", "scratch"};
     if (c.tag == content::none || c.tag == content::scratch) return names[c.tag];
-    return std::string(names[c.tag]) + " of mb " + std::to_string(c.mb) + " stage " + std::to_string(c.stage);
+    return std::string(names[c.tag]) + " of mb " + std::to_string(c.microbatch) + " stage " + std::to_string(c.stage);
 }
 
 /// The header's placement tabulated once per validation (a sound placement: placement_problem()).
@@ -195,10 +196,10 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     const bool local = is_compute(ins.kind) || ins.kind == instr_kind::load_microbatch || ins.kind == instr_kind::set_frequency ||
                        ins.kind == instr_kind::overlap_f_b;
     if (!local && !is_message(ins.kind)) return;
-    if (ins.mb >= rv.h.microbatches.size())
+    if (ins.microbatch >= rv.h.microbatches.size())
         return bad("micro-batch out of range (the table has " + std::to_string(rv.h.microbatches.size()) + ")");
-    if (rv.h.microbatches[ins.mb].replica != rv.replica) bad("micro-batch of replica " + std::to_string(rv.h.microbatches[ins.mb].replica));
-    if (!(ins.shape == rv.h.microbatches[ins.mb].shape)) bad("shape differs from the micro-batch table's");
+    if (rv.h.microbatches[ins.microbatch].replica != rv.replica) bad("micro-batch of replica " + std::to_string(rv.h.microbatches[ins.microbatch].replica));
+    if (!(ins.shape == rv.h.microbatches[ins.microbatch].shape)) bad("shape differs from the micro-batch table's");
     if (ins.type != rv.h.type) bad("dtype differs from the plan's");
     if (ins.stage >= rv.h.virtual_stages()) return bad("stage out of range (" + std::to_string(rv.h.virtual_stages()) + " stages)");
     const std::uint32_t V = rv.h.virtual_stages();
@@ -230,8 +231,8 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     const bool local = c == kind_category::compute || ins.kind == instr_kind::load_microbatch ||
                        ins.kind == instr_kind::set_frequency || ins.kind == instr_kind::overlap_f_b;
     if (!local && !is_message(ins.kind)) return true;
-    if (ins.mb >= rv.h.microbatches.size()) return false;
-    const microbatch_entry& m = rv.h.microbatches[ins.mb];
+    if (ins.microbatch >= rv.h.microbatches.size()) return false;
+    const microbatch_entry& m = rv.h.microbatches[ins.microbatch];
     const std::uint32_t V = rv.h.virtual_stages();
     if (m.replica != rv.replica || !(ins.shape == m.shape) || ins.type != rv.h.type || ins.stage >= V) return false;
     if (local) return rv.holds(ins.stage);
@@ -249,7 +250,14 @@ inline void check_clocks(const rank_view& rv, const validate_options& opt, repor
     const auto& prog = rv.p.instructions;
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
         const instruction& x = prog[i];
-        if (x.kind != instr_kind::set_frequency) continue;
+        // A file holds a set_frequency's clock in the bytes field (fields.hpp's held_in), so a
+        // clock on another kind, or bytes on a set_frequency, would not survive a round trip.
+        if (x.kind != instr_kind::set_frequency) {
+            if (x.clock_mhz != 0)
+                rep(rv.rank, i, "clock", describe(x) + ": clock_mhz " + std::to_string(x.clock_mhz) + " on an instruction that is not a set_frequency");
+            continue;
+        }
+        if (x.bytes != 0) rep(rv.rank, i, "clock", describe(x) + ": bytes " + std::to_string(x.bytes) + " on a set_frequency (it carries clock_mhz only)");
         const std::uint64_t f = frequency_mhz(x);
         if (f == 0 || (opt.max_frequency_mhz > 0 && (f < opt.min_frequency_mhz || f > opt.max_frequency_mhz)))
             rep(rv.rank, i, "clock",
@@ -257,7 +265,7 @@ inline void check_clocks(const rank_view& rv, const validate_options& opt, repor
                     (opt.max_frequency_mhz > 0 ? "[" + std::to_string(opt.min_frequency_mhz) + ", " +
                                                      std::to_string(opt.max_frequency_mhz) + "] MHz"
                                                : std::string("(0, inf) MHz")));
-        if (i + 1 >= prog.size() || !is_compute(prog[i + 1].kind) || prog[i + 1].mb != x.mb || prog[i + 1].stage != x.stage)
+        if (i + 1 >= prog.size() || !is_compute(prog[i + 1].kind) || prog[i + 1].microbatch != x.microbatch || prog[i + 1].stage != x.stage)
             rep(rv.rank, i, "clock", describe(x) + ": not immediately before a compute op of its micro-batch and stage");
     }
 }
@@ -276,12 +284,12 @@ inline void check_overlaps(const rank_view& rv, reporter& rep) {
         if (x.kind != instr_kind::overlap_f_b) continue;
         std::size_t f = i + 1;
         if (f < prog.size() && prog[f].kind == instr_kind::set_frequency) ++f;
-        if (f >= prog.size() || prog[f].kind != instr_kind::forward || prog[f].mb != x.mb || prog[f].stage != x.stage) {
+        if (f >= prog.size() || prog[f].kind != instr_kind::forward || prog[f].microbatch != x.microbatch || prog[f].stage != x.stage) {
             rep(rv.rank, i, "overlap", describe(x) + ": not followed by the forward of its micro-batch and stage");
             continue;
         }
         const std::size_t b = next_compute(f + 1);
-        if (b >= prog.size() || prog[b].kind != instr_kind::backward || prog[b].mb == x.mb)
+        if (b >= prog.size() || prog[b].kind != instr_kind::backward || prog[b].microbatch == x.microbatch)
             rep(rv.rank, i, "overlap", describe(x) + ": the compute op after its forward is not a backward of another micro-batch");
     }
 }
@@ -479,7 +487,7 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
         const instruction& x = prog[i];
         if (!is_builtin(x.kind)) continue;
-        const std::uint32_t j = x.mb, v = x.stage;
+        const std::uint32_t j = x.microbatch, v = x.stage;
         unit_state* u = (is_compute(x.kind) || x.kind == instr_kind::load_microbatch) ? &units[rv.unit_of(v, j)] : nullptr;
         const content prev_act = v == 0 ? content{} : content{content::activation, j, v - 1};
         switch (x.kind) {
@@ -749,7 +757,7 @@ inline bool check_match(const execution_plan& plan, const message_sequence& px, 
                 const instruction& y = plan.programs[b].instructions[lb[k]];
                 std::string why;
                 if (matching_start(x.kind) != y.kind) why = "kinds do not pair";
-                else if (x.mb != y.mb || x.stage != y.stage) why = "micro-batch or stage differ";
+                else if (x.microbatch != y.microbatch || x.stage != y.stage) why = "micro-batch or stage differ";
                 else if (!(x.shape == y.shape)) why = "shapes differ";
                 else if (x.type != y.type) why = "dtypes differ";
                 else if (x.bytes != y.bytes) why = "byte counts differ";

@@ -118,7 +118,7 @@ private:
 inline void overlap_adjacent(device_orders& orders) {
     for (auto& o : orders)
         for (std::size_t p = 0; p + 1 < o.size(); ++p)
-            if (is_forward(o[p].kind) && o[p + 1].kind == op_kind::B && o[p + 1].mb != o[p].mb) {
+            if (is_forward(o[p].kind) && o[p + 1].kind == op_kind::B && o[p + 1].microbatch != o[p].microbatch) {
                 o[p].overlaps_next = true;
                 ++p;
             }

@@ -124,8 +124,8 @@ struct merak {
             o.reserve(3 * M);
             for (op x : base_order(S, M, d)) {
                 if (ckpt && x.kind == op_kind::F) x.kind = op_kind::F_checkpoint;
-                if (ckpt && x.kind == op_kind::B && explicit_recompute(S, M, d, x.mb))
-                    o.push_back({op_kind::R, x.mb, x.stage});
+                if (ckpt && x.kind == op_kind::B && explicit_recompute(S, M, d, x.microbatch))
+                    o.push_back({op_kind::R, x.microbatch, x.stage});
                 o.push_back(x);
             }
         }

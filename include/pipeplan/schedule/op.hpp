@@ -39,10 +39,10 @@ enum class op_kind : std::uint8_t { F = 0, B = 1, W = 2, F_checkpoint = 3, R = 4
 /// True for the kinds that run a forward pass (F, f).
 [[nodiscard]] constexpr bool is_forward(op_kind k) noexcept { return k == op_kind::F || k == op_kind::F_checkpoint; }
 
-/// One operation: kind on (micro-batch `mb`, virtual stage `stage`).
+/// One operation: kind on (micro-batch `microbatch`, virtual stage `stage`).
 struct op {
     op_kind kind = op_kind::F;
-    std::uint32_t mb = 0;     ///< micro-batch index (0-based, in scenario order)
+    std::uint32_t microbatch = 0; ///< micro-batch index (0-based, in scenario order)
     std::uint32_t stage = 0;  ///< virtual stage index (0-based)
     /// An F only: runs overlapped with the next op of its device order, a B (see the file comment).
     bool overlaps_next = false;
@@ -58,7 +58,7 @@ using device_orders = std::vector<std::vector<op>>;
 /// leaves the chunk out.
 [[nodiscard]] inline std::string to_string(op o, int chunk = -1) {
     std::string s(1, letter(o.kind));
-    s += std::to_string(o.mb);
+    s += std::to_string(o.microbatch);
     if (chunk >= 0) {
         s += '.';
         s += std::to_string(chunk);
@@ -70,7 +70,7 @@ using device_orders = std::vector<std::vector<op>>;
 /// and chunk (0 when absent), or nullopt when the text is not an op.
 struct parsed_op {
     op_kind kind;
-    std::uint32_t mb;
+    std::uint32_t microbatch;
     std::uint32_t chunk;
 };
 [[nodiscard]] inline std::optional<parsed_op> parse_op(std::string_view s) {
@@ -81,7 +81,7 @@ struct parsed_op {
     p.kind = *kind;
     const char* b = s.data() + 1;
     const char* e = s.data() + s.size();
-    auto [q, ec] = std::from_chars(b, e, p.mb);
+    auto [q, ec] = std::from_chars(b, e, p.microbatch);
     if (ec != std::errc{} || q == b) return std::nullopt;
     if (q != e) {
         if (*q != '.') return std::nullopt;

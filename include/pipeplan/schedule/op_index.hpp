@@ -99,7 +99,7 @@ struct op_index {
     [[nodiscard]] bool pair_tail(std::size_t i) const noexcept { return has_pairs && i > 0 && ops[i - 1].overlaps_next; }
 
 private:
-    [[nodiscard]] std::size_t key(op o) const noexcept { return o.stage * M + o.mb; }
+    [[nodiscard]] std::size_t key(op o) const noexcept { return o.stage * M + o.microbatch; }
     [[nodiscard]] std::int32_t id_of_target(cross_target t) const noexcept {
         return t.has ? id_of(t.to.kind, key(t.to)) : none;
     }
@@ -153,7 +153,7 @@ private:
             throw invalid_argument("simulate: schedule '" + s.name + "', device " + std::to_string(d) + ", op " +
                                    to_string(o) + " (stage " + std::to_string(o.stage) + "): " + why);
         };
-        if (o.mb >= M) bad("micro-batch out of range (the scenario has " + std::to_string(M) + ")");
+        if (o.microbatch >= M) bad("micro-batch out of range (the scenario has " + std::to_string(M) + ")");
         if (o.stage >= V) bad("stage out of range (the scenario has " + std::to_string(V) + ")");
         if (device_of_stage[o.stage] != d)
             bad("the placement runs that stage on device " + std::to_string(device_of_stage[o.stage]));
@@ -203,7 +203,7 @@ private:
                 if (!o.overlaps_next) continue;
                 const bool last = p + 1 == s.orders[d].size();
                 const op* b = last ? nullptr : &s.orders[d][p + 1];
-                if (!is_forward(o.kind) || !b || b->kind != op_kind::B || b->overlaps_next || b->mb == o.mb)
+                if (!is_forward(o.kind) || !b || b->kind != op_kind::B || b->overlaps_next || b->microbatch == o.microbatch)
                     throw invalid_argument("simulate: schedule '" + s.name + "', device " + std::to_string(d) +
                                            ", position " + std::to_string(p) + ": op " + to_string(o) +
                                            " overlaps the next op, which must be the B of another micro-batch "

@@ -545,7 +545,7 @@ private:
         ds.last_forward = o.kind == op_kind::F;
         if (pol_->stage_memory && o.kind == op_kind::F) {
             std::erase_if(ds.owed, [key](const auto& e) { return e.first == key; });
-            ds.held.emplace_back(key, sc_->stored(o.mb, o.stage));
+            ds.held.emplace_back(key, sc_->stored(o.microbatch, o.stage));
             ds.held_sum += ds.held.back().second;
         }
         out_.orders[d].push_back(o);
@@ -708,9 +708,9 @@ private:
         ds.busy = false;
         events_.set_done(d, never);
         const op o = running_[d];
-        release(d, o.mb);
+        release(d, o.microbatch);
         if (pol_->stage_memory && o.kind == (split_ ? op_kind::W : op_kind::B)) {
-            const std::uint64_t key = candidate_queue::key(o.mb, o.stage);
+            const std::uint64_t key = candidate_queue::key(o.microbatch, o.stage);
             const auto it = std::find_if(ds.held.begin(), ds.held.end(), [key](const auto& e) { return e.first == key; });
             ds.held_sum = ds.held.size() == 1 ? 0.0 : ds.held_sum - it->second;
             ds.held.erase(it);
@@ -718,11 +718,11 @@ private:
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];
             auto& q = c.to.kind == op_kind::B ? dev_[to].bwd : dev_[to].fwd;
-            deliver(q, to, links_.arrival(t, d, to, timing_->message_mb(o)), o.mb, c.to.stage, t);
+            deliver(q, to, links_.arrival(t, d, to, timing_->message_mb(o)), o.microbatch, c.to.stage, t);
         } else if (o.kind == op_kind::F) {
-            deliver(ds.bwd, d, t, o.mb, o.stage, t);
+            deliver(ds.bwd, d, t, o.microbatch, o.stage, t);
         }
-        if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, t, o.mb, o.stage, t);
+        if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, t, o.microbatch, o.stage, t);
     }
 
     const scenario* sc_ = nullptr;

@@ -50,13 +50,13 @@ struct order_positions {
 
 /// Same-device dependency checks of one op already recorded in `pos` (see the file comment).
 inline const char* same_device_misorder(order_positions& pos, const op& o) {
-    const std::int64_t fwd = std::max(pos.of(op_kind::F, o.stage, o.mb), pos.of(op_kind::F_checkpoint, o.stage, o.mb));
-    const std::int64_t r = pos.of(op_kind::R, o.stage, o.mb), b = pos.of(op_kind::B, o.stage, o.mb),
-                       w = pos.of(op_kind::W, o.stage, o.mb);
+    const std::int64_t fwd = std::max(pos.of(op_kind::F, o.stage, o.microbatch), pos.of(op_kind::F_checkpoint, o.stage, o.microbatch));
+    const std::int64_t r = pos.of(op_kind::R, o.stage, o.microbatch), b = pos.of(op_kind::B, o.stage, o.microbatch),
+                       w = pos.of(op_kind::W, o.stage, o.microbatch);
     switch (o.kind) {
         case op_kind::R:
             if (fwd < 0) return "R before its forward f on this device";
-            if (pos.of(op_kind::F_checkpoint, o.stage, o.mb) < 0) return "R of a forward that was not checkpointed (f)";
+            if (pos.of(op_kind::F_checkpoint, o.stage, o.microbatch) < 0) return "R of a forward that was not checkpointed (f)";
             if (b >= 0 && b < r) return "R after its B";
             break;
         case op_kind::B:
@@ -77,13 +77,13 @@ inline void append_token(std::string_view tok, std::size_t d, const scenario& sc
     const auto one = [&](std::string_view part) {
         const auto parsed = parse_op(part);
         if (!parsed) throw input_error(source, line, where, "not an op (expected e.g. F3, f3, R3, B3, W3, F3.1 or F3&B1)");
-        if (parsed->mb >= sc.microbatches)
+        if (parsed->microbatch >= sc.microbatches)
             throw input_error(source, line, where,
                               "micro-batch out of range (the scenario has " + std::to_string(sc.microbatches) + ")");
         if (parsed->chunk >= pl.chunks())
             throw input_error(source, line, where,
                               "chunk out of range (the placement has " + std::to_string(pl.chunks()) + " per device)");
-        return op{parsed->kind, parsed->mb, static_cast<std::uint32_t>(pl.stage_of(d, parsed->chunk))};
+        return op{parsed->kind, parsed->microbatch, static_cast<std::uint32_t>(pl.stage_of(d, parsed->chunk))};
     };
     const std::size_t amp = tok.find('&');
     if (amp == std::string_view::npos) {
@@ -92,7 +92,7 @@ inline void append_token(std::string_view tok, std::size_t d, const scenario& sc
     }
     op f = one(tok.substr(0, amp));
     const op b = one(tok.substr(amp + 1));
-    if (!is_forward(f.kind) || b.kind != op_kind::B || b.mb == f.mb)
+    if (!is_forward(f.kind) || b.kind != op_kind::B || b.microbatch == f.microbatch)
         throw input_error(source, line, where,
                           "an overlapped pair is a forward & the B of another micro-batch (e.g. F3&B1)");
     f.overlaps_next = true;
@@ -119,10 +119,10 @@ inline void check_orders_text(orders_text& t, const std::string& source, std::si
             const std::string where = "device " + std::to_string(d) + ", position " + std::to_string(p) + ", op " +
                                       op_label(s, o);
             const bool fwd = is_forward(o.kind);
-            if (pos.of(o.kind, o.stage, o.mb) >= 0 ||
-                (fwd && pos.of(o.kind == op_kind::F ? op_kind::F_checkpoint : op_kind::F, o.stage, o.mb) >= 0))
+            if (pos.of(o.kind, o.stage, o.microbatch) >= 0 ||
+                (fwd && pos.of(o.kind == op_kind::F ? op_kind::F_checkpoint : op_kind::F, o.stage, o.microbatch) >= 0))
                 throw input_error(source, line, where, "appears twice");
-            pos.of(o.kind, o.stage, o.mb) = static_cast<std::int64_t>(p);
+            pos.of(o.kind, o.stage, o.microbatch) = static_cast<std::int64_t>(p);
             if (const char* why = detail::same_device_misorder(pos, o)) throw input_error(source, line, where, why);
         }
     }

@@ -220,17 +220,6 @@ struct schedule_traits {
     return rows;
 }
 
-/// Whether `name` may name a schedule: 1 to 64 characters of [A-Za-z0-9_.+-] (what a plan
-/// file's header accepts).
-[[nodiscard]] constexpr bool valid_schedule_name(std::string_view name) noexcept {
-    if (name.empty() || name.size() > 64) return false;
-    for (const char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-              c == '+' || c == '-'))
-            return false;
-    return true;
-}
-
 /// Named schedules: the built-in rows and those users add. Rows are never removed or moved, so
 /// a reference to one stays valid; lookups and additions may come from any thread.
 class schedule_registry {
@@ -241,10 +230,10 @@ public:
     schedule_registry(const schedule_registry&) = delete;
     schedule_registry& operator=(const schedule_registry&) = delete;
 
-    /// Adds `row`; throws pipeplan::invalid_argument when its name is taken or not a valid
-    /// schedule name, or it has no factory.
+    /// Adds `row`; throws pipeplan::invalid_argument when its name is taken or not a portable
+    /// name (core/names.hpp: what a plan file's header carries), or it has no factory.
     const schedule_traits& add(schedule_traits row) {
-        if (!valid_schedule_name(row.name))
+        if (!is_portable_name(row.name))
             throw invalid_argument("schedule registry: '" + row.name +
                                    "' is not a schedule name (1 to 64 characters of A-Z a-z 0-9 _ . + -)");
         if (!row.factory) throw invalid_argument("schedule registry: schedule '" + row.name + "' has no factory");

@@ -342,11 +342,11 @@ inline void record_device(simulation_result& r, simulation_workspace& ws, const 
             out.add_timing(o, st, en);
             continue;
         }
-        double& h = held[o.stage * sc.microbatches + o.mb];
+        double& h = held[o.stage * sc.microbatches + o.microbatch];
         double during = 0.0;
         if (idx.pair_head(i)) {  // the forward allocates and the backward frees, both at the pair's end
             const op& ob = idx.ops[i + 1];
-            double& hb = held[ob.stage * sc.microbatches + ob.mb];
+            double& hb = held[ob.stage * sc.microbatches + ob.microbatch];
             during = model.during_overlapped_mb(o, ob, state + stored - h - hb);
             const double after_b = model.held_after_mb(ob);
             stored += after_b - hb;

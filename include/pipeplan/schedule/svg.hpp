@@ -178,7 +178,7 @@ inline void svg_op_box(std::ostream& out, const svg_layout& L, double y, double 
     const bool dark = !o.op_fill && (t.o.kind == op_kind::B || t.o.kind == op_kind::W);
     const double light = t.o.kind == op_kind::B ? 36.0 : t.o.kind == op_kind::W ? 24.0 : 66.0;
     const std::string fill =
-        o.op_fill ? xml_escape(o.op_fill(t)) : "hsl(" + fmt(hue_of(t.o.mb), 0) + ",70%," + fmt(light, 0) + "%)";
+        o.op_fill ? xml_escape(o.op_fill(t)) : "hsl(" + fmt(hue_of(t.o.microbatch), 0) + ",70%," + fmt(light, 0) + "%)";
     const double x0 = L.x(t.start_ms), w = std::max(0.5, L.x(t.end_ms) - x0);
     const std::string label = op_label(s, t.o);
     out << "<g><title>" << label << " (stage " << t.o.stage << "): " << fmt(t.start_ms, 3) << " – " << fmt(t.end_ms, 3)

@@ -47,7 +47,7 @@ public:
 
     /// Duration of `o`; `inline_recompute`: a B whose forward was an f with no R before it.
     [[nodiscard]] double duration_ms(op o, bool inline_recompute = false) const noexcept {
-        const std::size_t k = sc_->at(o.mb, o.stage);
+        const std::size_t k = sc_->at(o.microbatch, o.stage);
         switch (o.kind) {
             case op_kind::F:
             case op_kind::F_checkpoint:
@@ -61,15 +61,15 @@ public:
     }
 
     /// Size (MB) of the message an op sends to another stage (activation or gradient).
-    [[nodiscard]] double message_mb(op o) const noexcept { return sc_->activation(o.mb); }
+    [[nodiscard]] double message_mb(op o) const noexcept { return sc_->activation(o.microbatch); }
 
     /// Activation memory (j, v) holds once `o` on (j, v) ended.
     [[nodiscard]] double held_after_mb(op o) const noexcept {
-        const std::size_t k = sc_->at(o.mb, o.stage);
+        const std::size_t k = sc_->at(o.microbatch, o.stage);
         switch (o.kind) {
             case op_kind::F:
             case op_kind::R: return sc_->stored_mb[k];
-            case op_kind::F_checkpoint: return (1.0 - sc_->ratio(o.stage)) * sc_->stored_mb[k] + sc_->activation(o.mb);
+            case op_kind::F_checkpoint: return (1.0 - sc_->ratio(o.stage)) * sc_->stored_mb[k] + sc_->activation(o.microbatch);
             case op_kind::B: return w_ > 0.0 ? sc_->stored_mb[k] * w_ : 0.0;
             case op_kind::W: return 0.0;
         }
@@ -79,14 +79,14 @@ public:
     /// Device memory while `o` runs: `others_mb` (everything but (j, v)'s activations) plus
     /// the op's footprint; `held_mb` is what (j, v) held before it.
     [[nodiscard]] double during_mb(op o, double others_mb, double held_mb) const noexcept {
-        return others_mb + (o.kind == op_kind::W ? held_mb : sc_->peak_mb[sc_->at(o.mb, o.stage)]);
+        return others_mb + (o.kind == op_kind::W ? held_mb : sc_->peak_mb[sc_->at(o.microbatch, o.stage)]);
     }
 
     /// Device memory while an overlapped pair runs: `others_mb` (everything but the two parts'
     /// (micro-batch, stage) activations) plus both parts' peak_mb (the file comment).
     [[nodiscard]] double during_overlapped_mb(op forward, op backward, double others_mb) const noexcept {
-        return others_mb + sc_->peak_mb[sc_->at(forward.mb, forward.stage)] +
-               sc_->peak_mb[sc_->at(backward.mb, backward.stage)];
+        return others_mb + sc_->peak_mb[sc_->at(forward.microbatch, forward.stage)] +
+               sc_->peak_mb[sc_->at(backward.microbatch, backward.stage)];
     }
 
 private:
@@ -112,8 +112,8 @@ struct cross_target {
     op to{};
 };
 [[nodiscard]] constexpr cross_target cross_successor(op o, std::size_t stages) noexcept {
-    if (is_forward(o.kind) && o.stage + 1 < stages) return {true, {op_kind::F, o.mb, o.stage + 1}};
-    if (o.kind == op_kind::B && o.stage > 0) return {true, {op_kind::B, o.mb, o.stage - 1}};
+    if (is_forward(o.kind) && o.stage + 1 < stages) return {true, {op_kind::F, o.microbatch, o.stage + 1}};
+    if (o.kind == op_kind::B && o.stage > 0) return {true, {op_kind::B, o.microbatch, o.stage - 1}};
     return {};
 }
 
@@ -122,8 +122,8 @@ struct cross_target {
 /// checkpointed is the schedule's choice), B(j, v) ← B(j, v + 1). `has` is false for the
 /// first forward, the last stage's B, R and W.
 [[nodiscard]] constexpr cross_target cross_producer(op o, std::size_t stages) noexcept {
-    if (is_forward(o.kind) && o.stage > 0) return {true, {op_kind::F, o.mb, o.stage - 1}};
-    if (o.kind == op_kind::B && o.stage + 1 < stages) return {true, {op_kind::B, o.mb, o.stage + 1}};
+    if (is_forward(o.kind) && o.stage > 0) return {true, {op_kind::F, o.microbatch, o.stage - 1}};
+    if (o.kind == op_kind::B && o.stage + 1 < stages) return {true, {op_kind::B, o.microbatch, o.stage + 1}};
     return {};
 }
 

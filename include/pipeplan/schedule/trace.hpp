@@ -109,7 +109,7 @@ inline void write_chrome_trace(std::ostream& out, const simulation_result& r, co
         for (const op_timing& t : r.timeline[d]) {
             out << ",\n{\"name\":\"" << op_label(s, t.o) << "\",\"cat\":\"" << detail::category(t.o.kind)
                 << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << d << ",\"ts\":" << num(t.start_ms * 1000.0)
-                << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << t.o.mb
+                << ",\"dur\":" << num((t.end_ms - t.start_ms) * 1000.0) << ",\"args\":{\"mb\":" << t.o.microbatch
                 << ",\"stage\":" << t.o.stage;
             if (extra_args) {
                 const std::string extra = extra_args(t);

@@ -32,6 +32,7 @@ from ._pipeplan import (  # noqa: E402  (after __path__ is complete)
     Violation,
     __version__,
     dtype_bytes,
+    equal_layer_counts,
     hardware_presets,
     instruction_dtype,
     kind_code,
@@ -49,6 +50,6 @@ __all__ = [
     "NO_PEER", "NO_SLOT", "AnalyticModel", "Buffer", "Candidate", "ExecutionPlan", "Instruction",
     "LimitExceeded", "MicroBatch", "PlanHeader", "PlanResult", "Planner", "ProfileModel", "RankPlan",
     "RankProgram", "TensorShape", "ValidationReport", "Violation", "__version__", "dtype_bytes",
-    "hardware_presets", "instruction_dtype", "kind_code", "kind_name", "kinds", "model_presets",
+    "equal_layer_counts", "hardware_presets", "instruction_dtype", "kind_code", "kind_name", "kinds", "model_presets",
     "plan_from_bytes", "rank_plan_from_bytes", "read_plan", "read_rank_plan", "write_plan",
 ]

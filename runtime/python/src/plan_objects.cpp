@@ -76,7 +76,7 @@ void write_plan_file(const Plan& p, const std::filesystem::path& path, std::stri
     add("kind", "u1", offsetof(instruction, kind));
     add("mode", "u1", offsetof(instruction, mode));
     add("dtype", "u1", offsetof(instruction, type));
-    add("mb", "<u4", offsetof(instruction, mb));
+    add("microbatch", "<u4", offsetof(instruction, microbatch));
     add("stage", "<u4", offsetof(instruction, stage));
     add("peer", "<i4", offsetof(instruction, peer));
     add("in_slot", "<u4", offsetof(instruction, in));
@@ -88,6 +88,7 @@ void write_plan_file(const Plan& p, const std::filesystem::path& path, std::stri
     add("dec_seqlen", "<u4", shape + offsetof(plan::tensor_shape, dec_seqlen));
     add("hidden", "<u4", shape + offsetof(plan::tensor_shape, hidden));
     add("bytes", "<u8", offsetof(instruction, bytes));
+    add("clock_mhz", "<u8", offsetof(instruction, clock_mhz));
     py::dict spec;
     spec["names"] = names;
     spec["formats"] = formats;
@@ -127,7 +128,8 @@ void bind_values(py::module_& m) {
         .def_property_readonly("mode", [](const instruction& x) { return std::string(plan::mode_name(x)); })
         .def_property_readonly("mode_code", [](const instruction& x) { return static_cast<int>(x.mode); })
         .def_property_readonly("dtype", [](const instruction& x) { return std::string(plan::to_string(x.type)); })
-        .def_readonly("mb", &instruction::mb)
+        .def_readonly("microbatch", &instruction::microbatch)
+        .def_readonly("mb", &instruction::microbatch, "another name of microbatch")
         .def_readonly("stage", &instruction::stage)
         .def_readonly("peer", &instruction::peer)
         .def_property_readonly("in_slot", [](const instruction& x) { return slot(x.in); })
@@ -146,11 +148,12 @@ void bind_values(py::module_& m) {
         .def_readonly("offset_bytes", &plan::buffer::offset_bytes)
         .def_readonly("size_bytes", &plan::buffer::size_bytes)
         .def_property_readonly("role", [](const plan::buffer& b) { return std::string(plan::to_string(b.role)); })
-        .def_readonly("mb", &plan::buffer::mb)
+        .def_readonly("microbatch", &plan::buffer::microbatch)
+        .def_readonly("mb", &plan::buffer::microbatch, "another name of microbatch")
         .def_readonly("stage", &plan::buffer::stage)
         .def(py::self == py::self)
         .def("__repr__", [](const plan::buffer& b) {
-            return "Buffer(" + std::string(plan::to_string(b.role)) + ", mb " + std::to_string(b.mb) + ", stage " +
+            return "Buffer(" + std::string(plan::to_string(b.role)) + ", mb " + std::to_string(b.microbatch) + ", stage " +
                    std::to_string(b.stage) + ", offset " + std::to_string(b.offset_bytes) + ", size " +
                    std::to_string(b.size_bytes) + ")";
         });

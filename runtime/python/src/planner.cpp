@@ -18,6 +18,7 @@
 #include "binding.hpp"
 #include "cost_models.hpp"
 #include "pipeplan/batching/sample.hpp"
+#include "pipeplan/partition/transformer.hpp"
 #include "pipeplan/plan/identity.hpp"
 #include "pipeplan/plan/planner.hpp"
 
@@ -325,6 +326,9 @@ constexpr const char* planner_doc =
 
 void bind_planner(py::module_& m) {
     bind_result(m);
+    m.def("equal_layer_counts", &partition::equal_layer_counts, py::arg("layers"), py::arg("stages"),
+          "pipeplan's equal layer sharding (the partition tier's method 'layers'): ``layers`` over ``stages`` in equal "
+          "counts, the remainder one each to the first stages; ValueError unless 1 <= stages <= layers.");
     py::class_<planner_py>(m, "Planner", planner_doc)
         .def(py::init<py::object, const py::kwargs&>(), py::arg("model"))
         .def("plan", [](planner_py& p, py::handle lengths, std::uint64_t iteration) { return p.plan(lengths, iteration, std::nullopt); },

@@ -99,7 +99,7 @@ public:
         if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
             ::close(fd);
             throw error("plan store " + describe() + ": job '" + job + "' is being written by another planner (it holds '" +
-                        lock.string() + "'); one planner per job: stop it or choose another --job");
+                        lock.string() + "'); one planner per job: stop it or choose another job name");
         }
         return writer_lock([fd] { ::close(fd); });
     }

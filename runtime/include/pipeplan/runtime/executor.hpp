@@ -209,7 +209,7 @@ private:
 /// that a receive matched with the wrong send is detected.
 [[nodiscard]] constexpr std::uint64_t message_tag(const plan::instruction& in) noexcept {
     const std::uint64_t grad = plan::is_activation_message(in.kind) ? 0 : 1;
-    return (grad << 63) | (std::uint64_t(in.stage) << 32) | in.mb;
+    return (grad << 63) | (std::uint64_t(in.stage) << 32) | in.microbatch;
 }
 
 /// For each instruction of a checked program, the request slot of its message (start and wait
@@ -247,8 +247,8 @@ inline void check_fields(const plan::rank_plan& p, std::size_t i, std::size_t ra
                              std::to_string(p.program.buffers.size()) + " buffers)");
     const auto cat = plan::category(in.kind);
     if (cat == plan::kind_category::compute || cat == plan::kind_category::data)
-        if (in.mb >= p.header.microbatches.size())
-            reject(p, i, "micro-batch " + std::to_string(in.mb) + " is not in the micro-batch table");
+        if (in.microbatch >= p.header.microbatches.size())
+            reject(p, i, "micro-batch " + std::to_string(in.microbatch) + " is not in the micro-batch table");
     if (!plan::is_message(in.kind)) {
         if (cat != plan::kind_category::free && cat != plan::kind_category::clock && cat != plan::kind_category::overlap &&
             !h.has(in.kind))
@@ -308,7 +308,7 @@ template <transport T>
     const plan::wait_pairing pairs = plan::start_of_wait(p.header, p.program);
     for (const auto& f : pairs.faults) {
         if (f.what == plan::pairing_fault::never_waited)
-            detail::reject(p, whole, plan::kind_name(prog[f.index].kind) + " of micro-batch " + std::to_string(prog[f.index].mb) +
+            detail::reject(p, whole, plan::kind_name(prog[f.index].kind) + " of micro-batch " + std::to_string(prog[f.index].microbatch) +
                                          ", stage " + std::to_string(prog[f.index].stage) + " is never waited for");
         detail::reject(p, f.index, f.what == plan::pairing_fault::started_again
                                        ? "starts a message that is still open (started, not yet waited for)"
@@ -410,7 +410,7 @@ private:
                     throw timeout_error("rank " + std::to_string(t_->rank()) + ": " + describe_instruction(in, i) +
                                         " timed out after " + std::to_string(o_.timeout.count()) +
                                         " ms waiting for peer " + std::to_string(in.peer) + " (micro-batch " +
-                                        std::to_string(in.mb) + ")");
+                                        std::to_string(in.microbatch) + ")");
                 return;
             case plan::kind_category::free:
             case plan::kind_category::clock:

@@ -153,7 +153,7 @@ public:
         if (r->type == REDIS_REPLY_NIL)
             throw error("plan store " + describe() + ": job '" + job + "' is being written by another planner (Redis key " + k +
                         " is held, its lease lasts up to " + lease + " ms after that planner's last write); one planner per job: "
-                        "stop it or choose another --job");
+                        "stop it or choose another job name");
         lock_job_ = job;
         lock_token_ = token;
         return writer_lock([this, k, token] {

@@ -60,7 +60,7 @@ public:
     void register_on(handler_registry& h) {
         h.on(plan::instr_kind::set_frequency, [this](const plan::instruction& in, step_context& ctx) {
             enqueue(plan::frequency_mhz(in), ctx.compute_stream(), "set_frequency " + std::to_string(plan::frequency_mhz(in)) +
-                                                                      " MHz before micro-batch " + std::to_string(in.mb) +
+                                                                      " MHz before micro-batch " + std::to_string(in.microbatch) +
                                                                       " stage " + std::to_string(in.stage));
         });
     }

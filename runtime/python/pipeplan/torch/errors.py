@@ -5,11 +5,17 @@ from __future__ import annotations
 
 class PipelineError(RuntimeError):
     """A rank could not run (or finish) its plan. ``rank``, ``index`` (instruction number),
-    ``kind``, ``mb``, ``stage`` and ``peer`` say where; the fields not involved are None."""
+    ``kind``, ``microbatch``, ``stage`` and ``peer`` say where; the fields not involved are None.
+    ``mb`` is another name of ``microbatch`` (read-only), for handlers written against it."""
 
-    def __init__(self, message: str, *, rank=None, index=None, kind=None, mb=None, stage=None, peer=None):
+    def __init__(self, message: str, *, rank=None, index=None, kind=None, microbatch=None, stage=None, peer=None):
         super().__init__(message)
-        self.rank, self.index, self.kind, self.mb, self.stage, self.peer = rank, index, kind, mb, stage, peer
+        self.rank, self.index, self.kind, self.microbatch, self.stage, self.peer = rank, index, kind, microbatch, stage, peer
+
+    @property
+    def mb(self):
+        """Another name of ``microbatch``."""
+        return self.microbatch
 
 
 class PlanRejected(PipelineError, ValueError):

@@ -80,22 +80,28 @@ class Op:
     ``request`` pairs a message start with its wait; ``group`` is the first instruction index of
     the run of starts it is posted with."""
 
-    __slots__ = ("index", "kind", "mode", "dtype", "mb", "stage", "peer", "in_slot", "out_slot",
-                 "stash_slot", "work_slot", "shape", "bytes", "request", "group")
+    __slots__ = ("index", "kind", "mode", "dtype", "microbatch", "stage", "peer", "in_slot", "out_slot",
+                 "stash_slot", "work_slot", "shape", "bytes", "frequency_mhz", "request", "group")
 
-    def __init__(self, index: int, names, mb, stage, peer, slots, shape, nbytes):
+    def __init__(self, index: int, names, microbatch, stage, peer, slots, shape, nbytes, clock_mhz=0):
         self.index = index
         self.kind, self.mode, self.dtype = names
-        self.mb, self.stage, self.peer = mb, stage, peer
+        self.microbatch, self.stage, self.peer = microbatch, stage, peer
         self.in_slot, self.out_slot, self.stash_slot, self.work_slot = (None if x == _NO_SLOT else x for x in slots)
         self.shape = shape
         self.bytes = nbytes
+        self.frequency_mhz = clock_mhz if self.kind == "set_frequency" else None
         self.request = None
         self.group = None
 
+    @property
+    def mb(self) -> int:
+        """Another name of ``microbatch`` (read-only), for handlers written against it."""
+        return self.microbatch
+
     def describe(self) -> str:
         """'instruction #i forward (micro-batch m, stage s[, peer p])', as the C++ executor says."""
-        s = f"instruction #{self.index} {self.kind} (micro-batch {self.mb}, stage {self.stage}"
+        s = f"instruction #{self.index} {self.kind} (micro-batch {self.microbatch}, stage {self.stage}"
         if self.peer is not None and self.peer >= 0:
             s += f", peer {self.peer}"
         return s + ")"
@@ -293,7 +299,7 @@ class PipelineExecutor:
                 continue
             group = None
             if op.kind in _WAITS:
-                start = next((s for s in open_starts if s.kind == _WAITS[op.kind] and s.mb == op.mb
+                start = next((s for s in open_starts if s.kind == _WAITS[op.kind] and s.microbatch == op.microbatch
                               and s.stage == op.stage and s.peer == op.peer), None)
                 if start is None:
                     raise self._rejected(op, "waits for a message that was not started (or was already waited for)")
@@ -302,7 +308,7 @@ class PipelineExecutor:
         if open_starts:
             raise self._rejected(open_starts[0], "is never waited for")
         self._ops_cache = ops
-        self._split = {(op.mb, op.stage) for op in ops if op.kind == "backward" and op.mode == "input_only"}
+        self._split = {(op.microbatch, op.stage) for op in ops if op.kind == "backward" and op.mode == "input_only"}
         end = max((o + s for (o, s, r) in self._buffers if r in MESSAGE_ROLES), default=0)
         if end > rank_plan.program.arena_bytes:
             raise PlanRejected(f"rank {self.rank}: a buffer ends at byte {end}, outside the arena of "
@@ -318,9 +324,10 @@ class PipelineExecutor:
         distinct (kind, mode, dtype) code."""
         array = prog.instructions_array()
         f = {name: k for k, name in enumerate(array.dtype.names)}
-        kind, mode, dtype, mb, stage, peer = (f[k] for k in ("kind", "mode", "dtype", "mb", "stage", "peer"))
+        kind, mode, dtype, mb, stage, peer = (f[k] for k in ("kind", "mode", "dtype", "microbatch", "stage", "peer"))
         slots = [f[k] for k in ("in_slot", "out_slot", "stash_slot", "work_slot")]
-        b, s, d, h, nbytes = (f[k] for k in ("microbatch_size", "seqlen", "dec_seqlen", "hidden", "bytes"))
+        b, s, d, h, nbytes, mhz = (f[k] for k in ("microbatch_size", "seqlen", "dec_seqlen", "hidden", "bytes",
+                                                  "clock_mhz"))
         objects = None
         ops = []
         for i, r in enumerate(array.tolist()):
@@ -332,7 +339,7 @@ class PipelineExecutor:
                 x = objects[i]
                 names = self._names[key] = (x.kind, x.mode, x.dtype)
             ops.append(Op(i, names, r[mb], r[stage], r[peer], [r[k] for k in slots], (r[b], r[s] + r[d], r[h]),
-                          r[nbytes]))
+                          r[nbytes], r[mhz]))
         return ops
 
     def _check_op(self, op: Op, microbatches: int, buffers: int, ranks: int) -> None:
@@ -341,8 +348,8 @@ class PipelineExecutor:
                 raise self._rejected(op, f"slot {slot} is not in the buffer table ({buffers} buffers)")
         kind = op.kind
         if kind in ("forward", "recompute", "backward", "backward_weight", "load_microbatch"):
-            if op.mb >= microbatches:
-                raise self._rejected(op, f"micro-batch {op.mb} is not in the micro-batch table ({microbatches})")
+            if op.microbatch >= microbatches:
+                raise self._rejected(op, f"micro-batch {op.microbatch} is not in the micro-batch table ({microbatches})")
         if kind in ("forward", "recompute", "backward", "backward_weight") and op.stage not in self.modules:
             raise self._rejected(op, f"virtual stage {op.stage} has no module on this rank")
         if kind not in _MESSAGE_KINDS:
@@ -421,18 +428,18 @@ class PipelineExecutor:
         return d
 
     def _load(self, op: Op) -> None:
-        self.microbatch(op.mb)
+        self.microbatch(op.microbatch)
 
     def _run_stage(self, op: Op, x: Optional[torch.Tensor], capture: bool):
         self._capture = [] if capture else None
         try:
-            y = self.modules[op.stage](x, self.microbatch(op.mb))
+            y = self.modules[op.stage](x, self.microbatch(op.microbatch))
         finally:
             captured, self._capture = self._capture, None
         return y, captured
 
     def _forward(self, op: Op) -> None:
-        key = (op.mb, op.stage)
+        key = (op.microbatch, op.stage)
         if key in self._stash:
             raise StepFailed(f"{self._where(op)}: a second forward of this micro-batch on this stage", **self._fields(op))
         x_view = None if op.stage == 0 else self.tensor(op, op.in_slot)
@@ -449,7 +456,7 @@ class PipelineExecutor:
 
     def _autograd_forward(self, op: Op, x_view: Optional[torch.Tensor]) -> _Stored:
         x = None if x_view is None else x_view.detach().clone().requires_grad_(True)
-        y, captured = self._run_stage(op, x, (op.mb, op.stage) in self._split)
+        y, captured = self._run_stage(op, x, (op.microbatch, op.stage) in self._split)
         return _Stored(x, y, captured)
 
     def _emit(self, op: Op, y: torch.Tensor) -> None:
@@ -462,7 +469,7 @@ class PipelineExecutor:
             self._write(op, op.out_slot, y, "output")
 
     def _recompute(self, op: Op) -> None:
-        key = (op.mb, op.stage)
+        key = (op.microbatch, op.stage)
         state = self._stash.get(key)
         if not isinstance(state, _Checkpoint):
             raise StepFailed(f"{self._where(op)}: recompute without a checkpointed forward before it", **self._fields(op))
@@ -477,7 +484,7 @@ class PipelineExecutor:
             _set_rng_state(self.device, saved)
 
     def _backward(self, op: Op) -> None:
-        key = (op.mb, op.stage)
+        key = (op.microbatch, op.stage)
         state = self._stash.get(key)
         if state is None:
             raise StepFailed(f"{self._where(op)}: backward without a forward before it", **self._fields(op))
@@ -503,7 +510,7 @@ class PipelineExecutor:
             self._write(op, op.out_slot, dx, "input gradient")
 
     def _backward_weight(self, op: Op) -> None:
-        state = self._stash.pop((op.mb, op.stage), None)
+        state = self._stash.pop((op.microbatch, op.stage), None)
         if not isinstance(state, _Stored) or state.captured_grads is None:
             raise StepFailed(f"{self._where(op)}: backward_weight without an input-only backward before it",
                              **self._fields(op))
@@ -581,7 +588,7 @@ class PipelineExecutor:
 
     def _tag(self, op: Op) -> int:
         grad = 0 if "activation" in op.kind else 1
-        return ((op.mb * (self._last_stage + 1) + op.stage) * 2 + grad) % (1 << 30)
+        return ((op.microbatch * (self._last_stage + 1) + op.stage) * 2 + grad) % (1 << 30)
 
     def _wait(self, op: Op) -> None:
         work = self._requests.pop(op.request, None)
@@ -599,7 +606,7 @@ class PipelineExecutor:
 
     def _timeout(self, op: Op) -> StepTimeout:
         return StepTimeout(f"{self._where(op)} timed out after {self.timeout_s * 1000:.0f} ms waiting for peer "
-                           f"{op.peer} (micro-batch {op.mb})", **self._fields(op))
+                           f"{op.peer} (micro-batch {op.microbatch})", **self._fields(op))
 
     # ---------------------------------------------------------------------- end of step
     def _make_dp_group(self, given: Optional[Mapping[int, Any]]):
@@ -652,7 +659,7 @@ class PipelineExecutor:
         if op is None:
             return {"rank": self.rank}
         peer = op.peer if op.peer is not None and op.peer >= 0 else None
-        return {"rank": self.rank, "index": op.index, "kind": op.kind, "mb": op.mb, "stage": op.stage, "peer": peer}
+        return {"rank": self.rank, "index": op.index, "kind": op.kind, "microbatch": op.microbatch, "stage": op.stage, "peer": peer}
 
     def _where(self, op: Op) -> str:
         return f"rank {self.rank}: {op.describe()}"

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from .._pipeplan import equal_layer_counts
+
 
 def layer_ranges(layers: int, stages: int) -> List[Tuple[int, int]]:
-    """pipeplan's layer sharding (partition/transformer.hpp, method ``layers``): ``layers``
-    transformer layers in ``stages`` contiguous non-empty ranges ``[first, end)`` of equal
-    counts, the remainder to the first stages; the embedding rides with stage 0's first layer
-    and the LM head with the last stage's last layer."""
-    if stages < 1 or layers < stages:
-        raise ValueError(f"{layers} layers cannot fill {stages} stages (one layer per stage at least)")
+    """pipeplan's layer sharding (the partition tier's method ``layers``,
+    ``pipeplan.equal_layer_counts``): ``layers`` transformer layers in ``stages`` contiguous
+    non-empty ranges ``[first, end)`` of equal counts, the remainder to the first stages; the
+    embedding rides with stage 0's first layer and the LM head with the last stage's last layer.
+    ValueError unless 1 <= stages <= layers."""
     out, at = [], 0
-    for s in range(stages):
-        n = layers // stages + (1 if s < layers % stages else 0)
+    for n in equal_layer_counts(layers, stages):
         out.append((at, at + n))
         at += n
     return out

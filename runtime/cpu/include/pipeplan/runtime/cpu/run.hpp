@@ -148,7 +148,7 @@ template <class Store>
     cpu_cluster cluster(c, rep.ranks, sgd{o.lr}, executor_options{o.timeout, true});
     if (o.fail_rank != executor_options::no_fault) {
         if (o.fail_rank >= rep.ranks)
-            throw invalid_argument("run-cpu: --fail-rank " + std::to_string(o.fail_rank) + " is not a rank of the " +
+            throw invalid_argument("run_cpu: fail_rank " + std::to_string(o.fail_rank) + " is not a rank of the " +
                                    std::to_string(rep.ranks) + " ranks");
         cluster.inject_fault(o.fail_rank, o.fail_at);
     }

@@ -86,16 +86,16 @@ public:
     [[nodiscard]] handler_registry handlers() {
         using plan::instr_kind;
         handler_registry h;
-        h.on(instr_kind::load_microbatch, [this](const plan::instruction& in, step_context&) { (void)data(in.mb); });
+        h.on(instr_kind::load_microbatch, [this](const plan::instruction& in, step_context&) { (void)data(in.microbatch); });
         h.on(instr_kind::forward, [this](const plan::instruction& in, step_context& ctx) { forward(in, ctx); });
         h.on(instr_kind::recompute, [this](const plan::instruction& in, step_context&) {
-            modules_.at(in.stage).recompute(data(in.mb), caches_[{in.mb, in.stage}], tokens_);
+            modules_.at(in.stage).recompute(data(in.microbatch), caches_[{in.microbatch, in.stage}], tokens_);
         });
         h.on(instr_kind::backward, [this](const plan::instruction& in, step_context& ctx) { backward(in, ctx); });
         h.on(instr_kind::backward_weight, [this](const plan::instruction& in, step_context&) {
-            auto it = caches_.find({in.mb, in.stage});
+            auto it = caches_.find({in.microbatch, in.stage});
             if (it == caches_.end()) throw error("backward_weight without a backward before it");
-            modules_.at(in.stage).backward_weight(data(in.mb), it->second);
+            modules_.at(in.stage).backward_weight(data(in.microbatch), it->second);
             caches_.erase(it);
         });
         h.on(instr_kind::reduce_gradients, [this](const plan::instruction&, step_context& ctx) {
@@ -145,10 +145,10 @@ private:
     }
 
     void forward(const plan::instruction& in, step_context& ctx) {
-        const auto& mb = data(in.mb);
+        const auto& mb = data(in.microbatch);
         const auto& m = modules_.at(in.stage);
         const matrix x = m.layout().embedding ? matrix() : read(ctx, in.in, mb);
-        auto [it, fresh] = caches_.try_emplace({in.mb, in.stage});
+        auto [it, fresh] = caches_.try_emplace({in.microbatch, in.stage});
         if (!fresh) throw error("a second forward of this micro-batch on this stage");
         double loss = 0;
         const bool store = in.mode == static_cast<std::uint8_t>(plan::forward_mode::store);
@@ -160,9 +160,9 @@ private:
     }
 
     void backward(const plan::instruction& in, step_context& ctx) {
-        const auto& mb = data(in.mb);
+        const auto& mb = data(in.microbatch);
         const auto& m = modules_.at(in.stage);
-        auto it = caches_.find({in.mb, in.stage});
+        auto it = caches_.find({in.microbatch, in.stage});
         if (it == caches_.end()) throw error("backward without a forward before it");
         const matrix dy = m.layout().head ? matrix() : read(ctx, in.in, mb);
         const bool whole = in.mode == static_cast<std::uint8_t>(plan::backward_mode::whole);
@@ -215,9 +215,11 @@ public:
             throw invalid_argument("cpu_cluster: " + std::to_string(plans.size()) + " rank plans for " +
                                    std::to_string(trainers_.size()) + " ranks");
         errors.assign(trainers_.size(), {});
-        // Every rank's plan is checked before any rank runs anything.
+        // Every rank's plan is checked before any rank runs anything, and then the ranks
+        // together: that they finish under the plan's send rule.
         for (std::size_t r = 0; r < plans.size(); ++r)
             (void)check_before_run(plans[r], plans.size(), trainers_[r].handlers(), o_.validate);
+        check_finishes(plans);
         thread_hub hub(trainers_.size());
         std::vector<std::exception_ptr> failures(trainers_.size());
         std::vector<std::thread> threads;
@@ -248,6 +250,23 @@ public:
     std::vector<std::string> errors;  ///< per rank, of the last run ("" = fine)
 
 private:
+    /// Throws rejected_plan_error when the ranks' programs together deadlock under the send
+    /// rule of rank 0's header (plan/deadlock.hpp), naming where each blocked rank stops.
+    static void check_finishes(const std::vector<plan::rank_plan>& plans) {
+        plan::execution_plan whole{plans.front().header, {}};
+        whole.programs.reserve(plans.size());
+        for (const auto& p : plans) whole.programs.push_back(p.program);
+        const std::vector<plan::blocked_rank> stuck = plan::find_deadlock(whole);
+        if (stuck.empty()) return;
+        std::string where;
+        for (const plan::blocked_rank& b : stuck)
+            where += (where.empty() ? "" : "; ") + ("rank " + std::to_string(b.rank) + " at instruction " +
+                                                    std::to_string(b.index) + " (" +
+                                                    plan::describe(whole.programs[b.rank].instructions[b.index]) + ")");
+        throw rejected_plan_error("cpu_cluster: the plan deadlocks under its send rule '" +
+                                  std::string(name_of(whole.header.sends)) + "': " + where);
+    }
+
     iteration_result collect(const plan::plan_header& h) const {
         iteration_result out{0.0, zero_params(c_), 0.0};
         for (const auto& t : trainers_) out.loss += t.loss();

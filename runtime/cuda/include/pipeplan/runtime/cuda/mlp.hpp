@@ -216,7 +216,7 @@ private:
         bool first, last;
     };
     geometry shape_of(const plan::instruction& in) const {
-        const auto& m = plan_->header.microbatches.at(in.mb);
+        const auto& m = plan_->header.microbatches.at(in.microbatch);
         const auto& l = layouts_.at(in.stage);
         return {m.sample_ids.size(), m.shape.seqlen, m.sample_ids.size() * m.shape.seqlen, l.first_block,
                 l.end_block - l.first_block, l.embedding, l.head};
@@ -230,7 +230,7 @@ private:
         const cudaStream_t s = stream(ctx);
         double* stash = tensor(ctx, in.stash, g.blocks * n, "stash");
         if (g.first) {
-            const auto& m = plan_->header.microbatches.at(in.mb);
+            const auto& m = plan_->header.microbatches.at(in.microbatch);
             std::vector<std::uint64_t> ids(m.sample_ids.begin(), m.sample_ids.end());
             std::vector<std::size_t> lens;
             for (auto id : m.sample_ids) lens.push_back(lengths_->at(id));
@@ -250,8 +250,8 @@ private:
     }
 
     void head(const plan::instruction& in, const geometry& g, const double* y, double* dy, cudaStream_t s) {
-        auto* lens = reinterpret_cast<const std::uint32_t*>(lens_.bytes().data()) + mb_offset_.at(in.mb);
-        kernels::head(y, dy, reinterpret_cast<double*>(loss_.bytes().data()) + in.mb, lens, g.samples, g.seqlen,
+        auto* lens = reinterpret_cast<const std::uint32_t*>(lens_.bytes().data()) + mb_offset_.at(in.microbatch);
+        kernels::head(y, dy, reinterpret_cast<double*>(loss_.bytes().data()) + in.microbatch, lens, g.samples, g.seqlen,
                       c_.hidden, 1.0 / tokens_, s);
     }
 
