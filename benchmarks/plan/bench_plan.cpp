@@ -3,6 +3,7 @@
 //   build/benchmarks/bench_plan --benchmark_min_time=0.05
 // BM_plan_*: one planner re-planning one batch; *_fresh: a new planner per iteration (one
 // `pipeplan plan` run, cold shape-cost cache); *_new_batches: one planner, 8 seeded batches in turn.
+// BM_plan_gpt_s16_fresh: the GPT 65k plan on S 16 (L 2; no target, measured in docs/schedules.md).
 // Targets: GPT-6.7B 65,536 tokens (S 4, tp 2, L 8, 36 GB) <= 10 ms, T5-11B 65,536
 // tokens (S 4, tp 4, L 6) <= 25 ms (also with 25 % long-target samples: BM_plan_t5_mixed_fresh), 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
@@ -44,6 +45,8 @@ struct setup {
     double long_share = 0;      ///< share of long-target samples (draw_mixed_batch), 0 = real samples only
 };
 constexpr setup gpt{"gpt_6.7b", "superni_gpt.csv", 2, 4, 8, 4096};
+/// GPT-6.7B on 16 stages of 2 layers (V chunks of one layer): where fill and drain cost most.
+constexpr setup gpt_s16{"gpt_6.7b", "superni_gpt.csv", 2, 16, 2, 4096};
 constexpr setup t5{"t5_11b", "superni_llama.csv", 4, 4, 6, 1024};
 /// T5 on the GPT length mixture (longer targets), truncated at 4096 as the side-by-side runs do.
 constexpr setup t5_gpt_lengths{"t5_11b", "superni_gpt.csv", 4, 4, 6, 1024, 4096};
@@ -107,6 +110,7 @@ void run_planner(benchmark::State& state, const setup& s, long long tokens, reus
 void BM_plan_gpt(benchmark::State& s) { run_planner(s, gpt, s.range(0)); }
 void BM_plan_t5(benchmark::State& s) { run_planner(s, t5, s.range(0)); }
 void BM_plan_gpt_fresh(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::fresh_planner); }
+void BM_plan_gpt_s16_fresh(benchmark::State& s) { run_planner(s, gpt_s16, s.range(0), reuse::fresh_planner); }
 void BM_plan_t5_fresh(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::fresh_planner); }
 void BM_plan_t5_gpt_lengths(benchmark::State& s) { run_planner(s, t5_gpt_lengths, s.range(0)); }
 void BM_plan_t5_gpt_lengths_fresh(benchmark::State& s) { run_planner(s, t5_gpt_lengths, s.range(0), reuse::fresh_planner); }
@@ -286,6 +290,7 @@ BENCHMARK(BM_lower_parts)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_plan_gpt)->Arg(65536)->Arg(1048576)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_gpt_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_plan_gpt_s16_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);

@@ -79,6 +79,7 @@ ps::simulation_result run_orders(const simulate_args& a, const ps::scenario& sc,
     const ps::orders_text t =
         ps::parse_orders_text(read_text_file(a.orders_path), a.orders_path, sc, ps::placement_of(sc));
     sched = t.schedule;
+    sched.overlap_factor = a.overlap_factor;  // prices the file's overlapped pairs (F3&B1)
     try {
         return ps::simulate(sc, sched);
     } catch (const ps::schedule_deadlock& e) {
@@ -228,7 +229,7 @@ void register_simulate(CLI::App& app) {
         ->check(integer_in<std::size_t>(0, 1u << 20));
     sub->add_option("--orders", args->orders_path,
                     "Run device orders from a text file instead of --schedule: one device per line, ops as "
-                    "printed (F0 B0 F1.1 ...)");
+                    "printed (F0 B0 F1.1 ..., an overlapped pair F3&B1)");
     sub->add_option("--chunks", args->chunks,
                     "Model chunks per device for interleaved (default: the scenario's placement, else 2)")
         ->check(integer_in<std::size_t>(1, max_chunks));
@@ -240,8 +241,8 @@ void register_simulate(CLI::App& app) {
                     "it, a fixed-order schedule that exceeds it fails (exit 3)")
         ->check(number_in(0, max_memory_mb, true));
     sub->add_option("--overlap-factor", args->overlap_factor,
-                    "dualpipe-v: an overlapped forward/backward takes max(F, B) + factor * min(F, B) (default 1: "
-                    "no overlap benefit)")
+                    "dualpipe-v and the pairs of --orders (F3&B1): an overlapped forward/backward takes max(F, B) + "
+                    "factor * min(F, B) (default 1: no overlap benefit)")
         ->check(number_in(0, 1));
     sub->add_flag("--search-order", args->search, "Search the micro-batch order (and adaptive's in-flight limit)");
     sub->add_option("--seed", args->seed, "Seed of --search-order (default 1)")

@@ -30,6 +30,7 @@ struct plan_model_flags {
     std::vector<int> layers;  ///< --layers L0,L1,...: layers of each chunk (non-uniform), or empty
     int tp = 1, stages = 0, layers_per_stage = 0, chunks = 1, dp = 1, zero_stage = 0, max_seqlen = 0, hidden_size = 0;
     std::size_t max_pending_w = 0;  ///< --max-pending-w (the V schedules; 0 = W only fills waits)
+    double overlap_factor = 1.0;    ///< --overlap-factor (dualpipe-v's overlapped pairs; < 1: a candidate)
     double memory_mb = 0;
     std::string schedule = "auto", accounting = "pipeplan", send_rule = "buffered";
     double bandwidth_gbps = 100.0, latency_us = 0.0, intra_bandwidth_gbps = 0.0;
@@ -75,6 +76,11 @@ inline void add_plan_model_options(CLI::App* sub, plan_model_flags& f, bool requ
                     "only fills waits)")
         ->capture_default_str()
         ->check(integer_in<std::size_t>(0, 1u << 20));
+    sub->add_option("--overlap-factor", f.overlap_factor,
+                    "dualpipe-v: an overlapped forward/backward takes max(F, B) + factor * min(F, B); a measured "
+                    "factor < 1 also makes dualpipe-v a candidate of --schedule auto (default 1: no overlap benefit)")
+        ->capture_default_str()
+        ->check(number_in(0, 1));
     sub->add_option("--max-seqlen", f.max_seqlen, "Truncate sequences (encoder and decoder) at this length")
         ->check(integer_in(1, max_seqlen_tokens));
     sub->add_option("--accounting", f.accounting, "pipeplan | dynapipe")->capture_default_str();
@@ -111,6 +117,8 @@ inline void reject_inapplicable_model_flags(const plan_model_flags& f, const std
         throw invalid_argument("--chunks " + std::to_string(f.chunks) + " does not apply to --schedule " + f.schedule +
                                " (auto, adaptive and interleaved run several chunks per device; zb-v, v-half and v-min two)");
     reject_unless(given, "--max-pending-w", row == nullptr || v, "with --schedule " + f.schedule + " (it bounds the V schedules' pending W)");
+    reject_unless(given, "--overlap-factor", row == nullptr || row->overlaps_pairs,
+                  "with --schedule " + f.schedule + " (it prices dualpipe-v's overlapped pairs)");
 }
 
 /// Throws invalid_argument naming the first flag that planning model `f.model` needs and that
@@ -171,6 +179,7 @@ inline void pipeline_shape_flags(batching::pipeline_config& cfg, const plan_mode
     po.iteration = iteration;
     if (f.schedule != "auto") po.schedule = schedule::schedule_id(schedule::schedules().at(f.schedule).name);
     po.max_pending_w = f.max_pending_w;
+    po.overlap_factor = f.overlap_factor;
     po.sends = parse_name<plan::send_rule>(f.send_rule);
     return po;
 }

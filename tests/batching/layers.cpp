@@ -32,6 +32,35 @@ TEST_CASE("layout_from_layer_counts: decoder-only and encoder-decoder layouts") 
     CHECK_THROWS_AS((void)layout_from_layer_counts({1}, true), invalid_argument);
 }
 
+TEST_CASE("v_layout_of: each device's even layer count in two halves placed as a V") {
+    // decoder-only 4, 2, 6: halves 2 1 3 | 3 1 2 (chunk d and 2S - 1 - d on device d)
+    const auto v = v_layout_of(layout_from_layer_counts({4, 2, 6}, false));
+    REQUIRE(v.has_value());
+    CHECK(*v == layout_from_layer_counts({2, 1, 3, 3, 1, 2}, false));
+    CHECK(v->front().embedding);
+    CHECK(v->back().postprocess);
+    // the uniform layout: the uniform layout of half the layers on twice the chunks
+    pipeline_config u;
+    u.stages = 4;
+    u.layers_per_stage = 6;
+    pipeline_config h = u;
+    h.layers_per_stage = 3;
+    h.virtual_chunks = 2;
+    for (const bool ed : {false, true}) CHECK(v_layout_of(u.layout(ed)) == h.layout(ed));
+    // encoder-decoder 4, 4 with 3 encoder layers: halves 2 2 | 2 2, the boundary inside chunk 1
+    const auto e = v_layout_of(layout_from_layer_counts({4, 4}, true, 3));
+    REQUIRE(e.has_value());
+    CHECK(*e == layout_from_layer_counts({2, 2, 2, 2}, true, 3));
+    CHECK((*e)[1] == stage_layout{1, 1, true, false});
+    // no V: an odd count, one layer, or a layout that is not layout_from_layer_counts()'s
+    CHECK_FALSE(v_layout_of(layout_from_layer_counts({4, 3}, false)).has_value());
+    CHECK_FALSE(v_layout_of(layout_from_layer_counts({2, 1, 1}, false)).has_value());
+    auto odd_flags = layout_from_layer_counts({4, 4}, false);
+    odd_flags[1].embedding = true;
+    CHECK_FALSE(v_layout_of(odd_flags).has_value());
+    CHECK_FALSE(v_layout_of({}).has_value());
+}
+
 TEST_CASE("non-uniform stages: the bottleneck device is the one with most layers") {
     test::table_cost_model model;
     model.time_noise = 0;

@@ -275,9 +275,9 @@ TEST_CASE("cli plan --layers: non-uniform stages plan and validate; 8,8,8,8 is -
 
     // the uniform layout written out: the same figures and the same plan bytes
     const std::string a = make_plan_dir(), b = make_plan_dir();
-    // (one schedule named: the planner tries the V schedules on --layers-per-stage layouts only)
-    const auto x = run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--schedule", "zb-h1", "--out", a, "--json"}));
-    const auto y = run_cli(shape_free_args(batch, {"--stages", "4", "--layers-per-stage", "8", "--schedule", "zb-h1", "--out", b, "--json"}));
+    // (the V candidates too: the even counts split into the same V chunks)
+    const auto x = run_cli(shape_free_args(batch, {"--layers", "8,8,8,8", "--out", a, "--json"}));
+    const auto y = run_cli(shape_free_args(batch, {"--stages", "4", "--layers-per-stage", "8", "--out", b, "--json"}));
     REQUIRE(x.exit_code == 0);
     REQUIRE(y.exit_code == 0);
     CHECK(without_timings(nlohmann::json::parse(x.out)) == without_timings(nlohmann::json::parse(y.out)));
@@ -653,6 +653,15 @@ TEST_CASE("cli plan --schedule zb-v|v-half|v-min: V plans export, check and refu
     const auto pending = run_cli(plan_args(batch, {"--schedule", "1f1b", "--max-pending-w", "2"}));
     CHECK(pending.exit_code == 1);
     CHECK(pending.err.find("--max-pending-w does not apply") != std::string::npos);
+    const auto overlap = run_cli(plan_args(batch, {"--schedule", "zb-v", "--overlap-factor", "0.5"}));
+    CHECK(overlap.exit_code == 1);
+    CHECK(overlap.err.find("--overlap-factor does not apply") != std::string::npos);
+    const auto dpv = run_cli(plan_args(batch, {"--overlap-factor", "0.5", "--json"}));  // dualpipe-v a candidate
+    INFO(dpv.err);
+    REQUIRE(dpv.exit_code == 0);
+    bool tried = false;
+    for (const auto& c : nlohmann::json::parse(dpv.out)["candidates"]) tried |= c["schedule"] == "dualpipe-v";
+    CHECK(tried);
     auto odd_args = plan_args(batch, {"--schedule", "zb-v"});
     *(std::find(odd_args.begin(), odd_args.end(), "--layers-per-stage") + 1) = "7";
     const auto odd = run_cli(odd_args);

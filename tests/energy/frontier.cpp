@@ -139,6 +139,28 @@ TEST_CASE("energy: the frontier of every schedule is monotone, exact at both end
     }
 }
 
+TEST_CASE("energy: a schedule with overlapped pairs (dualpipe-v) is refused naming the schedule, device and pair") {
+    ps::named_schedule_options o;
+    o.overlap_factor = 0.5;
+    const ps::scenario sc = ps::prepare_scenario(ps::schedule_name::dualpipe_v, test::random_scenario(4, 12, 3), o);
+    const ps::pipeline_schedule s = ps::make_generator(ps::schedule_name::dualpipe_v, o)(sc);
+    std::size_t pairs = 0;
+    for (const auto& dev : s.orders)
+        for (const ps::op& x : dev) pairs += x.overlaps_next ? 1 : 0;
+    REQUIRE(pairs > 0);
+    std::string what;
+    try {
+        (void)make_energy_problem(sc, s, a100_profile());
+    } catch (const pipeplan::invalid_argument& e) {
+        what = e.what();
+    }
+    INFO(what);
+    CHECK(what.find("schedule 'dualpipe-v' overlaps forward F") != std::string::npos);
+    CHECK(what.find("with backward B") != std::string::npos);
+    CHECK(what.find("on device ") != std::string::npos);
+    CHECK(what.find("no model of an overlapped pair") != std::string::npos);
+}
+
 TEST_CASE("energy: without idle power the slowest frontier point is all-minimum-energy") {
     splitmix64 rng(21);
     for (int round = 0; round < 10; ++round) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,6 +146,33 @@ struct pipeline_config {
         first = last;
     }
     return out;
+}
+
+/// The V layout of `one_per_device`, a layout of one chunk per device (S chunks, pipeline order):
+/// each device's layers in two halves, the first as chunk d (down the V), the second as chunk
+/// 2S − 1 − d (back up), with the embeddings, the LM head and the encoder/decoder boundary where
+/// layout_from_layer_counts() puts them on the 2S halves. nullopt unless every device holds an
+/// even number of layers and `one_per_device` is layout_from_layer_counts()'s layout of its
+/// counts (the same encoder layers), i.e. the halves hold what the layout's layers hold.
+[[nodiscard]] inline std::optional<std::vector<stage_layout>> v_layout_of(const std::vector<stage_layout>& one_per_device) {
+    const std::size_t S = one_per_device.size();
+    std::vector<int> counts(S), halves(2 * S);
+    int encoder = 0;
+    bool decoder = false;
+    for (std::size_t d = 0; d < S; ++d) {
+        const stage_layout& c = one_per_device[d];
+        counts[d] = c.encoder_layers + c.decoder_layers;
+        if (counts[d] < 2 || counts[d] % 2 != 0) return std::nullopt;
+        halves[d] = halves[2 * S - 1 - d] = counts[d] / 2;
+        encoder += c.encoder_layers;
+        decoder = decoder || c.decoder_layers > 0;
+    }
+    try {
+        if (layout_from_layer_counts(counts, decoder, encoder) != one_per_device) return std::nullopt;
+        return layout_from_layer_counts(halves, decoder, encoder);
+    } catch (const invalid_argument&) {
+        return std::nullopt;  // e.g. no layers at all
+    }
 }
 
 }  // namespace pipeplan::batching

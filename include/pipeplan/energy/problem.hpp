@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "pipeplan/core/error.hpp"
@@ -35,13 +36,31 @@ struct energy_problem {
 /// Index of the option each op runs at (0 = fastest); [op id].
 using frequency_choice = std::vector<std::uint16_t>;
 
+/// Throws invalid_argument naming the schedule, device and pair when `sched` overlaps a forward
+/// with a backward (op::overlaps_next, e.g. dualpipe-v). Frequency planning has no sound model
+/// of such a pair: the profile measures F and B each alone at each clock, while a pair runs both
+/// at one clock, and how much they overlap at a lower clock (timing.hpp's overlap factor) and
+/// what they draw together are not measured.
+inline void require_no_overlapped_pairs(const schedule::pipeline_schedule& sched) {
+    for (std::size_t d = 0; d < sched.orders.size(); ++d)
+        for (std::size_t p = 0; p + 1 < sched.orders[d].size(); ++p)
+            if (sched.orders[d][p].overlaps_next)
+                throw invalid_argument("energy: schedule '" + sched.name + "' overlaps forward " +
+                                       schedule::op_label(sched, sched.orders[d][p]) + " with backward " +
+                                       schedule::op_label(sched, sched.orders[d][p + 1]) + " on device " + std::to_string(d) +
+                                       ": frequency planning has no model of an overlapped pair (the energy profile "
+                                       "measures F and B alone); plan the clocks of a schedule without pairs, e.g. zb-v");
+}
+
 /// Builds the problem: each op's curve is the profile's curve for its kind on its device (the
 /// pipeline rank), scaled to the op's simulated duration (scale_curve); its options are the
 /// Pareto front of that curve in (time, energy − idle power · time), as Perseus filters its
-/// candidates, so the slowest option is the op's minimum-effective-energy clock.
+/// candidates, so the slowest option is the op's minimum-effective-energy clock. Throws
+/// invalid_argument for a schedule with overlapped pairs (require_no_overlapped_pairs()).
 [[nodiscard]] inline energy_problem make_energy_problem(const schedule::scenario& sc,
                                                         const schedule::pipeline_schedule& sched,
                                                         const energy_profile& profile) {
+    require_no_overlapped_pairs(sched);
     energy_problem p;
     p.sc = &sc;
     p.sched = &sched;

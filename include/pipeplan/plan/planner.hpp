@@ -8,31 +8,22 @@
 //   plan_result r = p.plan(batch);               // throws pipeplan::error
 //   plan_outcome q = p.try_plan(batch);          // never throws: result or error text
 //
-// Split: the exact split of batching/exact_split.hpp (in the accounting asked for). Its objective is
-// only a proxy of the pipelined time, so the split under the available memory and splits with a
-// lighter fill term (fill_weights; screened by one quick simulation) are candidates too.
-// Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages are
-// micro-batch size × sequence length × hidden size × dtype bytes over the cluster's links
-// (default: 100 Gbit/s, no latency — DynaPipe's uniform cluster). With `dynapipe` accounting
-// the split is DynaPipe's; the scenario of its micro-batches is priced per chunk the same way.
-// Candidates (C = chunks per device), each with its micro-batch order searched: the registry's
-// candidate rows (schedule_traits::candidate_rank): C = 1: adaptive (and its in-flight limit),
-// 1F1B, ZB-H1; C > 1: interleaved 1F1B and adaptive on the interleaved placement; and the V
-// schedules (ZB-V, V-Half, V-Min) on each device's layers split into two chunks placed as a V
-// (an even layer count per device; with C = 2 the same chunks), each scheduled only when its
-// lower bound is below the fastest candidate so far. A named schedule restricts the candidates to it. A candidate
-// whose simulated peak exceeds the device memory is infeasible; the fastest feasible one wins
-// (ties: the earlier candidate); when it is more than polish_above_ratio over its lower bound,
-// its order search continues from its best order (the polish). Data parallelism: micro-batches are balanced over the dp
-// replicas (batching/dp_balance.hpp); each replica is scheduled alone with the winning schedule
-// kind judged by the slowest replica; rank = replica · S + device.
-// Recomputation: the splits above are those of the first mode of the ladder under which a split
-// exists; when that mode recomputes, the splits of each later mode are candidates too
-// (compare_recompute), each scheduled
-// only when its busy-time bound is below the fastest candidate so far.
-// Memory: the lowered plan's arena (buffers, laid out by plan/buffers.hpp) plus the model state
-// must fit the device memory on every rank; when it does not, the whole plan is made again
-// under a budget smaller by the excess (memory_replans).
+// Steps (each option is documented once, at its planner_options member; docs/plans.md):
+// - Split: the exact split of batching/exact_split.hpp (in the accounting asked for), and as
+//   candidates too the split under the available memory (compare_splits), splits with a lighter
+//   fill term (fill_weights) and runner-ups (alternative_splits), the extras screened
+//   (scheduled_extra_splits); under recomputation, the splits of later modes (compare_recompute).
+// - Scenario: bridge/split_to_scenario.hpp prices each micro-batch per pipeline chunk; messages
+//   are micro-batch size × sequence length × hidden size × dtype bytes over `cluster`'s links.
+// - Candidates: the named schedule, or the registry's candidate rows (kinds()), each with its
+//   micro-batch order searched, and each (split, kind) scheduled only when its lower bound is
+//   below the fastest candidate so far (choose()); the V schedules run on each device's layers
+//   split into two chunks placed as a V (v_config()). The fastest candidate whose simulated
+//   peak fits the budget wins (ties: the earlier one), polished when far from its bound.
+// - dp > 1: micro-batches balanced over the replicas (batching/dp_balance.hpp), each replica
+//   scheduled alone, the kind judged by the slowest replica; rank = replica · S + device.
+// - Lowering and validation of the winner alone; its arena plus model state must fit the device
+//   memory on every rank, else the plan is made again under a smaller budget (memory_replans).
 #pragma once
 
 #include <algorithm>
@@ -111,7 +102,8 @@ struct planner_options {
     /// The price of an overlapped forward/backward for the schedules that overlap them
     /// (dualpipe-v: schedule::named_schedule_options::overlap_factor): 1 = no overlap benefit,
     /// the default, since how much two micro-batches' forward and backward hide each other is
-    /// the model's and kernels' property; set it from a measurement.
+    /// the model's and kernels' property; set it from a measurement. Below 1 the rows that
+    /// overlap pairs (schedule_traits::overlaps_pairs: dualpipe-v) become candidates too.
     double overlap_factor = 1.0;
     /// The V schedules (zb-v, v-half, v-min): weight gradients a device may leave pending before
     /// it runs one first (named_schedule_options::max_pending_w; 0 = W only fills waits).
@@ -145,8 +137,8 @@ struct planner_options {
     std::size_t threads = 1;
     /// When the preferred split needed recomputation: also split under every later mode of
     /// split_options::recompute_ladder (e.g. full after selective), each mode with its own
-    /// preferred, available and reweighted splits, and schedule each such split whose busy-time
-    /// lower bound is below the fastest candidate so far. (Not when the first mode fits: the
+    /// preferred, available and reweighted splits, and schedule each such split whose lower
+    /// bound is below the fastest candidate so far. (Not when the first mode fits: the
     /// later modes' splits would triple the split time of a GPT-6.7B 65k plan at 36000 MB.) The first mode under which a split
     /// exists is not always the fastest: more recomputation allows fewer, larger micro-batches.
     bool compare_recompute = true;
@@ -228,10 +220,9 @@ public:
                                    "accounting (dynapipe's assumes uniform stages)");
         (void)opt_.cluster.network();  // validates
         if (opt_.threads < 1) throw invalid_argument("planner: threads must be >= 1 (got 0)");
-        if (opt_.schedule && places_v(opt_.schedule->traits()) && !v_config())
-            throw invalid_argument("planner: schedule '" + opt_.schedule->name() +
-                                   "' places two chunks per device as a V: it needs a uniform layout with an even number "
-                                   "of layers per device (one chunk per device) or two chunks per device");
+        if (opt_.schedule) (void)config_of(opt_.schedule->traits());  // a V needs v_config()
+        if (!(opt_.overlap_factor >= 0.0 && opt_.overlap_factor <= 1.0))
+            throw invalid_argument("planner: the overlap factor must lie in [0, 1] (got " + std::to_string(opt_.overlap_factor) + ")");
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
@@ -374,10 +365,7 @@ public:
         split_simulation out;
         std::vector<schedule::scenario> scs;
         try {
-            const schedule::schedule_traits& t = schedule::traits_of(kind);
-            if (config_index(t) == 1 && !v_config())
-                throw invalid_argument("schedule '" + t.name + "' needs an even number of layers per device (a V of two chunks)");
-            const batching::pipeline_config cfg = config_at(config_index(t));
+            const batching::pipeline_config cfg = config_of(schedule::traits_of(kind));
             for (std::size_t r = 0; r < static_cast<std::size_t>(dp); ++r)
                 scs.push_back(replica_scenario(split, replica_mbs(split, r), cfg));
         } catch (const invalid_argument& e) {  // e.g. fewer micro-batches than replicas
@@ -635,17 +623,23 @@ private:
 
     using kind_t = const schedule::schedule_traits*;
 
-    static bool places_v(const schedule::schedule_traits& t) noexcept { return schedule::places_v(t); }
-
     /// The configuration the V schedules run on: the configuration itself when it places a V;
-    /// else, for a uniform layout, each device's layers in two chunks placed as a V (one chunk
-    /// per device of an even L layers: two of L / 2; two chunks per device: the same chunks);
-    /// nullopt otherwise (odd L, more chunks, an explicit layout).
+    /// else each device's layers in two chunks placed as a V: one chunk per device with an even
+    /// layer count on every device (uniform: two chunks of L / 2; an explicit layout as
+    /// batching::layout_from_layer_counts() makes it: batching::v_layout_of()'s halves), or two
+    /// uniform chunks per device (the same chunks); nullopt otherwise (an odd count, more chunks,
+    /// explicit chunks of C = 2).
     [[nodiscard]] std::optional<batching::pipeline_config> v_config() const {
         batching::pipeline_config cfg = opt_.config;
         if (cfg.v_shape) return cfg;
-        if (!cfg.chunks.empty()) return std::nullopt;
-        if (cfg.virtual_chunks == 1) {
+        if (!cfg.chunks.empty()) {
+            auto halves = cfg.virtual_chunks == 1 ? batching::v_layout_of(cfg.chunks) : std::nullopt;
+            if (!halves) return std::nullopt;
+            cfg.chunks = std::move(*halves);
+            cfg.layers_per_stage = 1;  // only a bound with explicit chunks: the largest half
+            for (const batching::stage_layout& c : cfg.chunks)
+                cfg.layers_per_stage = std::max(cfg.layers_per_stage, c.encoder_layers + c.decoder_layers);
+        } else if (cfg.virtual_chunks == 1) {
             if (cfg.layers_per_stage % 2 != 0) return std::nullopt;
             cfg.layers_per_stage /= 2;
         } else if (cfg.virtual_chunks != 2) {
@@ -658,10 +652,20 @@ private:
 
     /// The configuration schedule `t` runs on: 0 = opt_.config, 1 = v_config().
     [[nodiscard]] std::size_t config_index(const schedule::schedule_traits& t) const {
-        return places_v(t) && !opt_.config.v_shape ? 1 : 0;
+        return schedule::places_v(t) && !opt_.config.v_shape ? 1 : 0;
     }
     [[nodiscard]] batching::pipeline_config config_at(std::size_t index) const {
         return index == 0 ? opt_.config : *v_config();
+    }
+    /// The configuration schedule `t` runs on; throws invalid_argument when it places a V and
+    /// there is no v_config().
+    [[nodiscard]] batching::pipeline_config config_of(const schedule::schedule_traits& t) const {
+        if (config_index(t) == 1 && !v_config())
+            throw invalid_argument("planner: schedule '" + t.name +
+                                   "' places two chunks per device as a V: it needs an even number of layers per device "
+                                   "(one chunk per device, uniform or as --layers lays them out) or two uniform chunks "
+                                   "per device");
+        return config_at(config_index(t));
     }
 
     /// A candidate schedule kind and the configuration it runs on (config_index()).
@@ -683,8 +687,9 @@ private:
         const bool v = v_config().has_value();
         std::vector<candidate_kind> out;
         for (kind_t t : schedule::schedules().candidates()) {
+            if (t->overlaps_pairs && !(opt_.overlap_factor < 1.0)) continue;  // a pair saves nothing at 1
             bool runs = false;
-            if (places_v(*t)) runs = v;
+            if (schedule::places_v(*t)) runs = v;
             else if (t->chunks == schedule::chunk_rule::runs_placed) runs = true;
             else if (t->chunks == schedule::chunk_rule::one_stage_per_device) runs = C == 1;
             else runs = C > 1 && !opt_.config.v_shape;
@@ -757,6 +762,10 @@ private:
                                 std::size_t evaluations) const {
         candidate_run c;
         c.report = candidate_report{kind.name, split_name, 0.0, 0.0, true};
+        const auto infeasible = [&c] {
+            c.report.feasible = false;
+            c.report.makespan_ms = std::numeric_limits<double>::infinity();
+        };
         try {
             for (const auto& sc : scs) {
                 c.replicas.push_back(run_kind(kind, sc, ws, evaluations));
@@ -765,22 +774,32 @@ private:
                 for (double p : sim.peak_memory_mb) c.report.peak_memory_mb = std::max(c.report.peak_memory_mb, p);
             }
         } catch (const invalid_argument&) {
-            c.report.feasible = false;  // the generator cannot meet the memory limit
-            c.report.makespan_ms = std::numeric_limits<double>::infinity();
+            infeasible();  // the generator cannot meet the memory limit
         } catch (const limit_exceeded&) {
-            c.report.feasible = false;  // a micro-batch alone does not fit (e.g. on a V's device 0)
-            c.report.makespan_ms = std::numeric_limits<double>::infinity();
+            infeasible();  // a micro-batch alone does not fit (e.g. on a V's device 0)
         }
         c.report.feasible = c.report.feasible && c.report.peak_memory_mb <= budget_mb_;
         return c;
     }
 
-    /// The chosen candidate: its replicas, split (index), kind and report (index).
+    /// The chosen candidate: its replicas, split (index), kind, report (index) and place in the
+    /// candidates' fixed order (task::rank).
     struct choice {
         std::vector<detail::scheduled> replicas;  ///< empty when no candidate is feasible
         std::size_t split = 0;
         kind_t kind = nullptr;
         std::size_t report = 0;
+        double makespan_ms = std::numeric_limits<double>::infinity();
+        std::size_t rank = std::numeric_limits<std::size_t>::max();
+    };
+
+    /// A (split, kind) to schedule and its place in the candidates' fixed order: group by group,
+    /// the kinds on the configuration itself (split-major), then the V kinds (kind-major). Of
+    /// equally fast candidates the one of the lower rank wins, whatever order they ran in.
+    struct task {
+        std::size_t split = 0;
+        candidate_kind kind;
+        std::size_t rank = 0;
     };
 
     /// Replica scenarios per configuration (config_index()), split and replica; a split's
@@ -800,81 +819,80 @@ private:
     }
 
     /// Tries every candidate kind on every replica of every split (in parallel over
-    /// opt_.threads workers) and returns the fastest feasible one (ties: the earlier reported).
-    /// Group by group (one per recomputation mode), the kinds on the configuration itself first,
-    /// then those on v_config() one kind at a time; each (split, kind) runs only when its lower
-    /// bound (busy time on the configuration, lower_bound() on the V) is below the fastest so far.
+    /// opt_.threads workers) and returns the fastest feasible one (ties: the lower task::rank).
+    /// Group by group (one per recomputation mode), the kinds on v_config() first, one kind at a
+    /// time, then those on the configuration itself; each (split, kind) runs only when its lower
+    /// bound may still win (run_tasks()). A V usually beats the one-chunk lower bound (its fill
+    /// and drain cross half a device's layers), so the kinds on the configuration are then pruned
+    /// without being scheduled; the winner is the one every candidate run in the fixed order gives.
     choice choose(const std::vector<named_split>& splits, const std::vector<split_group>& groups,
                   std::vector<candidate_report>& reports) {
         scenario_sets scs(2, std::vector<std::vector<schedule::scenario>>(splits.size()));
         for (std::size_t k = 0; k < splits.size(); ++k) (void)scenarios_of(splits, scs, 0, k);
         choice best;
-        double best_ms = std::numeric_limits<double>::infinity();
         const auto ks = kinds();
-        for (const split_group& g : groups) {
-            const std::vector<std::size_t> screened = screen(scs[0], g);
-            std::vector<std::pair<std::size_t, candidate_kind>> tasks;  // (split, kind), split-major
-            for (std::size_t k : screened)
-                for (const candidate_kind& c : ks)
-                    if (c.config == 0 && candidate_bound_ms(splits, scs, c, k) < best_ms) tasks.emplace_back(k, c);
-            run_tasks(splits, scs, tasks, reports, best, best_ms);
-            for (const candidate_kind& c : ks) {  // one kind at a time: each may prune the next by its bound
-                if (c.config == 0) continue;
+        const std::size_t per_phase = splits.size() * ks.size();
+        for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+            const std::vector<std::size_t> screened = screen(scs[0], groups[gi]);
+            const auto rank = [&](std::size_t k, std::size_t i) {
+                return ks[i].config == 0 ? 2 * gi * per_phase + k * ks.size() + i
+                                         : (2 * gi + 1) * per_phase + i * splits.size() + k;
+            };
+            std::vector<task> tasks;
+            for (std::size_t i = 0; i < ks.size(); ++i) {  // one V kind at a time: each may prune the next
+                if (ks[i].config == 0) continue;
                 tasks.clear();
-                for (std::size_t k : screened)
-                    if (candidate_bound_ms(splits, scs, c, k) < best_ms) tasks.emplace_back(k, c);
-                run_tasks(splits, scs, tasks, reports, best, best_ms);
+                for (std::size_t k : screened) tasks.push_back({k, ks[i], rank(k, i)});
+                run_tasks(splits, scs, tasks, reports, best);
             }
+            tasks.clear();
+            for (std::size_t k : screened)
+                for (std::size_t i = 0; i < ks.size(); ++i)
+                    if (ks[i].config == 0) tasks.push_back({k, ks[i], rank(k, i)});
+            run_tasks(splits, scs, tasks, reports, best);
         }
         return best;
     }
 
-    /// A lower bound on the makespan of kind `c` on split `k` (max over replicas): the busy
-    /// time on the configuration itself, the full lower_bound() on another (the V's chunks are
-    /// priced anew, so the configuration's bound does not bound them).
+    /// A lower bound on the makespan of kind `c` on split `k` (max over replicas): lower_bound()
+    /// of its scenario (on the configuration or the V) with the options the kind runs with (its
+    /// W share; overlapped pairs may save time). It holds for every schedule of the scenario,
+    /// recomputation included.
     double candidate_bound_ms(const std::vector<named_split>& splits, scenario_sets& scs, const candidate_kind& c,
                               std::size_t k) const {
         double bound_ms = 0.0;
         for (const auto& sc : scenarios_of(splits, scs, c.config, k)) {
-            if (c.config == 0) {
-                bound_ms = std::max(bound_ms, busy_bound_ms(sc));
-            } else {
-                // The options the kind runs with (its W share; overlapped pairs may save time).
-                const schedule::named_schedule_options so = schedule_options(sc);
-                const double w = c.kind->splits_backward ? so.w_share : 0.0;
-                bound_ms = std::max(bound_ms, schedule::lower_bound(sc, schedule::placement_of(sc), w, so.overlap_factor).bound_ms);
-            }
+            const schedule::named_schedule_options so = schedule_options(sc);
+            const double w = c.kind->splits_backward ? so.w_share : 0.0;
+            const double f = c.kind->overlaps_pairs ? so.overlap_factor : 1.0;
+            bound_ms = std::max(bound_ms, schedule::lower_bound(sc, schedule::placement_of(sc), w, f).bound_ms);
         }
         return bound_ms;
     }
 
-    /// Schedules the (split, kind) `tasks` (in parallel), reports them in that order, and keeps
-    /// in `best` the fastest feasible one strictly below `best_ms`.
-    void run_tasks(const std::vector<named_split>& splits, scenario_sets& scs,
-                   const std::vector<std::pair<std::size_t, candidate_kind>>& tasks, std::vector<candidate_report>& reports,
-                   choice& best, double& best_ms) {
+    /// Schedules those of the `tasks` that may still beat `best` by their lower bound (in
+    /// parallel), reports them in that order, and keeps in `best` the fastest feasible one (ties:
+    /// the lower rank).
+    void run_tasks(const std::vector<named_split>& splits, scenario_sets& scs, const std::vector<task>& all,
+                   std::vector<candidate_report>& reports, choice& best) {
+        std::vector<task> tasks;
+        for (const task& t : all) {
+            const double bound_ms = candidate_bound_ms(splits, scs, t.kind, t.split);
+            if (bound_ms < best.makespan_ms || (bound_ms == best.makespan_ms && t.rank < best.rank)) tasks.push_back(t);
+        }
         std::vector<candidate_run> runs(tasks.size());
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks.size(), opt_.threads)));
         parallel_for(tasks.size(), opt_.threads, [&](std::size_t t, std::size_t worker) {
-            const auto& [k, c] = tasks[t];
-            runs[t] = run_candidate(*c.kind, splits[k].first, scs[c.config][k], ws_[worker], opt_.order_search_evaluations);
+            const task& x = tasks[t];
+            runs[t] = run_candidate(*x.kind.kind, splits[x.split].first, scs[x.kind.config][x.split], ws_[worker],
+                                    opt_.order_search_evaluations);
         });
         for (std::size_t t = 0; t < tasks.size(); ++t) {
             reports.push_back(runs[t].report);
-            if (runs[t].report.feasible && runs[t].report.makespan_ms < best_ms) {
-                best_ms = runs[t].report.makespan_ms;
-                best = {std::move(runs[t].replicas), tasks[t].first, tasks[t].second.kind, reports.size() - 1};
-            }
+            const double ms = runs[t].report.makespan_ms;
+            if (runs[t].report.feasible && (ms < best.makespan_ms || (ms == best.makespan_ms && tasks[t].rank < best.rank)))
+                best = {std::move(runs[t].replicas), tasks[t].split, tasks[t].kind.kind, reports.size() - 1, ms, tasks[t].rank};
         }
-    }
-
-    /// A lower bound on every schedule of `sc`: the most work (forwards and backwards) one
-    /// device has (schedules only add work, e.g. recomputation ops).
-    [[nodiscard]] static double busy_bound_ms(const schedule::scenario& sc) {
-        std::vector<double> busy(sc.device_count(), 0.0);
-        for (std::size_t v = 0; v < sc.stages; ++v)
-            for (std::size_t j = 0; j < sc.microbatches; ++j) busy[sc.device_of(v)] += sc.fwd(j, v) + sc.bwd(j, v);
-        return *std::max_element(busy.begin(), busy.end());
     }
 
     /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind

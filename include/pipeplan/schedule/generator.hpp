@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/schedule/op.hpp"
@@ -71,6 +72,20 @@ concept schedule_generator = requires(const G& g, const scenario& sc) {
 /// Op string as the CLI prints it: "F3", or "F3.1" when the placement has several chunks.
 [[nodiscard]] inline std::string op_label(const pipeline_schedule& s, op o) {
     return s.placement.chunks() > 1 ? to_string(o, static_cast<int>(s.placement.chunk_of(o.stage))) : to_string(o);
+}
+
+/// Device d's order as device_orders text spells it (`pipeplan simulate --json`, orders_text.hpp):
+/// op_label() per op, and an overlapped pair (op::overlaps_next) as one token: the forward, `&`,
+/// the B it overlaps (`F3.1&B5.0`).
+[[nodiscard]] inline std::vector<std::string> order_labels(const pipeline_schedule& s, std::size_t d) {
+    const std::vector<op>& ops = s.orders[d];
+    std::vector<std::string> out;
+    out.reserve(ops.size());
+    for (std::size_t p = 0; p < ops.size(); ++p) {
+        out.push_back(op_label(s, ops[p]));
+        if (ops[p].overlaps_next && p + 1 < ops.size()) out.back() += "&" + op_label(s, ops[++p]);
+    }
+    return out;
 }
 
 }  // namespace pipeplan::schedule

@@ -4,6 +4,9 @@
 // Format: one device per line, in device order; ops separated by spaces or tabs, spelled as
 // the CLI prints them (op.hpp): `F3`, `f3`, `R3`, `B3`, `W3`, with a chunk `F3.1` (chunk 1 of
 // the device; virtual stage = the placement's stage_of(device, chunk); no suffix = chunk 0).
+// An overlapped forward/backward pair (op::overlaps_next) is one token, the forward, `&`, the B
+// of another micro-batch it overlaps: `F3.1&B5.0` (two positions; generator.hpp's
+// order_labels() writes it so, and the pair is priced at the schedule's overlap_factor).
 // Lines that are empty or start with `#` are skipped (they are not devices).
 // Errors (pipeplan::input_error) name the file, the line and `device d, position p, op X`:
 // an unknown op, a micro-batch or chunk out of range, an op given twice, a missing op (named
@@ -67,6 +70,36 @@ inline const char* same_device_misorder(order_positions& pos, const op& o) {
     return nullptr;
 }
 
+/// Appends the op(s) of token `tok` (one op, or an overlapped pair `F3&B5`) of device d to
+/// `orders`; throws input_error at `where` for anything else.
+inline void append_token(std::string_view tok, std::size_t d, const scenario& sc, const stage_placement& pl,
+                         const std::string& source, std::size_t line, const std::string& where, std::vector<op>& orders) {
+    const auto one = [&](std::string_view part) {
+        const auto parsed = parse_op(part);
+        if (!parsed) throw input_error(source, line, where, "not an op (expected e.g. F3, f3, R3, B3, W3, F3.1 or F3&B1)");
+        if (parsed->microbatch >= sc.microbatches)
+            throw input_error(source, line, where,
+                              "micro-batch out of range (the scenario has " + std::to_string(sc.microbatches) + ")");
+        if (parsed->chunk >= pl.chunks())
+            throw input_error(source, line, where,
+                              "chunk out of range (the placement has " + std::to_string(pl.chunks()) + " per device)");
+        return op{parsed->kind, parsed->microbatch, static_cast<std::uint32_t>(pl.stage_of(d, parsed->chunk))};
+    };
+    const std::size_t amp = tok.find('&');
+    if (amp == std::string_view::npos) {
+        orders.push_back(one(tok));
+        return;
+    }
+    op f = one(tok.substr(0, amp));
+    const op b = one(tok.substr(amp + 1));
+    if (!is_forward(f.kind) || b.kind != op_kind::B || b.microbatch == f.microbatch)
+        throw input_error(source, line, where,
+                          "an overlapped pair is a forward & the B of another micro-batch (e.g. F3&B1)");
+    f.overlaps_next = true;
+    orders.push_back(f);
+    orders.push_back(b);
+}
+
 }  // namespace detail
 
 /// The checks of the file comment on a parsed file (all ops present once, same-device order).
@@ -115,7 +148,7 @@ inline void check_orders_text(orders_text& t, const std::string& source, std::si
 /// text in errors.
 [[nodiscard]] inline orders_text parse_orders_text(std::string_view text, const std::string& source,
                                                    const scenario& sc, const stage_placement& pl) {
-    const std::size_t V = sc.stages, M = sc.microbatches, D = pl.devices(), C = pl.chunks();
+    const std::size_t V = sc.stages, M = sc.microbatches, D = pl.devices();
     if (pl.virtual_stages() != V)
         throw invalid_argument("parse_orders_text: the placement has " + std::to_string(pl.virtual_stages()) +
                                " virtual stages, the scenario " + std::to_string(V));
@@ -147,16 +180,7 @@ inline void check_orders_text(orders_text& t, const std::string& source, std::si
             const std::size_t position = out.schedule.orders[d].size();
             const std::string where = "device " + std::to_string(d) + ", position " + std::to_string(position) + ", op " +
                                       std::string(tok);
-            const auto parsed = parse_op(tok);
-            if (!parsed) throw input_error(source, line, where, "not an op (expected e.g. F3, f3, R3, B3, W3 or F3.1)");
-            if (parsed->microbatch >= M)
-                throw input_error(source, line, where,
-                                  "micro-batch out of range (the scenario has " + std::to_string(M) + ")");
-            if (parsed->chunk >= C)
-                throw input_error(source, line, where,
-                                  "chunk out of range (the placement has " + std::to_string(C) + " per device)");
-            out.schedule.orders[d].push_back(
-                {parsed->kind, parsed->microbatch, static_cast<std::uint32_t>(pl.stage_of(d, parsed->chunk))});
+            detail::append_token(tok, d, sc, pl, source, line, where, out.schedule.orders[d]);
             p = l.find_first_not_of(" \t", q);
             if (p == std::string_view::npos) break;
         }

@@ -132,6 +132,10 @@ struct schedule_traits {
     /// its chunk rule runs on, in increasing rank (ties: registration order; the earlier wins
     /// ties of makespan). Negative: never a candidate.
     int candidate_rank = -1;
+    /// Its schedules overlap one micro-batch's forward with another's backward (op::overlaps_next),
+    /// priced by named_schedule_options::overlap_factor. Such a row is a planner candidate only
+    /// when the planner's overlap factor is below 1 (a measured overlap): at 1 a pair saves nothing.
+    bool overlaps_pairs = false;
 };
 
 /// The built-in rows, in schedule_name order.
@@ -202,8 +206,9 @@ struct schedule_traits {
     rows.push_back(v_row(schedule_name::zb_v, 1.0, 3));
     rows.push_back(v_row(schedule_name::v_half, 0.5, 4));
     rows.push_back(v_row(schedule_name::v_min, 1.0 / 3.0, 5));
-    // dualpipe-v runs when named (its overlap factor is the user's measurement), not as a candidate.
-    rows.push_back(v_row(schedule_name::dualpipe_v, 1.0, -1));
+    // dualpipe-v: a candidate only under a measured overlap factor < 1 (overlaps_pairs).
+    rows.push_back(v_row(schedule_name::dualpipe_v, 1.0, 6));
+    rows.back().overlaps_pairs = true;
     rows.back().factory = [](const named_schedule_options& o) -> any_generator {
         dualpipe_v z;
         z.w_share = o.w_share;

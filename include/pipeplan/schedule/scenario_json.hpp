@@ -254,11 +254,7 @@ inline void to_json(nlohmann::json& j, const scenario& sc) {
     j["bubble_fraction"] = r.bubble_fraction;
     j["busy_ms"] = r.busy_ms;
     json orders = json::array();
-    for (const auto& dev : s.orders) {
-        json o = json::array();
-        for (const op& x : dev) o.push_back(op_label(s, x));
-        orders.push_back(std::move(o));
-    }
+    for (std::size_t d = 0; d < s.orders.size(); ++d) orders.push_back(order_labels(s, d));
     j["device_orders"] = std::move(orders);
     return j;
 }

@@ -50,6 +50,7 @@ using option_setter = std::function<void(planner_settings&, py::handle)>;
         {"zero_stage", [](S& s, py::handle v) { s.po.config.zero_stage = v.cast<int>(); }},
         {"schedule", [](S& s, py::handle v) { s.schedule = v.cast<std::string>(); }},
         {"max_pending_w", [](S& s, py::handle v) { s.po.max_pending_w = v.cast<std::size_t>(); }},
+        {"overlap_factor", [](S& s, py::handle v) { s.po.overlap_factor = v.cast<double>(); }},
         {"max_seqlen", [](S& s, py::handle v) { s.max_seqlen = v.cast<int>(); }},
         {"accounting", [](S& s, py::handle v) { s.accounting = v.cast<std::string>(); }},
         {"bandwidth_gbps", [](S& s, py::handle v) { s.po.cluster.bandwidth_gbps = v.cast<double>(); }},
@@ -315,7 +316,7 @@ void bind_result(py::module_& m) {
 constexpr const char* planner_doc =
     "Planner(model, **options): plans iterations with a cost model; reusable (keeps its caches).\n\n"
     "Options (the names and defaults of `pipeplan plan`'s flags): stages, layers_per_stage (or layers=[L0, ...]), "
-    "memory_mb (required), dp=1, tp=1, chunks=1, zero_stage=0, schedule='auto', max_pending_w=0, max_seqlen=0, accounting='pipeplan', "
+    "memory_mb (required), dp=1, tp=1, chunks=1, zero_stage=0, schedule='auto', max_pending_w=0, overlap_factor=1, max_seqlen=0, accounting='pipeplan', "
     "bandwidth_gbps=100, latency_us=0, devices_per_node=1, intra_node_bandwidth_gbps=0, hidden_size (the model's), "
     "threads=1, alternative_splits=0; and the library's: dtype='fp16', recompute='auto' (or none, selective, full), "
     "packing=False, separator_tokens=0, round_to_tokens=8, seed=1, order_search_evaluations=24, "
