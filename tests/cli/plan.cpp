@@ -660,7 +660,8 @@ TEST_CASE("cli plan --schedule zb-v|v-half|v-min: V plans export, check and refu
     INFO(dpv.err);
     REQUIRE(dpv.exit_code == 0);
     bool tried = false;
-    for (const auto& c : nlohmann::json::parse(dpv.out)["candidates"]) tried |= c["schedule"] == "dualpipe-v";
+    const nlohmann::json dpv_json = nlohmann::json::parse(dpv.out);  // (a range-for over a temporary's member dangles)
+    for (const auto& c : dpv_json["candidates"]) tried |= c["schedule"] == "dualpipe-v";
     CHECK(tried);
     auto odd_args = plan_args(batch, {"--schedule", "zb-v"});
     *(std::find(odd_args.begin(), odd_args.end(), "--layers-per-stage") + 1) = "7";
