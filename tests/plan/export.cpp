@@ -11,8 +11,10 @@
 #include "common.hpp"
 #include "pipeplan/cost/analytic.hpp"
 #include "pipeplan/plan/export.hpp"
+#include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/lower.hpp"
 #include "pipeplan/plan/planner.hpp"
+#include "pipeplan/plan/serialize.hpp"
 
 using namespace pipeplan;
 using namespace pipeplan::plan;
