@@ -663,7 +663,7 @@ private:
         if (config_index(t) == 1 && !v_config())
             throw invalid_argument("planner: schedule '" + t.name +
                                    "' places two chunks per device as a V: it needs an even number of layers per device "
-                                   "(one chunk per device, uniform or as --layers lays them out) or two uniform chunks "
+                                   "(one chunk per device, uniform or as config.chunks lays them out) or two uniform chunks "
                                    "per device");
         return config_at(config_index(t));
     }
