@@ -17,6 +17,7 @@
 #include "pipeplan/runtime/cpu/split.hpp"
 #include "pipeplan/runtime/cpu/trainer.hpp"
 #include "batching/real_batches.hpp"
+#include "plan/common.hpp"
 #include "runtime/tiny_fixture.hpp"
 
 using namespace pipeplan;
@@ -237,20 +238,7 @@ TEST_CASE("cpu backend: a plan that deadlocks under its send rule is refused bef
     bool moved = false;
     for (int t = 0; t < 20000 && !moved; ++t) {
         plan::execution_plan q = p;
-        auto& ins = q.programs[rng.below(4)].instructions;
-        const std::size_t s = rng.below(ins.size());
-        if (plan::category(ins[s].kind) != plan::kind_category::recv_start || s == 0) continue;
-        std::size_t w = s + 1;
-        while (w < ins.size() && !(ins[w].kind == plan::wait_of(ins[s].kind) && ins[w].microbatch == ins[s].microbatch &&
-                                   ins[w].stage == ins[s].stage))
-            ++w;
-        if (w == ins.size()) continue;
-        const std::size_t to = rng.below(s);
-        const plan::instruction xs = ins[s], xw = ins[w];
-        ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(w));
-        ins.erase(ins.begin() + static_cast<std::ptrdiff_t>(s));
-        ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xw);
-        ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(to), xs);
+        if (!test::move_receive_earlier(q, rng)) continue;
         q.header.sends = plan::send_rule::buffered;
         if (!plan::validate(q).ok() || plan::find_deadlock(q, plan::send_rule::blocking).empty()) continue;
         p = std::move(q);
