@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -67,6 +69,19 @@ double max_relative_error(const std::vector<double>& got, const std::vector<doub
         worst = std::max(worst, std::sqrt(d) / std::max(std::sqrt(n), 1e-300));
     }
     return worst;
+}
+
+/// Every built-in schedule: the plans the GPU runs, as the CPU backend's gradient test does.
+constexpr schedule::schedule_name every_schedule[] = {
+    schedule::schedule_name::gpipe,      schedule::schedule_name::one_f_one_b, schedule::schedule_name::interleaved,
+    schedule::schedule_name::adaptive,   schedule::schedule_name::zb_h1,       schedule::schedule_name::merak_early,
+    schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical, schedule::schedule_name::zb_v,
+    schedule::schedule_name::v_half,     schedule::schedule_name::v_min,          schedule::schedule_name::dualpipe_v};
+
+/// An instruction's kind, and its mode where it has one ("forward checkpoint").
+std::string kind_and_mode(const plan::instruction& x) {
+    const std::string_view mode = plan::mode_name(x);
+    return plan::kind_name(x.kind) + (mode.empty() ? "" : " " + std::string(mode));
 }
 
 /// The CUDA model and the tiny-model shape plan_tiny sizes its buffers from (same hidden size
@@ -158,10 +173,10 @@ TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's l
     cudaStream_t s = nullptr;
     check(cudaStreamCreate(&s), "cudaStreamCreate");
     int runs = 0;
+    std::map<std::string, int> kinds;  // the instruction kinds and modes these plans ran
     for (std::size_t dp : {1, 2})
         for (std::size_t devices : {2, 4})
-            for (auto name : {schedule::schedule_name::gpipe, schedule::schedule_name::one_f_one_b,
-                              schedule::schedule_name::interleaved}) {
+            for (auto name : every_schedule) {
                 CAPTURE(dp);
                 CAPTURE(devices);
                 CAPTURE(schedule::to_string(name));
@@ -170,7 +185,10 @@ TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's l
                 o.schedule = name;
                 o.devices = devices;
                 o.sends = plan::send_rule::grouped;  // the CUDA transports group their starts
+                o.overlap_factor = 0.5;              // dualpipe-v's plans then hold overlap_f_b pairs
                 const plan::execution_plan p = cpu::plan_tiny(shape, b.split, b.lengths, o);
+                for (const auto& prog : p.programs)
+                    for (const auto& x : prog.instructions) ++kinds[kind_and_mode(x)];
                 const mlp_result ref = mlp_reference(c, w, b.lengths, s);
                 const run_result got = run_on_one_gpu(c, w, p, b.lengths);
                 CHECK(std::abs(got.r.loss - ref.loss) <= 1e-9 * ref.loss);
@@ -178,7 +196,12 @@ TEST_CASE("gpu: plan-driven runs on one GPU give the single-stream reference's l
                 CHECK(got.divergence == 0.0);  // one kernel hands every replica the same sum
                 ++runs;
             }
-    CHECK(runs == 12);
+    CHECK(runs == 2 * 2 * static_cast<int>(std::size(every_schedule)));
+    // Every way the model meets a plan ran: both forward modes, recompute, whole and split
+    // backwards, overlapped pairs.
+    for (const char* k : {"forward store", "forward checkpoint", "recompute", "backward whole", "backward input_only",
+                          "backward_weight", "overlap_f_b"})
+        CHECK_MESSAGE(kinds[k] > 0, k);
     check(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 

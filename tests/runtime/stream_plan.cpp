@@ -62,7 +62,9 @@ TEST_CASE("stream plan: every schedule's plans for a grouping transport run unde
             for (auto name : {schedule::schedule_name::gpipe, schedule::schedule_name::one_f_one_b,
                               schedule::schedule_name::interleaved, schedule::schedule_name::adaptive,
                               schedule::schedule_name::zb_h1, schedule::schedule_name::merak_early,
-                              schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical}) {
+                              schedule::schedule_name::merak_last, schedule::schedule_name::merak_critical,
+                              schedule::schedule_name::zb_v, schedule::schedule_name::v_half,
+                              schedule::schedule_name::v_min, schedule::schedule_name::dualpipe_v}) {
                 CAPTURE(dp);
                 CAPTURE(devices);
                 CAPTURE(schedule::to_string(name));
@@ -83,15 +85,18 @@ TEST_CASE("stream plan: every schedule's plans for a grouping transport run unde
                 o.schedule = name;
                 o.devices = devices;
                 o.sends = plan::send_rule::grouped;  // validated under it by plan_tiny
+                o.overlap_factor = 0.5;              // dualpipe-v's plans then hold overlap_f_b pairs
                 const plan::execution_plan p = cpu::plan_tiny(c, split, lengths, o);
                 REQUIRE(p.header.sends == plan::send_rule::grouped);
-                // Messages are typed as the model's doubles; a store-mode forward's stash holds the
-                // input of every block of its virtual stage (what the CUDA model keeps there).
+                // Messages are typed as the model's doubles; the stash of a store-mode forward or a
+                // recompute holds the input of every block of its virtual stage (what the CUDA model
+                // keeps there).
                 const auto layouts = cpu::split_layers(c.blocks, p.header.virtual_stages());
                 for (const auto& prog : p.programs)
                     for (const auto& in : prog.instructions) {
                         if (plan::is_message(in.kind)) REQUIRE(in.type == plan::dtype::fp64);
-                        if (in.kind != instr_kind::forward || in.stash == plan::no_slot) continue;
+                        const bool stores = in.kind == instr_kind::forward || in.kind == instr_kind::recompute;
+                        if (!stores || in.stash == plan::no_slot) continue;
                         const auto& mb = p.header.microbatches[in.microbatch].shape;
                         const std::size_t tensor_bytes = 8 * c.hidden * mb.microbatch_size * mb.seqlen;
                         const auto& l = layouts[in.stage];
@@ -126,6 +131,6 @@ TEST_CASE("stream plan: every schedule's plans for a grouping transport run unde
                 }
                 ++plans;
             }
-    CHECK(plans == 48);
+    CHECK(plans == 72);
 }
 

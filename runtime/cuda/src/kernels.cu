@@ -134,9 +134,16 @@ void block_backward(const double* w, const double* x, const double* y, const dou
     const std::size_t n = hidden * columns;
     if (n == 0) return;
     delta_kernel<<<blocks_for(n), threads, 0, s>>>(y, dy, delta, n);
-    launch_product(matrix::weight_grad_map{hidden, columns}, delta, x, dw, s);
+    if (dw != nullptr) launch_product(matrix::weight_grad_map{hidden, columns}, delta, x, dw, s);
     if (dx != nullptr) launch_product(matrix::input_grad_map{hidden, columns}, w, delta, dx, s);
     launched("block_backward");
+}
+
+void block_weight_grad(const double* delta, const double* x, double* dw, std::size_t hidden, std::size_t columns,
+                       cudaStream_t s) {
+    if (hidden * columns == 0) return;
+    launch_product(matrix::weight_grad_map{hidden, columns}, delta, x, dw, s);
+    launched("block_weight_grad");
 }
 
 void sgd(double* w, const double* g, double lr, std::size_t n, cudaStream_t s) {

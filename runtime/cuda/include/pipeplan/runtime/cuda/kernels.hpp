@@ -35,9 +35,14 @@ void block_forward(const double* w, const double* x, double* y, std::size_t hidd
 void head(const double* y, double* dy, double* loss_out, const std::uint32_t* lengths, std::size_t samples,
           std::size_t seqlen, std::size_t hidden, double scale, cudaStream_t s);
 /// One block's backward from its input x, output y and output gradient dy: dw += δ xᵀ and
-/// dx = wᵀ δ, δ = dy ⊙ (1 − y²) (written to `delta`, hidden × columns scratch).
+/// dx = wᵀ δ, δ = dy ⊙ (1 − y²) (written to `delta`, hidden × columns). A null `dw` skips the
+/// weight gradient (a split backward's input part: block_weight_grad adds it later from δ), a
+/// null `dx` the input gradient.
 void block_backward(const double* w, const double* x, const double* y, const double* dy, double* delta, double* dw,
                     double* dx, std::size_t hidden, std::size_t columns, cudaStream_t s);
+/// A split backward's weight part: dw += δ xᵀ (δ and x hidden × columns).
+void block_weight_grad(const double* delta, const double* x, double* dw, std::size_t hidden, std::size_t columns,
+                       cudaStream_t s);
 /// w −= lr · g over n elements.
 void sgd(double* w, const double* g, double lr, std::size_t n, cudaStream_t s);
 

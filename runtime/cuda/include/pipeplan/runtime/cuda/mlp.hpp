@@ -6,23 +6,30 @@
 // cpu::plan_tiny with the same hidden size and block count (their buffers fit these tensors).
 //
 // How it meets the plan (handlers get device pointers and the compute stream):
-//  - a forward stashes the input of each of its stage's blocks in the instruction's stash
-//    buffer (block k's input at k · hidden · columns doubles) and writes the stage's output to
-//    `out`; the first stage builds its input on the host and copies it in (no input buffer);
-//    the last stage computes its micro-batch's loss on the device;
-//  - a backward recomputes each block's output from its stashed input (scratch memory grown
-//    like an arena, never per instruction) and writes the input gradient to `out`;
+//  - a store-mode forward stashes the input of each of its stage's blocks in the instruction's
+//    stash buffer (block k's input at k · hidden · columns doubles) and writes the stage's
+//    output to `out`; the first stage builds its input on the host and copies it in (no input
+//    buffer); the last stage computes its micro-batch's loss on the device;
+//  - a checkpoint-mode forward keeps only its input (the plan keeps that buffer alive); a
+//    recompute refills a stash from it; a backward whose forward checkpointed and was not
+//    recomputed rebuilds the block inputs itself, into memory the model holds until the
+//    micro-batch's last backward part on that stage;
+//  - a backward recomputes each block's output from its block input (scratch memory grown like
+//    an arena, never per instruction) and writes the input gradient to `out`; a whole backward
+//    adds the weight gradients too, an input-only one keeps every block's δ (held by the model,
+//    as the CPU backend holds its caches) for the backward_weight that adds them later;
+//  - overlap_f_b has no handler: its forward and backward, which follow it, run in order;
 //  - reduce_gradients all-reduces the gradients of the rank's blocks (fp64) over its
 //    data-parallel group; optimizer_step applies SGD.
-// Only store-mode forwards and whole backwards are supported (gpipe, 1f1b, interleaved plans);
-// other modes end the step with an error naming the mode.
 // mlp_reference computes the same loss and gradients sample by sample (unpadded) on one stream.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/core/random.hpp"
@@ -139,6 +146,7 @@ public:
         lengths_ = &lengths_tokens;
         tokens_ = cpu::plan_tokens(p.header, lengths_tokens);
         layouts_ = cpu::split_layers(c_.blocks, p.header.virtual_stages());
+        held_.clear();
         check(cudaMemsetAsync(g_.bytes().data(), 0, g_.bytes().size(), s), "cudaMemsetAsync");
         (void)doubles(loss_, p.header.microbatches.size());
         check(cudaMemsetAsync(loss_.bytes().data(), 0, loss_.bytes().size(), s), "cudaMemsetAsync");
@@ -164,7 +172,10 @@ public:
         handler_registry h;
         h.on(instr_kind::load_microbatch, [](const plan::instruction&, step_context&) {});
         h.on(instr_kind::forward, [this](const plan::instruction& in, step_context& ctx) { forward(in, ctx); });
+        h.on(instr_kind::recompute, [this](const plan::instruction& in, step_context& ctx) { recompute(in, ctx); });
         h.on(instr_kind::backward, [this](const plan::instruction& in, step_context& ctx) { backward(in, ctx); });
+        h.on(instr_kind::backward_weight,
+             [this](const plan::instruction& in, step_context& ctx) { backward_weight(in, ctx); });
         h.on(instr_kind::reduce_gradients, [this](const plan::instruction& in, step_context& ctx) {
             if (in.mode != static_cast<std::uint8_t>(plan::reduce_mode::all_reduce))
                 throw error("the CUDA model keeps whole gradients (ZeRO < 2): it all-reduces, never reduce-scatters");
@@ -218,17 +229,36 @@ private:
     geometry shape_of(const plan::instruction& in) const {
         const auto& m = plan_->header.microbatches.at(in.microbatch);
         const auto& l = layouts_.at(in.stage);
+        if (l.end_block == l.first_block)
+            throw error("stage " + std::to_string(in.stage) + " holds no block of the CUDA model (" +
+                        std::to_string(c_.blocks) + " blocks over " + std::to_string(layouts_.size()) + " stages)");
         return {m.sample_ids.size(), m.shape.seqlen, m.sample_ids.size() * m.shape.seqlen, l.first_block,
                 l.end_block - l.first_block, l.embedding, l.head};
     }
 
-    void forward(const plan::instruction& in, step_context& ctx) {
-        if (in.mode != static_cast<std::uint8_t>(plan::forward_mode::store))
-            throw error("the CUDA model runs store-mode forwards only (this one checkpoints)");
-        const geometry g = shape_of(in);
+    /// What the model holds for a (micro-batch, stage) between its ops, beside the plan's buffers.
+    struct held {
+        bool stashed = false;  ///< a store-mode forward or a recompute filled the plan's stash
+        bool rebuilt = false;  ///< `inputs` holds the block inputs, rebuilt from the checkpoint
+        device_arena inputs;   ///< blocks × hidden × columns doubles
+        device_arena deltas;   ///< every block's δ, from an input-only backward to its backward_weight
+    };
+    using held_key = std::pair<std::uint32_t, std::uint32_t>;  ///< (micro-batch, stage)
+    static held_key key_of(const plan::instruction& in) { return {in.microbatch, in.stage}; }
+    held& held_of(const plan::instruction& in, const char* what) {
+        auto it = held_.find(key_of(in));
+        if (it == held_.end())
+            throw error(std::string(what) + " of micro-batch " + std::to_string(in.microbatch) + " on stage " +
+                        std::to_string(in.stage) + " without a forward before it");
+        return it->second;
+    }
+
+    /// Writes the stage's block inputs to `xs` (block k's at k · n): the stage input (built on
+    /// the host for the first stage, else read from `input_slot`), then every block but the last.
+    void fill_inputs(const plan::instruction& in, std::uint32_t input_slot, step_context& ctx, const geometry& g,
+                     double* xs) {
         const std::size_t n = c_.hidden * g.cols, hh = c_.hidden * c_.hidden;
         const cudaStream_t s = stream(ctx);
-        double* stash = tensor(ctx, in.stash, g.blocks * n, "stash");
         if (g.first) {
             const auto& m = plan_->header.microbatches.at(in.microbatch);
             std::vector<std::uint64_t> ids(m.sample_ids.begin(), m.sample_ids.end());
@@ -236,17 +266,53 @@ private:
             for (auto id : m.sample_ids) lens.push_back(lengths_->at(id));
             const std::vector<double> x0 = mlp_input(c_, ids, lens, g.seqlen);
             // Pageable source: cudaMemcpyAsync returns once the bytes are staged.
-            check(cudaMemcpyAsync(stash, x0.data(), n * sizeof(double), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+            check(cudaMemcpyAsync(xs, x0.data(), n * sizeof(double), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
         } else {
-            check(cudaMemcpyAsync(stash, tensor(ctx, in.in, n, "input"), n * sizeof(double), cudaMemcpyDeviceToDevice, s),
+            check(cudaMemcpyAsync(xs, tensor(ctx, input_slot, n, "input"), n * sizeof(double), cudaMemcpyDeviceToDevice,
+                                  s),
                   "cudaMemcpyAsync");
         }
+        for (std::size_t k = 0; k + 1 < g.blocks; ++k)
+            kernels::block_forward(weights() + (g.first_block + k) * hh, xs + k * n, xs + (k + 1) * n, c_.hidden, g.cols,
+                                   s);
+    }
+
+    void forward(const plan::instruction& in, step_context& ctx) {
+        const geometry g = shape_of(in);
+        const std::size_t n = c_.hidden * g.cols, hh = c_.hidden * c_.hidden;
+        const bool store = in.mode == static_cast<std::uint8_t>(plan::forward_mode::store);
+        auto [it, fresh] = held_.try_emplace(key_of(in));
+        if (!fresh)
+            throw error("a second forward of micro-batch " + std::to_string(in.microbatch) + " on stage " +
+                        std::to_string(in.stage));
+        it->second.stashed = store;
+        // A checkpointing forward runs its blocks in the model's scratch: only its input is kept.
+        double* xs = store ? tensor(ctx, in.stash, g.blocks * n, "stash") : doubles(chain_, g.blocks * n);
+        fill_inputs(in, in.in, ctx, g, xs);
         double* scratch = doubles(scratch_, 5 * n);
-        for (std::size_t k = 0; k < g.blocks; ++k) {
-            double* y = k + 1 < g.blocks ? stash + (k + 1) * n : (g.last ? scratch : tensor(ctx, in.out, n, "output"));
-            kernels::block_forward(weights() + (g.first_block + k) * hh, stash + k * n, y, c_.hidden, g.cols, s);
+        double* y = g.last ? scratch : tensor(ctx, in.out, n, "output");
+        kernels::block_forward(weights() + (g.first_block + g.blocks - 1) * hh, xs + (g.blocks - 1) * n, y, c_.hidden,
+                               g.cols, stream(ctx));
+        if (g.last) head(in, g, scratch, scratch + n, stream(ctx));
+    }
+
+    void recompute(const plan::instruction& in, step_context& ctx) {
+        held& h = held_of(in, "a recompute");
+        const geometry g = shape_of(in);
+        fill_inputs(in, in.in, ctx, g, tensor(ctx, in.stash, g.blocks * c_.hidden * g.cols, "stash"));
+        h.stashed = true;
+    }
+
+    /// The block inputs a backward part reads: the plan's stash, else the ones rebuilt from the
+    /// checkpoint (the forward's input, which the plan hands the backward as its stash).
+    const double* block_inputs(const plan::instruction& in, step_context& ctx, const geometry& g, held& h) {
+        const std::size_t n = c_.hidden * g.cols;
+        if (h.stashed) return tensor(ctx, in.stash, g.blocks * n, "stash");
+        if (!h.rebuilt) {
+            fill_inputs(in, in.stash, ctx, g, doubles(h.inputs, g.blocks * n));
+            h.rebuilt = true;
         }
-        if (g.last) head(in, g, scratch, scratch + n, s);
+        return reinterpret_cast<const double*>(h.inputs.bytes().data());
     }
 
     void head(const plan::instruction& in, const geometry& g, const double* y, double* dy, cudaStream_t s) {
@@ -256,27 +322,44 @@ private:
     }
 
     void backward(const plan::instruction& in, step_context& ctx) {
-        if (in.mode != static_cast<std::uint8_t>(plan::backward_mode::whole))
-            throw error("the CUDA model runs whole backwards only (this one is split)");
+        held& h = held_of(in, "a backward");
+        const bool whole = in.mode == static_cast<std::uint8_t>(plan::backward_mode::whole);
         const geometry g = shape_of(in);
         const std::size_t n = c_.hidden * g.cols, hh = c_.hidden * c_.hidden;
         const cudaStream_t s = stream(ctx);
-        double* stash = tensor(ctx, in.stash, g.blocks * n, "stash");
+        const double* xs = block_inputs(in, ctx, g, h);
         double* scratch = doubles(scratch_, 5 * n);
+        double* deltas = whole ? nullptr : doubles(h.deltas, g.blocks * n);
         double *y = scratch, *delta = scratch + n, *dy = scratch + 2 * n, *dx = scratch + 3 * n;
         if (!g.last) dy = tensor(ctx, in.in, n, "gradient");
         for (std::size_t k = g.blocks; k-- > 0;) {
             const double* w = weights() + (g.first_block + k) * hh;
-            kernels::block_forward(w, stash + k * n, y, c_.hidden, g.cols, s);  // recompute the output
+            kernels::block_forward(w, xs + k * n, y, c_.hidden, g.cols, s);  // recompute the output
             if (g.last && k + 1 == g.blocks) head(in, g, y, dy, s);
             double* out = k > 0 ? dx : (g.first ? nullptr : tensor(ctx, in.out, n, "input gradient"));
-            kernels::block_backward(w, stash + k * n, y, dy, delta, grads() + (g.first_block + k) * hh, out, c_.hidden,
-                                    g.cols, s);
+            kernels::block_backward(w, xs + k * n, y, dy, whole ? delta : deltas + k * n,
+                                    whole ? grads() + (g.first_block + k) * hh : nullptr, out, c_.hidden, g.cols, s);
             if (k > 0) {
                 dy = dx;
                 dx = dx == scratch + 3 * n ? scratch + 4 * n : scratch + 3 * n;
             }
         }
+        if (whole) held_.erase(key_of(in));
+    }
+
+    void backward_weight(const plan::instruction& in, step_context& ctx) {
+        held& h = held_of(in, "a backward_weight");
+        if (h.deltas.bytes().empty())
+            throw error("a backward_weight of micro-batch " + std::to_string(in.microbatch) + " on stage " +
+                        std::to_string(in.stage) + " without an input-only backward before it");
+        const geometry g = shape_of(in);
+        const std::size_t n = c_.hidden * g.cols, hh = c_.hidden * c_.hidden;
+        const double* xs = block_inputs(in, ctx, g, h);
+        const auto* deltas = reinterpret_cast<const double*>(h.deltas.bytes().data());
+        for (std::size_t k = 0; k < g.blocks; ++k)
+            kernels::block_weight_grad(deltas + k * n, xs + k * n, grads() + (g.first_block + k) * hh, c_.hidden, g.cols,
+                                       stream(ctx));
+        held_.erase(key_of(in));
     }
 
     mlp_config c_;
@@ -286,7 +369,8 @@ private:
     double tokens_ = 1;
     std::vector<cpu::stage_layout> layouts_, owned_;
     std::vector<std::size_t> mb_offset_;
-    device_arena w_, g_, loss_, lens_, scratch_;
+    device_arena w_, g_, loss_, lens_, scratch_, chain_;
+    std::map<held_key, held> held_;
 };
 
 }  // namespace pipeplan::runtime::cuda
