@@ -4,6 +4,9 @@
 // BM_plan_*: one planner re-planning one batch; *_fresh: a new planner per iteration (one
 // `pipeplan plan` run, cold shape-cost cache); *_new_batches: one planner, 8 seeded batches in turn.
 // BM_plan_gpt_s16_fresh: the GPT 65k plan on S 16 (L 2; no target, measured in docs/schedules.md).
+// BM_plan_gpt_drawn_fresh/146000000: one plan of ~1,000,000 samples (target <= 10 s; /36500000
+// and /73000000: ~250,000 and ~500,000 samples, for the growth); BM_plan_gpt_deep_fresh/S: one
+// 65,536-token plan at S 256, 512, 1024 (target: near-linear in S). docs/plans.md has the figures.
 // Targets: GPT-6.7B 65,536 tokens (S 4, tp 2, L 8, 36 GB) <= 10 ms, T5-11B 65,536
 // tokens (S 4, tp 4, L 6) <= 25 ms (also with 25 % long-target samples: BM_plan_t5_mixed_fresh), 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
