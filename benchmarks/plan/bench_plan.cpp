@@ -4,6 +4,9 @@
 // BM_plan_*: one planner re-planning one batch; *_fresh: a new planner per iteration (one
 // `pipeplan plan` run, cold shape-cost cache); *_new_batches: one planner, 8 seeded batches in turn.
 // BM_plan_gpt_s16_fresh: the GPT 65k plan on S 16 (L 2; no target, measured in docs/schedules.md).
+// BM_plan_gpt_drawn_fresh/146000000: one plan of ~1,000,000 samples (target <= 10 s; /36500000
+// and /73000000: ~250,000 and ~500,000 samples, for the growth); BM_plan_gpt_deep_fresh/S: one
+// 65,536-token plan at S 256, 512, 1024 (target: near-linear in S). docs/plans.md has the figures.
 // Targets: GPT-6.7B 65,536 tokens (S 4, tp 2, L 8, 36 GB) <= 10 ms, T5-11B 65,536
 // tokens (S 4, tp 4, L 6) <= 25 ms (also with 25 % long-target samples: BM_plan_t5_mixed_fresh), 1,048,576 tokens <= 200 ms, lowering + validation S 8 M 64
 // <= 1 ms, plans <= 64 KB per rank (counter max_rank_bytes). Counters: makespan / lower bound,
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "batching/real_batches.hpp"
+#include "pipeplan/batching/draw.hpp"
 #include "pipeplan/core/random.hpp"
 #include "pipeplan/plan/lower.hpp"
 #include "pipeplan/plan/planner.hpp"
@@ -117,6 +121,36 @@ void BM_plan_t5_gpt_lengths_fresh(benchmark::State& s) { run_planner(s, t5_gpt_l
 void BM_plan_t5_mixed_fresh(benchmark::State& s) { run_planner(s, t5_mixed, s.range(0), reuse::fresh_planner); }
 void BM_plan_gpt_new_batches(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::new_batches); }
 void BM_plan_t5_new_batches(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::new_batches); }
+/// One `pipeplan plan --lengths superni_gpt.csv --tokens range(0) --seed 1` run (GPT-6.7B, S 4):
+/// the first batch of the library's drawer, which reshuffles the file for further epochs, so a
+/// budget beyond the file's 16.9 M tokens still gets its samples (146,000,000 tokens: ~1 M samples).
+void BM_plan_gpt_drawn_fresh(benchmark::State& state) {
+    const auto* m = pipeplan::test::find_profile_model(gpt.model_name, pipeplan::interpolation_mode::recommended);
+    const auto dir = pipeplan::test::shared_data_dir();
+    if (!m || !dir) {
+        state.SkipWithError("../shared/data is absent: no profiles or lengths to benchmark on");
+        return;
+    }
+    const auto pool = pipeplan::batching::read_length_pool({*dir / "lengths" / gpt.lengths_file});
+    pipeplan::batching::draw_options d;
+    d.tokens = state.range(0);
+    d.seed = 1;
+    const auto batch = pipeplan::batching::batch_drawer(pool, d).next();
+    const pp::planner_options o = options_of(gpt);
+    pp::plan_result r;
+    for (auto _ : state) {
+        pp::planner<pipeplan::profile_cost_model> fresh(*m, o);
+        r = fresh.plan(batch);
+        benchmark::DoNotOptimize(r.plan.programs.data());
+    }
+    state.counters["samples"] = static_cast<double>(batch.size());
+    state.counters["microbatches"] = static_cast<double>(r.plan.header.microbatches.size());
+    state.counters["memory_attempts"] = static_cast<double>(r.memory_attempts);
+    state.counters["split_ms"] = r.times.split_ms;
+    state.counters["schedule_ms"] = r.times.schedule_ms;
+    state.counters["lower_ms"] = r.times.lower_ms;
+}
+
 /// One `pipeplan plan` run of a deep pipeline: GPT-6.7B, one layer per stage, S = range(0)
 /// stages, one 65,536-token batch (65 micro-batches).
 void BM_plan_gpt_deep_fresh(benchmark::State& s) {
@@ -295,9 +329,10 @@ BENCHMARK(BM_plan_t5_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_mixed_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
-// Large batches, one `pipeplan plan` run each: 36,500,000 tokens ≈ 250,000 samples and
-// 146,000,000 tokens ≈ 1,000,000 samples of superni_gpt.csv (146 tokens per sample on average).
-BENCHMARK(BM_plan_gpt_fresh)->Arg(36500000)->Arg(146000000)->Iterations(1)->Unit(benchmark::kSecond);
+// Large batches, one `pipeplan plan --lengths superni_gpt.csv --tokens T --seed 1` run each:
+// 36,500,000, 73,000,000 and 146,000,000 tokens ≈ 250,000, 500,000 and 1,000,000 samples (146
+// tokens per sample on average; counter `samples`).
+BENCHMARK(BM_plan_gpt_drawn_fresh)->Arg(36500000)->Arg(73000000)->Arg(146000000)->Iterations(1)->Unit(benchmark::kSecond);
 // Deep pipelines, one `pipeplan plan` run each: S 256, 512, 1024 (time per doubling of S).
 BENCHMARK(BM_plan_gpt_deep_fresh)->Arg(256)->Arg(512)->Arg(1024)->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_plan_gpt_new_batches)->Arg(65536)->Unit(benchmark::kMillisecond);

@@ -120,10 +120,18 @@ template <cost_model Model>
     for (std::size_t i = 1; head_padded && i < n; ++i) head_padded = sh(i).seqlen_tokens <= sh(i - 1).seqlen_tokens;
     entries = 0;
     std::vector<double> buf;
+    // The table row of the current run of one length (sorted order: a length's first row asks
+    // for the most entries, so the later rows of its run need no lookup).
+    const std::vector<double>* run_row = nullptr;
+    int run_seqlen = -1;
     for (std::size_t i = 0; i < n; ++i) {
         const int remaining = static_cast<int>(n - i);
         if (head_padded && !pack) {
-            const auto& t = tables.row(sh(i).seqlen_tokens, 0, remaining);
+            if (sh(i).seqlen_tokens != run_seqlen) {
+                run_seqlen = sh(i).seqlen_tokens;
+                run_row = &tables.row(run_seqlen, 0, remaining);
+            }
+            const auto& t = *run_row;
             const int len = std::min(remaining, static_cast<int>(t.size()));
             rc.add_borrowed_row(t.data(), len);
             entries += len;

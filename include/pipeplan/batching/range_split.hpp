@@ -132,6 +132,8 @@ public:
         return {rows_[i].data, static_cast<std::size_t>(rows_[i].len)};
     }
     [[nodiscard]] bool monotone(std::size_t i) const { return rows_[i].monotone; }
+    /// Row i borrows the same costs, with the same length, as row i − 1 (after finalize()).
+    [[nodiscard]] bool same_as_previous(std::size_t i) const { return rows_[i].same_as_previous; }
 
 private:
     struct row {
@@ -176,6 +178,28 @@ struct capped_solution {
     [[nodiscard]] bool feasible() const noexcept { return std::isfinite(sum); }
 };
 
+/// Row i's ranges under `cap`: sets `cut` (the ranges m < cut are those a capped solve scans) and
+/// returns the smallest cost above the cap among them and the first range past them (infinity:
+/// none). Monotone rows stop at the first t > cap; other rows at the first suffix minimum above the
+/// cap, and a cost above the cap before that lies past the last head entry <= the cap (the head is
+/// sorted; past the head, a dip of the row may bring costs back under the cap).
+inline double capped_row_cut(const range_costs& rc, std::size_t i, double cap, std::size_t& cut) {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const auto row = rc.row_costs(i);
+    const double* t = row.data();
+    if (rc.monotone(i)) {
+        cut = static_cast<std::size_t>(std::upper_bound(row.begin(), row.end(), cap) - row.begin());
+        return cut < row.size() ? t[cut] : inf;
+    }
+    const auto sm = rc.suffix_min(i);
+    cut = static_cast<std::size_t>(std::upper_bound(sm.begin(), sm.end(), cap) - sm.begin());
+    double next = cut < row.size() ? sm[cut] : inf;
+    const std::size_t head = std::min(rc.rising_head(i), cut);
+    for (std::size_t m = static_cast<std::size_t>(std::upper_bound(t, t + head, cap) - t); m < cut; ++m)
+        if (t[m] > cap) next = std::min(next, t[m]);
+    return next;
+}
+
 /// min Σ t over splits whose ranges all have t ≤ cap. The forward pass keeps only the
 /// prefix minima f (a branch-free, vectorisable inner loop); the split is recovered
 /// backwards by finding, for each end j, the smallest start i with f[i] + t(i, j − i) == f[j]
@@ -187,28 +211,31 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
     f.assign(n + 1, inf);
     f[0] = 0;
     double next_cap = inf;
+    // Rows equal to the previous one (range_costs::same_as_previous: a run of one sample length
+    // in the sorted order) share the cut, the smallest cost above the cap and the costs scanned,
+    // found once per run: for a row that is not monotone, its costs up to the cut with those above
+    // the cap made infinite, so that every row's scan is the same branch-free, vectorised loop.
+    std::size_t cut = 0;
+    bool have_cut = false;
+    const double* t = nullptr;
+    std::vector<double> masked;
     for (std::size_t i = 0; i < n; ++i) {
+        if (!rc.same_as_previous(i)) have_cut = false;
         const double fi = f[i];
         if (fi == inf) continue;
-        const auto row = rc.row_costs(i);
-        double* out = f.data() + i + 1;
-        const double* t = row.data();
-        if (rc.monotone(i)) {
-            const std::size_t cut = static_cast<std::size_t>(std::upper_bound(row.begin(), row.end(), cap) - row.begin());
-            for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], fi + t[m]);
-            if (cut < row.size()) next_cap = std::min(next_cap, t[cut]);
-        } else {
-            const auto sm = rc.suffix_min(i);
-            const std::size_t cut = static_cast<std::size_t>(std::upper_bound(sm.begin(), sm.end(), cap) - sm.begin());
-            for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
-            // Past the cut every cost exceeds the cap (the smallest: sm[cut]); before it, a cost
-            // above the cap lies past the last head entry <= the cap (the head is sorted; past
-            // the head, a dip of the row may bring costs back under the cap).
-            if (cut < row.size()) next_cap = std::min(next_cap, sm[cut]);
-            const std::size_t head = std::min(rc.rising_head(i), cut);
-            for (std::size_t m = static_cast<std::size_t>(std::upper_bound(t, t + head, cap) - t); m < cut; ++m)
-                if (t[m] > cap) next_cap = std::min(next_cap, t[m]);
+        if (!have_cut) {
+            next_cap = std::min(next_cap, capped_row_cut(rc, i, cap, cut));
+            have_cut = true;
+            t = rc.row_costs(i).data();
+            if (!rc.monotone(i)) {
+                masked.assign(t, t + cut);
+                for (double& x : masked)
+                    if (x > cap) x = inf;
+                t = masked.data();
+            }
         }
+        double* out = f.data() + i + 1;
+        for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], fi + t[m]);
     }
     capped_solution s;
     s.next_cap = next_cap;

@@ -122,6 +122,7 @@ public:
         if (options_.packing.enabled && eval_.encoder_decoder())
             throw invalid_argument("packing inside micro-batches is supported for decoder-only models only");
         shapes_ = padded_shapes(batch, options_.lengths, eval_.encoder_decoder());
+        singletons_ = distinct_singletons();
         build_ladder();
         check_lengths();
     }
@@ -157,7 +158,7 @@ public:
     /// True when every sample alone fits under `rung` (then a split exists under it).
     [[nodiscard]] bool singletons_fit(const memory_rung& rung) const {
         microbatch_cost c;
-        for (const auto& s : distinct_singletons())
+        for (const auto& s : singletons_)
             if (!fits(s, rung, c)) return false;
         return true;
     }
@@ -362,7 +363,7 @@ private:
     /// Every sample must be priceable at mbs 1 under some rung's recomputation mode; otherwise it
     /// is longer than the model supports and the error says by how many tokens.
     void check_lengths() const {
-        for (const auto& s : distinct_singletons()) {
+        for (const auto& s : singletons_) {
             estimate_status worst = estimate_status::ok;
             bool any = false;
             for (const auto& rung : ladder_) {
@@ -419,6 +420,7 @@ private:
     stage_cost_evaluator<Model> eval_;
     split_options options_;
     std::vector<sample_shape> shapes_;
+    std::vector<microbatch_shape> singletons_;  ///< the distinct shapes of one sample, sorted
     std::vector<memory_rung> ladder_;
     shape_cost_cache* cache_ = nullptr;
 };
