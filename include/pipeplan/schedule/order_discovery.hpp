@@ -325,7 +325,12 @@ public:
         if (!tournament_) return;
         const bool w = !(done_[d] <= wake_[d]);
         key_[d] = key{w ? wake_[d] : done_[d], static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(d)};
-        for (std::size_t i = (leaves_ + d) / 2; i >= 1; i /= 2) winner_[i] = match(i);
+        // Up the tree until a match whose winner stays another device (nothing above changes).
+        for (std::size_t i = (leaves_ + d) / 2; i >= 1; i /= 2) {
+            const std::uint32_t was = winner_[i];
+            winner_[i] = match(i);
+            if (winner_[i] == was && was != d) break;
+        }
     }
     /// The earliest event (removed from the heap; the caller then clears or resets its time).
     [[nodiscard]] event next() {
