@@ -20,6 +20,9 @@
 // Run: build/benchmarks/bench_schedule --benchmark_filter=BM_DiscoverySmall
 //   BM_ZbV/8/64                  ZB-V incl. order discovery, S = 8, M = 64            <= 2 ms
 //   BM_VHalfMin/{0,1}            V-Half / V-Min incl. discovery and building block, S 8, M 64
+//                                (the reordered block kept per thread after the first run)
+//   BM_VBlockOrders/{0,1}/S/M    V-Half / V-Min building block reordered anew (what a new
+//                                (block, M) costs: the first plan of a process pays it)
 // Run: build/benchmarks/bench_schedule --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
@@ -156,6 +159,21 @@ void BM_VHalfMin(benchmark::State& st) {
     st.counters["makespan_ms"] = makespan_ms;
 }
 BENCHMARK(BM_VHalfMin)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// The device orders of V-Half's (/0) or V-Min's (/1) building block for S devices and M
+// micro-batches, filled, reordered and squeezed anew each time (v_block_orders() keeps the last
+// few per thread). Run: build/benchmarks/bench_schedule --benchmark_filter=BM_VBlockOrders
+void BM_VBlockOrders(benchmark::State& st) {
+    const auto S = static_cast<std::size_t>(st.range(1)), M = static_cast<std::size_t>(st.range(2));
+    const std::vector<ps::v_block_slots> block = st.range(0) == 0 ? ps::v_half_block(S) : ps::v_min_block(S);
+    for (auto _ : st) {
+        ps::detail::v_block_builder b(block, M);
+        b.fill_and_reorder();
+        const ps::device_orders o = b.orders();
+        benchmark::DoNotOptimize(o.data());
+    }
+}
+BENCHMARK(BM_VBlockOrders)->Args({0, 8, 64})->Args({1, 8, 64})->Args({0, 16, 65})->Args({1, 16, 65})->Unit(benchmark::kMicrosecond);
 
 void BM_OrderSearch(benchmark::State& st) {
     const ps::scenario sc = variable_of(st, 3);

@@ -219,12 +219,12 @@ TEST_CASE("order discovery: reserved_memory decides like re-adding the members i
     CHECK(mem.exact_sums() <= releases);
 }
 
-TEST_CASE("order discovery: identical to the reference with many devices (the event heap beyond scan_devices)") {
+TEST_CASE("order discovery: identical to the reference with many devices (the event heap beyond tournament_devices)") {
     using pref = ps::discovery_policy::preference;
     rng_t r{ps::splitmix64(4242)};
     for (int iter = 0; iter < 40; ++iter) {
         CAPTURE(iter);
-        const std::size_t D = ps::detail::event_queue::scan_devices + 1 + r.below(24), chunks = 1 + r.below(2);
+        const std::size_t D = ps::detail::event_queue::tournament_devices + 1 + r.below(24), chunks = 1 + r.below(2);
         const ps::stage_placement pl(chunks == 1 ? ps::placement_kind::linear : ps::placement_kind::interleaved, D,
                                      chunks);
         const ps::scenario sc = random_discovery_scenario(r, D * chunks, 1 + r.below(12), r.below(2) == 0, r.below(3) == 0);

@@ -38,11 +38,11 @@
 //
 // Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind
 // in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
-// device's one completion or wake-up, the earliest found by scanning the devices (up to
-// event_queue::scan_devices: nothing to maintain) or from one global heap with lazy
-// invalidation (beyond); the largest transient in flight comes from a lazy max-heap, and the
-// reserved memory from reserved_memory below, which gives the exact floating-point sum the rule
-// defines without re-adding the in-flight set on every release. The engine
+// device's one completion or wake-up, the earliest kept by a tournament over the devices (up
+// to event_queue::tournament_devices: log2 D compares when a device's times change) or by one
+// global heap with lazy invalidation (beyond); the largest transient in flight comes from a
+// lazy max-heap, and the reserved memory from reserved_memory below, which gives the exact
+// floating-point sum the rule defines without re-adding the in-flight set on every release. The engine
 // (detail::order_discovery) is reusable: prepare() computes the scenario's tables once, run()
 // runs one policy, and its scratch memory stays between runs (discover_order() uses one per
 // thread; adaptive runs its preference candidates on one prepare()), so a warm engine does not
@@ -53,6 +53,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -277,14 +278,17 @@ private:
 
 /// The next event of the discovery: per device its running op's completion and its wake-up
 /// (each at most one; `never` when none), ranked by (time, completion before wake-up, device) —
-/// the rule of the file comment. Up to scan_devices devices, update(d) after a change of d's
-/// times ranks d's earliest event and next() scans the devices (a few compares, no branch);
-/// beyond, every finite time set is pushed on a heap, and next() pops it, skipping the entries
-/// that a later set made stale (O(log) per event).
+/// the rule of the file comment. Up to tournament_devices devices, update(d) after a change of
+/// d's times ranks d's earliest event and replays d's matches in a tournament over the devices
+/// (each node keeps the earlier of its two halves' winners, the left one on ties, so the root
+/// holds the first device among the earliest), and next() reads the root: log2 of the devices
+/// compares per update instead of one per device and event; beyond, every
+/// finite time set is pushed on a heap, and next() pops it, skipping the entries that a later
+/// set made stale (O(log) per event).
 class event_queue {
 public:
     static constexpr double never = std::numeric_limits<double>::infinity();
-    static constexpr std::size_t scan_devices = 16;
+    static constexpr std::size_t tournament_devices = 16;
 
     struct event {
         std::size_t device;
@@ -295,33 +299,44 @@ public:
     /// `devices` devices with no event.
     void reset(std::size_t devices) {
         devices_ = devices;
-        scan_ = devices <= scan_devices;
+        tournament_ = devices <= tournament_devices;
         done_.assign(devices, never);
         wake_.assign(devices, never);
-        key_.assign(scan_ ? devices : 0, key{never, 0, 0});
+        key_.assign(tournament_ ? devices + 1 : 0, key{never, 0, 0});
         heap_.clear();
+        if (!tournament_) return;
+        key_[devices] = key{never, 2, 0};  // the padding leaves' key: after every device's
+        leaves_ = std::bit_ceil(std::max<std::size_t>(devices, 1));
+        winner_.assign(2 * leaves_, static_cast<std::uint32_t>(devices));
+        for (std::size_t d = 0; d < devices; ++d) winner_[leaves_ + d] = static_cast<std::uint32_t>(d);
+        for (std::size_t i = leaves_ - 1; i >= 1; --i) winner_[i] = match(i);
     }
     [[nodiscard]] double wake_at(std::size_t d) const noexcept { return wake_[d]; }
     void set_done(std::size_t d, double t) {
         done_[d] = t;
-        if (!scan_ && t < never) push({t, 0, static_cast<std::uint32_t>(d)});
+        if (!tournament_ && t < never) push({t, 0, static_cast<std::uint32_t>(d)});
     }
     void set_wake(std::size_t d, double t) {
         wake_[d] = t;
-        if (!scan_ && t < never) push({t, 1, static_cast<std::uint32_t>(d)});
+        if (!tournament_ && t < never) push({t, 1, static_cast<std::uint32_t>(d)});
     }
-    /// Re-ranks device d after set_done / set_wake (scan only; the heap has the entries).
+    /// Re-ranks device d after set_done / set_wake (tournament only; the heap has the entries).
     void update(std::size_t d) noexcept {
-        if (!scan_) return;
+        if (!tournament_) return;
         const bool w = !(done_[d] <= wake_[d]);
         key_[d] = key{w ? wake_[d] : done_[d], static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(d)};
+        // Up the tree until a match whose winner stays another device (nothing above changes).
+        for (std::size_t i = (leaves_ + d) / 2; i >= 1; i /= 2) {
+            const std::uint32_t was = winner_[i];
+            winner_[i] = match(i);
+            if (winner_[i] == was && was != d) break;
+        }
     }
     /// The earliest event (removed from the heap; the caller then clears or resets its time).
     [[nodiscard]] event next() {
-        if (scan_) {
-            std::size_t d = 0;
-            for (std::size_t e = 1; e < devices_; ++e) d = before(key_[e], key_[d]) ? e : d;  // ties: the first
+        if (tournament_) {
             if (devices_ == 0) return {0, never, false};
+            const std::size_t d = winner_[1];
             return {d, key_[d].t_ms, key_[d].wake != 0};
         }
         while (!heap_.empty()) {
@@ -350,14 +365,22 @@ private:
             return a.device > b.device;
         }
     };
+    // The winner of node i's match: its right half's when that is strictly earlier, else its
+    // left half's (a padding leaf, devices_, is never earlier).
+    [[nodiscard]] std::uint32_t match(std::size_t i) const noexcept {
+        const std::uint32_t a = winner_[2 * i], b = winner_[2 * i + 1];
+        return before(key_[b], key_[a]) ? b : a;
+    }
     void push(key k) {
         heap_.push_back(k);
         std::push_heap(heap_.begin(), heap_.end(), later{});
     }
     std::size_t devices_ = 0;
-    bool scan_ = true;
+    bool tournament_ = true;
     std::vector<double> done_, wake_;
-    std::vector<key> key_;   // scan: each device's earliest event
+    std::vector<key> key_;   // tournament: each device's earliest event, then the padding's
+    std::size_t leaves_ = 1;  // tournament: its leaves, a power of two >= the devices
+    std::vector<std::uint32_t> winner_;  // tournament: node i's winner (leaves at leaves_ + d)
     std::vector<key> heap_;  // beyond: min-heap of the times set, stale ones included
 };
 

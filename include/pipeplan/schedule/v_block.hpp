@@ -159,22 +159,45 @@ private:
             for (std::size_t i = at.size(); pending > 0; ++i, --pending) t_[d][4].push_back(i);
         }
     }
-    // The most chunk activations device d holds over its slots (`at`: occupancy()): a forward
-    // adds one, a W (placed, or with `implicit_w` run in each free slot while one is pending) frees one.
-    [[nodiscard]] std::int64_t held_peak(const std::vector<std::int64_t>& at, bool implicit_w) const {
-        std::int64_t cur = 0, peak = 0, pending = 0;
-        for (const std::int64_t a : at) {
-            const std::int64_t k = a < 0 ? -1 : a / static_cast<std::int64_t>(2 * M_);
-            if (k == 0 || k == 1) ++cur;
-            else if (k == 4) --cur;
-            else if (k == 2 || k == 3) ++pending;
-            else if (implicit_w && pending > 0) {
-                --pending;
-                --cur;
-            }
-            peak = std::max(peak, cur);
+    // What a device holds after a prefix of its slots: chunk activations and, when W is implicit,
+    // the B whose W has not run yet.
+    struct held_state {
+        std::int64_t cur = 0, pending = 0;
+        friend bool operator==(const held_state&, const held_state&) = default;
+    };
+    // The state after slot content `a` (occupancy()): a forward adds one activation, a W (placed,
+    // or with `implicit_w` run in a free slot while one is pending) frees one.
+    [[nodiscard]] held_state step(held_state h, std::int64_t a, bool implicit_w) const {
+        const std::int64_t k = a < 0 ? -1 : a / static_cast<std::int64_t>(2 * M_);
+        if (k == 0 || k == 1) ++h.cur;
+        else if (k == 4) --h.cur;
+        else if (k == 2 || k == 3) ++h.pending;
+        else if (implicit_w && h.pending > 0) {
+            --h.pending;
+            --h.cur;
         }
-        return peak;
+        return h;
+    }
+    // Moves the op in slot `from` of `at` to the free slot `to` < `from` when that keeps the held
+    // activations within `cap`, and updates `after` (the state after each slot of `at`, whose
+    // peak is within `cap`); returns whether it moved. The slots before `to` keep their states,
+    // and from the first slot at or past `from` whose state equals the unmoved one's, so do the rest.
+    bool try_move(std::vector<std::int64_t>& at, std::vector<held_state>& after, std::size_t to, std::size_t from,
+                  std::int64_t cap, bool implicit_w) const {
+        const auto run = [&](bool write) {
+            held_state h = to == 0 ? held_state{} : after[to - 1];
+            for (std::size_t i = to; i < at.size(); ++i) {
+                h = step(h, i == to ? at[from] : i == from ? -1 : at[i], implicit_w);
+                if (h.cur > cap) return false;
+                if (i >= from && h == after[i]) return true;
+                if (write) after[i] = h;
+            }
+            return true;
+        };
+        if (!run(false)) return false;
+        (void)run(true);
+        std::swap(at[to], at[from]);
+        return true;
     }
     // The latest slot among the inputs of (d, k, j) (−1: none): the previous stage's op of its
     // kind, the op before it on its own (micro-batch, chunk path), its kind's previous micro-batch.
@@ -184,30 +207,51 @@ private:
         if ((k == 0 || k == 2) && d > 0) in(t_[d - 1][k][j]);
         if ((k == 1 || k == 3) && d + 1 < S_) in(t_[d + 1][k][j]);
         if (k >= 1 && k <= 3) in(t_[d][k - 1][j]);
-        if (k == 4) {
-            std::vector<std::size_t> b(t_[d][2].size() + t_[d][3].size());
-            std::merge(t_[d][2].begin(), t_[d][2].end(), t_[d][3].begin(), t_[d][3].end(), b.begin());
-            in(b[j]);
-        }
+        if (k == 4) in(nth_b_slot(d, j));
         if (j > 0) in(t_[d][k][j - 1]);
         return s;
     }
-    // All ops (with W when `with_w`) in slot order: (slot, device, kind, micro-batch).
+    // The slot of device d's j-th B (of either chunk; the two lists rise and never share a slot).
+    [[nodiscard]] std::size_t nth_b_slot(std::size_t d, std::size_t j) const {
+        const auto& b1 = t_[d][2];
+        const auto& b0 = t_[d][3];
+        for (std::size_t x = 0, y = 0;;) {  // B taken of each list, in slot order
+            const bool second = x < b1.size() && (y == b0.size() || b1[x] < b0[y]);
+            if (x + y == j) return second ? b1[x] : b0[y];
+            ++(second ? x : y);
+        }
+    }
+    // All ops (with W when `with_w`) in slot order, ties by device, kind, micro-batch:
+    // (slot, device, kind, micro-batch). A counting sort by slot of the ops listed in tie order.
     [[nodiscard]] std::vector<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>> by_slot(bool with_w) const {
-        std::vector<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>> ops;
+        const std::size_t kinds = with_w ? 5 : 4;
+        std::size_t slots = 0;
         for (std::size_t d = 0; d < S_; ++d)
-            for (std::size_t k = 0; k < (with_w ? 5 : 4); ++k)
-                for (std::size_t j = 0; j < t_[d][k].size(); ++j) ops.emplace_back(t_[d][k][j], d, k, j);
-        std::sort(ops.begin(), ops.end());
+            for (std::size_t k = 0; k < kinds; ++k)
+                if (!t_[d][k].empty()) slots = std::max(slots, t_[d][k].back() + 1);
+        std::vector<std::size_t> first(slots + 1, 0);  // counts, then each slot's first place
+        for (std::size_t d = 0; d < S_; ++d)
+            for (std::size_t k = 0; k < kinds; ++k)
+                for (const std::size_t slot : t_[d][k]) ++first[slot + 1];
+        for (std::size_t i = 1; i <= slots; ++i) first[i] += first[i - 1];
+        std::vector<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>> ops(first[slots]);
+        for (std::size_t d = 0; d < S_; ++d)
+            for (std::size_t k = 0; k < kinds; ++k)
+                for (std::size_t j = 0; j < t_[d][k].size(); ++j) ops[first[t_[d][k][j]]++] = {t_[d][k][j], d, k, j};
         return ops;
     }
     // Step 3's move (warm-up only with the W placed) within the block's peak.
     void reorder(bool with_w) {
         std::vector<std::vector<std::int64_t>> at(S_);
+        std::vector<std::vector<held_state>> after(S_);  // per device, the state after each slot
         std::int64_t cap = 0;
         for (std::size_t d = 0; d < S_; ++d) {
             at[d] = occupancy(d, !with_w);
-            cap = std::max(cap, held_peak(at[d], !with_w));
+            held_state h;
+            for (const std::int64_t a : at[d]) {
+                after[d].push_back(h = step(h, a, !with_w));
+                cap = std::max(cap, h.cur);
+            }
         }
         int phase = 0;  // 0 warm-up, 1 steady (from device 0's first first-chunk B), 2 cool-down (after a last F)
         for (const auto& [slot, d, k, j] : by_slot(with_w)) {
@@ -219,12 +263,10 @@ private:
             if (phase == 0 && !with_w) continue;
             for (auto s = static_cast<std::size_t>(input_slot(d, k, j) + 1); s < slot; ++s) {
                 if (at[d][s] >= 0) continue;
-                std::swap(at[d][s], at[d][slot]);
-                if (held_peak(at[d], !with_w) <= cap) {
+                if (try_move(at[d], after[d], s, slot, cap, !with_w)) {
                     t_[d][k][j] = s;
                     break;
                 }
-                std::swap(at[d][s], at[d][slot]);
             }
         }
     }
@@ -249,9 +291,11 @@ private:
 
 /// The device orders of `block` (one entry per device) for M micro-batches on a V of 2S stages
 /// (the file comment's steps; step 3 only when `reorder`); throws invalid_argument when a
-/// device's slots collide modulo 6. Step 3 tries slots one by one and scans a device's slots
-/// for each try (17 ms at S = 8, M = 64 on a loaded 2-core machine, against 0.04 ms without it),
-/// so the last 4 reordered results are kept per thread and reused for the same block and M.
+/// device's slots collide modulo 6. Step 3 tries slots one by one, each try replaying the
+/// device's held activations from the tried slot until they rejoin the unmoved order's: 1.9 M
+/// instructions for V-Half at S = 8, M = 64 and 5.0 M at S = 16, M = 65 (callgrind;
+/// BM_VBlockOrders), against 0.04 ms without step 3, so the last 4 reordered results are kept
+/// per thread and reused for the same block and M.
 [[nodiscard]] inline device_orders v_block_orders(const std::vector<v_block_slots>& block, std::size_t M,
                                                   bool reorder = true) {
     detail::v_block_builder b(block, M);
