@@ -158,6 +158,7 @@ template <int write = 0>
 /// Where the one-pass replay (order_sweep) stands on one device and what it has recorded there.
 struct sweep_cursor {
     std::uint32_t pos = 0;              ///< next position in the device's order
+    bool waits = false;                 ///< the op at pos waited for an input (it was checked)
     double free_ms = 0.0;               ///< when the device is free again
     double state_mb = 0.0;              ///< model state of its stages
     double stored_mb = 0.0;             ///< activations its stages hold
@@ -369,13 +370,13 @@ public:
             return false;
         if (!prepare(D)) return false;
         start_records(r, opt, D);
-        ws_.work.clear();
-        for (std::size_t d = D; d-- > 0;) ws_.work.push_back(static_cast<std::uint32_t>(d));
-        while (!ws_.work.empty()) {
-            const std::uint32_t d = ws_.work.back();
-            ws_.work.pop_back();
-            if (!run_device(d)) return false;
-        }
+        // The devices to run, a stack: each is on it at most once (pushed first, or when woken
+        // from a wait, after it was popped), so D entries hold it.
+        ws_.work.resize(D);
+        ready_ = ws_.work.data();
+        for (std::size_t d = D; d-- > 0;) ready_[ready_count_++] = static_cast<std::uint32_t>(d);
+        while (ready_count_ > 0)
+            if (!run_device(ready_[--ready_count_])) return false;
         for (std::size_t d = 0; d < D; ++d)
             if (ws_.blocked_on[d] != none) return false;  // a deadlock (or a missing input)
         const std::size_t keys = V_ * M_;
@@ -546,8 +547,16 @@ private:
                                         address_of(sc_.stored_mb.data()),  address_of(sc_.peak_mb.data()),
                                         address_of(ws_.end_ms.data()),     address_of(ws_.end_ms.data() + n.V * n.M)};
         std::uint32_t p = c.pos;
-        ws_.blocked_on[d] = none;
-        for (; p < size; ++p) {
+        outcome r = outcome::ran;
+        // Woken (blocked_on[d] is none again): the op it waited at was checked and its streams
+        // fetched then; it runs without either (or waits again, for its other input).
+        if (c.waits) {
+            const op o = order[p];
+            r = run_op(w, c, n, o, o.stage * n.M + o.microbatch, d);
+            if (r == outcome::refused) return false;
+            if (r == outcome::ran) ++p;
+        }
+        for (; r == outcome::ran && p < size; ++p) {
             const op o = order[p];
             if (o.microbatch >= n.M || o.stage >= n.V || device_of_stage_[o.stage] != d || o.overlaps_next) return false;
             const std::size_t k = o.stage * n.M + o.microbatch;
@@ -555,18 +564,12 @@ private:
             prefetch_line(address_of(order + p) + 8 * sizeof(op));
             prefetch_line<1>(address_of(w.timeline) + 4 * sizeof(op_timing));
             prefetch_line<1>(address_of(w.curve) + 4 * sizeof(memory_point));
-            outcome r = outcome::refused;
-            switch (o.kind) {
-                case op_kind::F: r = step<op_kind::F>(w, c, n, o, k, d); break;
-                case op_kind::B: r = step<op_kind::B>(w, c, n, o, k, d); break;
-                case op_kind::W: r = step<op_kind::W>(w, c, n, o, k, d); break;
-                case op_kind::F_checkpoint: r = step<op_kind::F_checkpoint>(w, c, n, o, k, d); break;
-                case op_kind::R: r = step<op_kind::R>(w, c, n, o, k, d); break;
-            }
+            r = run_op(w, c, n, o, k, d);
             if (r == outcome::refused) return false;
             if (r == outcome::waits) break;
         }
         c.pos = p;
+        c.waits = r == outcome::waits;
         c.free_ms = w.free_ms;
         c.stored_mb = w.stored_mb;
         c.peak_mb = w.peak_mb;
@@ -575,6 +578,18 @@ private:
         c.curve = w.curve;
         makespan_ = w.makespan_ms;
         return true;
+    }
+
+    /// Runs op `o` (checked; its (stage, micro-batch) k) on device d, or finds what it waits for.
+    [[gnu::always_inline]] outcome run_op(walk& w, sweep_cursor& c, dims n, op o, std::size_t k, std::uint32_t d) {
+        switch (o.kind) {
+            case op_kind::F: return step<op_kind::F>(w, c, n, o, k, d);
+            case op_kind::B: return step<op_kind::B>(w, c, n, o, k, d);
+            case op_kind::W: return step<op_kind::W>(w, c, n, o, k, d);
+            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint>(w, c, n, o, k, d);
+            case op_kind::R: return step<op_kind::R>(w, c, n, o, k, d);
+        }
+        return outcome::refused;
     }
 
     /// Runs op `o` (of kind K, its (stage, micro-batch) k) on device d, or finds what it waits for.
@@ -648,7 +663,7 @@ private:
         const std::uint32_t e = device_of_stage_[to.to.stage];
         if (ws_.blocked_on[e] != own) return;
         ws_.blocked_on[e] = none;
-        ws_.work.push_back(e);
+        ready_[ready_count_++] = e;
     }
 
     simulation_workspace& ws_;
@@ -659,6 +674,8 @@ private:
     static constexpr std::size_t zero_ = 0;
     std::vector<std::uint32_t> device_of_stage_;
     double makespan_ = 0.0;
+    std::uint32_t* ready_ = nullptr;  ///< the devices to run (ws.work), a stack
+    std::size_t ready_count_ = 0;
     std::size_t count_[5] = {0, 0, 0, 0, 0};
     bool opened_[4] = {true, true, false, false};
     bool checkpointed_ = false;
