@@ -20,6 +20,21 @@ using pipeplan::test::check_schedule;
 using pipeplan::test::random_scenario;
 using pipeplan::test::two_stage;
 
+namespace {
+
+/// What `f` throws (a pipeplan::error's text), or "no error".
+template <class F>
+std::string message(F&& f) {
+    try {
+        f();
+    } catch (const pipeplan::error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+}  // namespace
+
 TEST_CASE("make_scenario validates its vectors") {
     CHECK_THROWS_AS((void)make_scenario({{1, 2}}, {{1}}, {{1, 1}}, {{1, 1}}, {1, 1}), pipeplan::invalid_argument);
     CHECK_THROWS_AS((void)make_scenario({{1, -2}}, {{1, 1}}, {{1, 1}}, {{1, 1}}, {1, 1}), pipeplan::invalid_argument);
@@ -58,14 +73,6 @@ TEST_CASE("scenario::validate: a scenario built in code is held to the JSON read
     };
     const scenario base = two_stage(5.0, network_model{0.5, 8.0, 0.0, 0.0, 1});
     const auto schedule = pipeline_schedule(one_f_one_b{}(base));
-    const auto message = [](auto&& f) -> std::string {
-        try {
-            f();
-        } catch (const pipeplan::error& e) {
-            return e.what();
-        }
-        return "no error";
-    };
     for (const auto& c : cases) {
         CAPTURE(c.field);
         scenario ok = base;
@@ -100,4 +107,34 @@ TEST_CASE("scenario::validate: a scenario built in code is held to the JSON read
     // make_scenario (the batching tier's way in) refuses the same values.
     CHECK(message([] { (void)make_scenario({{1, 2e9}}, {{1, 1}}, {{1, 1}}, {{1, 1}}, {1, 1}); }) ==
           "scenario: microbatches[0].forward_ms[1] must be a number in [0, 1e+09] ms, is 2e+09");
+}
+
+TEST_CASE("scenario::validate: the first bad value is named wherever it lies (blocks, pairs, the odd tail)") {
+    // S 3, M 401: 1203 values per field, checked two at a time in blocks of
+    // scenario::range_block; the last block's count is odd.
+    const std::size_t S = 3, M = 401, n = S * M;
+    const scenario good = scaled_scenario(std::vector<double>(S, 1.0), std::vector<double>(M, 1.0), 2.0, 10, 5, 8);
+    REQUIRE(good.forward_ms.size() == n);
+    good.validate();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const std::size_t i : {std::size_t{0}, std::size_t{1}, scenario::range_block - 1, scenario::range_block,
+                                scenario::range_block + 1, n - 2, n - 1}) {
+        const std::string at = "microbatches[" + std::to_string(i % M) + "].";
+        const std::string stage = "[" + std::to_string(i / M) + "]";
+        scenario sc = good;
+        sc.backward_ms[i] = nan;
+        CHECK(message([&] { sc.validate(); }) == "scenario: " + at + "backward_ms" + stage + " must be a number in [0, 1e+09] ms, is nan");
+        sc.forward_ms[i] = -1.0;  // reported first: forward before backward at one value
+        CHECK(message([&] { sc.validate(); }) == "scenario: " + at + "forward_ms" + stage + " must be a number in [0, 1e+09] ms, is -1");
+        if (i + 1 < n) {  // a later bad value does not hide this one
+            sc.stored_mb[i + 1] = 2e9;
+            CHECK(message([&] { sc.validate(); }).find(at + "forward_ms" + stage) != std::string::npos);
+        }
+        sc = good;
+        sc.peak_mb[i] = sc.stored_mb[i] / 2;
+        CHECK(message([&] { sc.validate(); }).find(at + "peak_mb" + stage + " (") != std::string::npos);
+        sc = good;
+        sc.stored_mb[i] = std::numeric_limits<double>::infinity();
+        CHECK(message([&] { sc.validate(); }).find(at + "stored_mb" + stage + " must be") != std::string::npos);
+    }
 }

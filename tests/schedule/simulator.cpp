@@ -176,7 +176,7 @@ TEST_CASE("simulator: the one-pass replay, the free-network sweep and the event 
             runs.emplace_back(vs, interleaved_1f1b{2}(vs));
             for (const auto& [s, sched] : runs) {
                 CAPTURE(sched.name);
-                CHECK(detail::order_sweep(ws, s, sched).run());  // handled by the one-pass replay
+                CHECK(detail::order_sweep(ws, s, sched).run(orders, {}));  // handled by the one-pass replay
                 detail::simulate_into_by(orders, s, sched, {}, ws, replay_method::orders);
                 detail::simulate_into_by(sweep, s, sched, {}, ws, replay_method::sweep);
                 detail::simulate_into_by(events, s, sched, {}, ws, replay_method::events);
@@ -217,7 +217,7 @@ TEST_CASE("simulator: every registered schedule replays in one pass as the event
                 const bool pairs = std::any_of(sched.orders.begin(), sched.orders.end(), [](const auto& d) {
                     return std::any_of(d.begin(), d.end(), [](const op& x) { return x.overlaps_next; });
                 });
-                const bool handled = detail::order_sweep(ws, sc, sched).run();
+                const bool handled = detail::order_sweep(ws, sc, sched).run(orders, {});
                 CHECK(handled != pairs);  // it leaves exactly the overlapped pairs to the indexed sweep
                 one_pass += handled ? 1 : 0;
                 for (const bool record : {true, false}) {

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -61,10 +63,22 @@ struct huge_page_allocator {
         if (n * sizeof(T) < huge_page_bytes) return std::allocator<T>{}.deallocate(p, n);
         ::operator delete(p, std::align_val_t{huge_page_bytes});
     }
+    /// Construction without a value default-initializes: resize() of a vector of numbers leaves
+    /// the new entries unwritten (scratch that is overwritten anyway is not zero-filled first,
+    /// which for fresh memory would touch every page twice).
+    template <class U>
+    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
     friend bool operator==(const huge_page_allocator&, const huge_page_allocator&) noexcept { return true; }
 };
 
-/// A vector whose large storage is huge pages (huge_page_allocator).
+/// A vector whose large storage is huge pages (huge_page_allocator); resize() leaves new entries
+/// of trivial types unwritten (scratch buffers).
 template <class T>
 using huge_page_vector = std::vector<T, huge_page_allocator<T>>;
 

@@ -96,6 +96,13 @@ public:
         next_ = end;
         return end;
     }
+    /// Appends the row [begin, end): entries the producer wrote in the buffer at or after the
+    /// previous row's end (rows written side by side may leave gaps between them).
+    T* add_row(T* begin, T* end) noexcept {
+        rows_.emplace_back(begin, static_cast<std::size_t>(end - begin));
+        next_ = end;
+        return end;
+    }
     /// Empties the array (keeps the buffer).
     void clear() noexcept { rows_.clear(); }
 

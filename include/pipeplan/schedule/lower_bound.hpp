@@ -71,16 +71,23 @@ struct lower_bound_parts {
     std::iota(by_device.begin(), by_device.end(), std::size_t{0});
     std::stable_sort(by_device.begin(), by_device.end(), [&](std::size_t a, std::size_t b) { return dev[a] < dev[b]; });
     std::vector<double> work(D, 0.0), forward_work(D, 0.0), b_work(D, 0.0);
+    const bool pairs = overlap_factor < 1.0;  // only then are the forward and B sums needed
     for (std::size_t i = 0, n = 0; i < V; i += n) {
         for (n = 1; i + n < V && dev[by_device[i + n]] == dev[by_device[i]];) ++n;
         const std::size_t d = dev[by_device[i]];
+        double all = 0.0, forward = 0.0, b = 0.0;  // sums in registers, in the order above
         for (std::size_t j = 0; j < M; ++j)
             for (std::size_t c = i; c < i + n; ++c) {
                 const std::size_t v = by_device[c];
-                work[d] += sc.fwd(j, v) + sc.bwd(j, v);
-                forward_work[d] += fwd(j, v);
-                b_work[d] += bwd(j, v);
+                all += sc.fwd(j, v) + sc.bwd(j, v);
+                if (pairs) {
+                    forward += fwd(j, v);
+                    b += bwd(j, v);
+                }
             }
+        work[d] = all;
+        forward_work[d] = forward;
+        b_work[d] = b;
     }
     if (overlap_factor < 1.0)  // the most that overlapped pairs can save (file comment)
         for (std::size_t d = 0; d < D; ++d) work[d] -= (1.0 - overlap_factor) * std::min(forward_work[d], b_work[d]);
@@ -93,7 +100,12 @@ struct lower_bound_parts {
     std::vector<double> pf(M, 0.0), sb(M);
     for (std::size_t j = 0; j < M; ++j) sb[j] = model.duration_ms(at(op_kind::W, j, 0));  // 0 without a split
     for (std::size_t v = 0; v < V; ++v) {
-        if (v > 0)
+        if (v > 0 && free_net)  // msg() is 0 (added all the same: the same sums bit for bit)
+            for (std::size_t j = 0; j < M; ++j) {
+                pf[j] = pf[j] + fwd(j, v - 1) + 0.0;
+                sb[j] = sb[j] + bwd(j, v - 1) + 0.0;
+            }
+        else if (v > 0)
             for (std::size_t j = 0; j < M; ++j) {
                 pf[j] = pf[j] + fwd(j, v - 1) + msg(at(op_kind::F, j, v - 1), v);
                 sb[j] = sb[j] + bwd(j, v - 1) + msg(at(op_kind::B, j, v), v - 1);

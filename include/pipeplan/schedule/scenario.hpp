@@ -21,6 +21,10 @@
 
 #include "pipeplan/core/error.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace pipeplan::schedule {
 
 /// Point-to-point network between devices. A message of `size_mb` from device a to b takes
@@ -148,19 +152,20 @@ struct scenario {
                        std::to_string(i / microbatches) + "]";
             };
         };
-        auto in = [](double x, double hi) { return x >= 0.0 && x <= hi; };  // NaN fails too
-        for (std::size_t i = 0; i < forward_ms.size(); ++i) {
-            if (in(forward_ms[i], L::max_time_ms) && in(backward_ms[i], L::max_time_ms) &&
-                in(stored_mb[i], L::max_memory_mb) && in(peak_mb[i], L::max_memory_mb) && peak_mb[i] >= stored_mb[i])
-                continue;  // the common case, without building the error's text
-            check(forward_ms[i], L::max_time_ms, "ms", where("forward_ms", i));
-            check(backward_ms[i], L::max_time_ms, "ms", where("backward_ms", i));
-            check(stored_mb[i], L::max_memory_mb, "MB", where("stored_mb", i));
-            check(peak_mb[i], L::max_memory_mb, "MB", where("peak_mb", i));
-            if (peak_mb[i] < stored_mb[i])
-                throw invalid_argument("scenario: " + where("peak_mb", i)() + " (" + number_text(peak_mb[i]) +
-                                       ") is below stored_mb (" + number_text(stored_mb[i]) +
-                                       "): the peak includes the stored activations");
+        const std::size_t n = forward_ms.size();
+        for (std::size_t b = 0; b < n; b += range_block) {
+            const std::size_t e = std::min(n, b + range_block);
+            if (in_ranges(b, e)) continue;  // the common case, without building the error's text
+            for (std::size_t i = b; i < e; ++i) {
+                check(forward_ms[i], L::max_time_ms, "ms", where("forward_ms", i));
+                check(backward_ms[i], L::max_time_ms, "ms", where("backward_ms", i));
+                check(stored_mb[i], L::max_memory_mb, "MB", where("stored_mb", i));
+                check(peak_mb[i], L::max_memory_mb, "MB", where("peak_mb", i));
+                if (peak_mb[i] < stored_mb[i])
+                    throw invalid_argument("scenario: " + where("peak_mb", i)() + " (" + number_text(peak_mb[i]) +
+                                           ") is below stored_mb (" + number_text(stored_mb[i]) +
+                                           "): the peak includes the stored activations");
+            }
         }
         auto indexed = [](const char* name, std::size_t i) {
             return [name, i] { return std::string(name) + "[" + std::to_string(i) + "]"; };
@@ -178,6 +183,39 @@ struct scenario {
         if (nw.devices_per_node < 1 || nw.devices_per_node > L::max_devices_per_node)
             throw invalid_argument("scenario: network.devices_per_node must lie in [1, " +
                                    std::to_string(L::max_devices_per_node) + "], is " + std::to_string(nw.devices_per_node));
+    }
+
+    /// Values per block of validate_ranges()'s branch-free pass (a block out of range is
+    /// checked again value by value, for the error's text).
+    static constexpr std::size_t range_block = 512;
+
+    /// Whether every (stage, micro-batch) value in [b, e) lies in scenario_limits' ranges
+    /// (peak not below stored; NaN fails); with SSE2 two values at a time without a branch
+    /// (g++ 12 does not vectorise the scalar loop): ~17 against ~33 instructions per value
+    /// (simulate() runs it on every call; callgrind, 1F1B at S 64, M 4096).
+    [[nodiscard]] bool in_ranges(std::size_t b, std::size_t e) const noexcept {
+        using L = scenario_limits;
+        const double *f = forward_ms.data(), *bw = backward_ms.data(), *st = stored_mb.data(), *pk = peak_mb.data();
+        bool all = true;
+        std::size_t i = b;
+#if defined(__SSE2__)
+        const __m128d zero = _mm_setzero_pd(), t_hi = _mm_set1_pd(L::max_time_ms), m_hi = _mm_set1_pd(L::max_memory_mb);
+        __m128d ok = _mm_cmpeq_pd(zero, zero);
+        for (; i + 2 <= e; i += 2) {
+            const __m128d x = _mm_loadu_pd(f + i), y = _mm_loadu_pd(bw + i), s = _mm_loadu_pd(st + i),
+                          p = _mm_loadu_pd(pk + i);
+            const __m128d xy = _mm_and_pd(_mm_and_pd(_mm_cmpge_pd(x, zero), _mm_cmple_pd(x, t_hi)),
+                                          _mm_and_pd(_mm_cmpge_pd(y, zero), _mm_cmple_pd(y, t_hi)));
+            const __m128d sp = _mm_and_pd(_mm_and_pd(_mm_cmpge_pd(s, zero), _mm_cmple_pd(s, m_hi)),
+                                          _mm_and_pd(_mm_cmple_pd(p, m_hi), _mm_cmpge_pd(p, s)));
+            ok = _mm_and_pd(ok, _mm_and_pd(xy, sp));
+        }
+        all = _mm_movemask_pd(ok) == 3;
+#endif
+        for (; i < e; ++i)
+            all = all && f[i] >= 0.0 && f[i] <= L::max_time_ms && bw[i] >= 0.0 && bw[i] <= L::max_time_ms &&
+                  st[i] >= 0.0 && st[i] <= L::max_memory_mb && pk[i] <= L::max_memory_mb && pk[i] >= st[i];
+        return all;
     }
 
     /// Checks devices, placement and checkpoint_ratio (part of validate()).

@@ -16,11 +16,11 @@
 //   deterministic.
 // The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
 // input_count() give its dependencies (plans and energy profiles build on both).
-// Replay: on a free network one pass over the orders (detail::order_sweep); with links, or for
-// what that pass leaves (overlapped pairs, durations given per op), the ops are indexed
-// (op_index) and replayed by op id. The result's timeline and memory curve are rows of one
-// allocation each (core/row_array.hpp), written in one pass per device; a reused result keeps
-// them. Figures: docs/schedules.md, "Simulator speed".
+// Replay: on a free network one pass over the orders (detail::order_sweep), which records each
+// op as it runs; with links, or for what that pass leaves (overlapped pairs, durations given per
+// op), the ops are indexed (op_index), replayed by op id and recorded in one pass per device.
+// The result's timeline and memory curve are rows of one allocation each (core/row_array.hpp);
+// a reused result keeps them. Figures: docs/schedules.md, "Simulator speed".
 #pragma once
 
 #include <algorithm>
@@ -131,6 +131,45 @@ inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::
     }
 }
 
+/// Writes the two steps of an op's memory curve at `curve` (the next point of the row that
+/// starts at `row`) and returns where the next point goes: {start, during} and {end, after}; a
+/// step of zero length, when the op starts as the previous one ended, is replaced by the op's
+/// own. Without a branch: whether an op starts as the previous one ended is data, which a
+/// branch would mispredict about every other op.
+[[gnu::always_inline]] inline memory_point* add_steps(memory_point* curve, const memory_point* row, double start_ms,
+                                                      double end_ms, double during_mb, double after_mb) noexcept {
+    curve -= static_cast<std::ptrdiff_t>(curve - row > 1 && curve[-1].time_ms == start_ms);
+    curve[0] = {start_ms, during_mb};
+    curve[1] = {end_ms, after_mb};
+    return curve + 2;
+}
+
+/// The address of `p` as an integer, for prefetch_line().
+[[gnu::always_inline]] inline std::uintptr_t address_of(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
+
+/// Fetches the cache line at address `at` ahead of its use (`write`: 1 for a store). The
+/// address is an integer because it may lie past a buffer's end (or near null, for a result
+/// that is not recorded), where a prefetch does nothing but pointer arithmetic is undefined.
+template <int write = 0>
+[[gnu::always_inline]] inline void prefetch_line(std::uintptr_t at) noexcept {
+    __builtin_prefetch(reinterpret_cast<const void*>(at), write);
+}
+
+/// Where the one-pass replay (order_sweep) stands on one device and what it has recorded there.
+struct sweep_cursor {
+    std::uint32_t pos = 0;              ///< next position in the device's order
+    bool waits = false;                 ///< the op at pos waited for an input (it was checked)
+    double free_ms = 0.0;               ///< when the device is free again
+    double state_mb = 0.0;              ///< model state of its stages
+    double stored_mb = 0.0;             ///< activations its stages hold
+    double peak_mb = 0.0;
+    double busy_ms = 0.0;
+    op peak_op{};
+    op_timing* timeline = nullptr;      ///< where its next entry goes (nullptr: not recorded)
+    memory_point* curve = nullptr;      ///< where its next point goes (nullptr: not recorded)
+    memory_point* curve_row = nullptr;  ///< its first point
+};
+
 }  // namespace detail
 
 /// Scratch memory of simulate(): keep one around (or use `simulator`) to simulate many
@@ -148,12 +187,12 @@ struct simulation_workspace {
     link_channels links;
     /// The one-pass replay's tables (detail::order_sweep): end times per (op class, stage row,
     /// micro-batch), per (stage, micro-batch) whether its forward was an f (1) and recomputed (2),
-    /// per device the table slot it waits for.
+    /// per device the table slot it waits for and its cursor.
     huge_page_vector<double> end_ms;
     huge_page_vector<std::uint8_t> checkpoint;
     std::vector<std::size_t> blocked_on;
     std::vector<std::uint32_t> first_op;  ///< [d]: device d's first op id; [D] = the op count
-    huge_page_vector<double> start_ms;    ///< [op id]
+    std::vector<detail::sweep_cursor> cursors;
 };
 
 namespace detail {
@@ -304,55 +343,57 @@ inline void check_finished(const simulation_workspace& ws, const pipeline_schedu
         }
 }
 
-/// Start times on a free network in one pass over the schedule's orders, with no op index: an
-/// op pulls its inputs' end times from tables by (op class, stage, micro-batch) — timing.hpp's
-/// cross_producer() and local_producer() — where the general replay pushes them along
-/// successor ids (op_index, build_nodes()), so neither is built. A device runs as far as its
-/// inputs allow and, blocked, waits on one table slot; the op that writes that slot wakes it.
-/// Leaves ws.start_ms[i] = the start of op id i (device by device, in order; duration_ms()
-/// gives its duration) and ws.first_op[d] = device d's first op id. Returns false (no result written) on what it leaves to the general replay, which
-/// then gives the result or names the fault: an overlapped pair, per-op durations in the
-/// options, a schedule of another shape, an op out of range, on another device, repeated or
-/// missing, an R not after its f or after its B, a W without a split, a deadlock, a duration
-/// that is negative or not finite.
+/// The whole simulation of a free network in one pass over the schedule's orders, with no op
+/// index: an op pulls its inputs' end times from tables by (op class, stage, micro-batch) —
+/// timing.hpp's cross_producer() and local_producer() — where the general replay pushes them
+/// along successor ids (op_index, build_nodes()), so neither is built. A device runs as far as
+/// its inputs allow and, blocked, waits on one table slot; the op that writes that slot wakes
+/// it. Each op is recorded as it runs (busy time, memory, its timeline entry and curve points,
+/// written once, device by device in order); what a (stage, micro-batch) holds before an op is
+/// what the op before it there left (timing.hpp's held_after_mb()), so no table of held memory
+/// is kept. run() returns false (the result is then to be rewritten) on what it leaves to the
+/// general replay, which then gives the result or names the fault: an overlapped pair, a
+/// schedule of another shape, an op out of range, on another device, repeated or missing, an R
+/// not after its f or after its B, a W without a split, a deadlock, a duration that is negative
+/// or not finite. (Per-op durations in the options are the caller's to leave to it.)
 class order_sweep {
 public:
     order_sweep(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched) noexcept
         : ws_(ws), sc_(sc), sched_(sched), model_(sc, sched.w_share), V_(sc.stages), M_(sc.microbatches) {}
 
-    [[nodiscard]] bool run() {
+    /// Replays the schedule into `r`: makespan, busy time, peaks and final memory per device,
+    /// and the timeline and memory curve as `opt` asks (not the lower bound).
+    [[nodiscard]] bool run(simulation_result& r, const simulation_options& opt) {
         const std::size_t D = sched_.placement.devices();
         if (sched_.placement.virtual_stages() != V_ || sched_.orders.size() != D ||
             !(sched_.overlap_factor >= 0.0 && sched_.overlap_factor <= 1.0))
             return false;
         if (!prepare(D)) return false;
-        ws_.work.clear();
-        for (std::size_t d = D; d-- > 0;) ws_.work.push_back(static_cast<std::uint32_t>(d));
-        while (!ws_.work.empty()) {
-            const std::uint32_t d = ws_.work.back();
-            ws_.work.pop_back();
-            if (!run_device(d)) return false;
-        }
+        start_records(r, opt, D);
+        // The devices to run, a stack: each is on it at most once (pushed first, or when woken
+        // from a wait, after it was popped), so D entries hold it.
+        ws_.work.resize(D);
+        ready_ = ws_.work.data();
+        for (std::size_t d = D; d-- > 0;) ready_[ready_count_++] = static_cast<std::uint32_t>(d);
+        while (ready_count_ > 0)
+            if (!run_device(ready_[--ready_count_])) return false;
         for (std::size_t d = 0; d < D; ++d)
             if (ws_.blocked_on[d] != none) return false;  // a deadlock (or a missing input)
         const std::size_t keys = V_ * M_;
-        return count_[fwd] == keys && count_[bwd] == keys && count_[wgt] == (sched_.w_share > 0.0 ? keys : 0);
+        const std::size_t forwards = count_[kind_index(op_kind::F)] + count_[kind_index(op_kind::F_checkpoint)];
+        if (forwards != keys || count_[kind_index(op_kind::B)] != keys ||
+            count_[kind_index(op_kind::W)] != (sched_.w_share > 0.0 ? keys : 0))
+            return false;
+        finish(r, D);
+        return true;
     }
-
-    /// The duration of op `o` of the replayed schedule (after run() returned true).
-    [[nodiscard]] double duration_ms(const op& o) const noexcept { return duration_ms(o, flags(o.stage * M_ + o.microbatch)); }
 
 private:
     enum op_class : std::uint8_t { fwd = 0, bwd = 1, rec = 2, wgt = 3 };
-
-    /// `o`'s duration; `checkpoint`: its (stage, micro-batch)'s flags (a B whose forward was an f
-    /// with no R after it recomputes inline).
-    [[nodiscard]] double duration_ms(const op& o, std::uint8_t checkpoint) const noexcept {
-        return model_.duration_ms(o, o.kind == op_kind::B && checkpoint == 1);
-    }
     static constexpr std::size_t none = SIZE_MAX;
     static constexpr double unfinished = std::numeric_limits<double>::infinity();
 
+    [[nodiscard]] static constexpr std::size_t kind_index(op_kind k) noexcept { return static_cast<std::size_t>(k); }
     [[nodiscard]] static constexpr op_class class_of(op_kind k) noexcept {
         switch (k) {
             case op_kind::F:
@@ -364,12 +405,20 @@ private:
         return fwd;
     }
     /// Slot 0 is the input that does not exist (ready at 0); class c's table follows at 1 + c·V·M.
+    /// The table sizes, as values (the hot loop keeps them in registers: a store through a
+    /// size_t pointer could change a member as far as the compiler knows).
+    struct dims {
+        std::size_t V, M;
+    };
+    [[nodiscard, gnu::always_inline]] static std::size_t slot(dims n, op_kind k, std::size_t stage, std::size_t mb) noexcept {
+        return 1 + (class_of(k) * n.V + stage) * n.M + mb;
+    }
     [[nodiscard]] std::size_t slot(op_kind k, std::size_t stage, std::size_t mb) const noexcept {
-        return 1 + (class_of(k) * V_ + stage) * M_ + mb;
+        return slot(dims{V_, M_}, k, stage, mb);
     }
 
     /// Sizes the tables (the forward and backward classes unfinished; R and W filled on their
-    /// first op) and the per-op nodes; ws.pos = first op id per device. False: too many ops.
+    /// first op); ws.first_op = first op id per device. False: too many ops.
     bool prepare(std::size_t D) {
         std::size_t n = 0;
         ws_.first_op.resize(D + 1);
@@ -379,17 +428,57 @@ private:
             if (n > static_cast<std::size_t>(INT32_MAX)) return false;
         }
         ws_.first_op[D] = static_cast<std::uint32_t>(n);
-        ws_.pos.assign(D, 0);
         const std::size_t keys = V_ * M_;
-        ws_.end_ms.resize(1 + 4 * keys);
+        ws_.end_ms.resize(1 + 4 * keys);  // R and W only written when opened
         ws_.end_ms[zero_] = 0.0;
         std::fill_n(ws_.end_ms.begin() + 1, 2 * keys, unfinished);
-        ws_.start_ms.resize(n);
-        ws_.dev_free.assign(D, 0.0);
         ws_.blocked_on.assign(D, none);
         device_of_stage_.resize(V_);
         for (std::size_t v = 0; v < V_; ++v) device_of_stage_[v] = static_cast<std::uint32_t>(sched_.placement.device_of(v));
         return true;
+    }
+
+    /// Empties the result's rows and points each device's cursor at its part of them: device d's
+    /// timeline at its first op id, its curve (at most 2 points per op and 1 more) at 2·first + d.
+    void start_records(simulation_result& r, const simulation_options& opt, std::size_t D) {
+        const std::size_t N = ws_.first_op[D];
+        r.timeline.clear();
+        r.memory_mb.clear();
+        op_timing* timeline = opt.record_timeline ? r.timeline.start(D, N) : nullptr;
+        memory_point* curve = opt.record_memory_curve ? r.memory_mb.start(D, 2 * N + D) : nullptr;
+        ws_.cursors.resize(D);
+        for (std::size_t d = 0; d < D; ++d) {
+            sweep_cursor& c = ws_.cursors[d];
+            c = sweep_cursor{};
+            for (std::size_t ch = 0; ch < sched_.placement.chunks(); ++ch)
+                c.state_mb += sc_.model_state_mb[sched_.placement.stage_of(d, ch)];
+            c.peak_mb = c.state_mb;
+            if (!sched_.orders[d].empty()) c.peak_op = sched_.orders[d].front();
+            const std::size_t first = ws_.first_op[d];
+            if (timeline) c.timeline = timeline + first;
+            if (curve) {
+                c.curve = c.curve_row = curve + 2 * first + d;
+                *c.curve++ = {0.0, c.state_mb};
+            }
+        }
+    }
+
+    /// The per-device figures and rows of the result (after every device ran its order).
+    void finish(simulation_result& r, std::size_t D) {
+        r.busy_ms.resize(D);
+        r.peak_memory_mb.resize(D);
+        r.peak_memory_op.resize(D);
+        r.final_memory_mb.resize(D);
+        for (std::size_t d = 0; d < D; ++d) {
+            const sweep_cursor& c = ws_.cursors[d];
+            r.busy_ms[d] = c.busy_ms;
+            r.peak_memory_mb[d] = c.peak_mb;
+            r.peak_memory_op[d] = c.peak_op;
+            r.final_memory_mb[d] = c.state_mb + c.stored_mb;
+            if (c.timeline) r.timeline.end_row(c.timeline);
+            if (c.curve) r.memory_mb.add_row(c.curve_row, c.curve);
+        }
+        r.makespan_ms = makespan_;
     }
 
     /// The (class) table of `c` set to unfinished on its first op.
@@ -408,53 +497,147 @@ private:
     }
     [[nodiscard]] std::uint8_t flags(std::size_t k) const noexcept { return checkpointed_ ? ws_.checkpoint[k] : 0; }
 
-    /// Runs device d's order from ws.pos[d] until it ends or waits; false on what run() refuses.
+    /// Op `o`'s table slots: its inputs' (0 when it has none) and its own.
+    struct op_slots {
+        std::size_t cross, local, own;
+    };
+    [[nodiscard, gnu::always_inline]] static op_slots slots_of(dims n, op o, std::uint8_t fl) noexcept {
+        const cross_target from = cross_producer(o, n.V);
+        const std::size_t cross = from.has ? slot(n, from.to.kind, from.to.stage, from.to.microbatch) : zero_;
+        const std::optional<op_kind> local_kind = local_producer(o.kind, (fl & 2) != 0);
+        const std::size_t local = local_kind ? slot(n, *local_kind, o.stage, o.microbatch) : zero_;
+        return {cross, local, slot(n, o.kind, o.stage, o.microbatch)};
+    }
+
+    /// What (stage, micro-batch) of `o` holds before it: what the op before it there left
+    /// (nothing before a forward; f before R; R, else f or F, before B; B before W). `fl`: its flags.
+    [[nodiscard, gnu::always_inline]] double held_before_mb(op o, std::uint8_t fl) const noexcept {
+        op before = o;
+        switch (o.kind) {
+            case op_kind::F:
+            case op_kind::F_checkpoint: return 0.0;
+            case op_kind::R: before.kind = op_kind::F_checkpoint; break;
+            case op_kind::B: before.kind = (fl & 2) ? op_kind::R : (fl & 1) ? op_kind::F_checkpoint : op_kind::F; break;
+            case op_kind::W: before.kind = op_kind::B; break;
+        }
+        return model_.held_after_mb(before);
+    }
+
+    /// A device's running figures while it runs (locals, so that they stay in registers).
+    struct walk {
+        double free_ms, stored_mb, peak_mb, busy_ms, state_mb, makespan_ms;
+        op_timing* timeline;
+        memory_point* curve;
+        const memory_point* curve_row;
+    };
+    enum class outcome : std::uint8_t { ran, waits, refused };
+
+    /// Runs device d's order from its cursor until it ends or waits; false on what run() refuses.
     bool run_device(std::uint32_t d) {
+        sweep_cursor& c = ws_.cursors[d];
         const op* order = sched_.orders[d].data();
         const auto size = static_cast<std::uint32_t>(sched_.orders[d].size());
-        double* start_ms = ws_.start_ms.data() + ws_.first_op[d];
-        const double* end = ws_.end_ms.data();
-        std::uint32_t p = ws_.pos[d];
-        double t = ws_.dev_free[d];
-        ws_.blocked_on[d] = none;
-        for (; p < size; ++p) {
-            // A device runs a few ops between waits, so its order and nodes are read in short
-            // bursts that the hardware prefetchers do not follow: fetch them ahead.
-            __builtin_prefetch(order + p + 8);
-            __builtin_prefetch(start_ms + p + 8, 1);
+        walk w{c.free_ms, c.stored_mb, c.peak_mb, c.busy_ms, c.state_mb, makespan_, c.timeline, c.curve, c.curve_row};
+        const dims n{V_, M_};
+        // A device runs a few ops per visit, the other devices' visits come between, so its
+        // many streams (its order, its rows of the scenario and of the tables, its results) are
+        // read in short bursts that the hardware prefetchers do not follow: fetch them a cache
+        // line ahead (1F1B at S 64: 13.7 → 11.7 ms a reused run, docs/schedules.md).
+        const std::uintptr_t ahead[] = {address_of(sc_.forward_ms.data()), address_of(sc_.backward_ms.data()),
+                                        address_of(sc_.stored_mb.data()),  address_of(sc_.peak_mb.data()),
+                                        address_of(ws_.end_ms.data()),     address_of(ws_.end_ms.data() + n.V * n.M)};
+        std::uint32_t p = c.pos;
+        outcome r = outcome::ran;
+        // Woken (blocked_on[d] is none again): the op it waited at was checked and its streams
+        // fetched then; it runs without either (or waits again, for its other input).
+        if (c.waits) {
             const op o = order[p];
-            if (o.microbatch >= M_ || o.stage >= V_ || device_of_stage_[o.stage] != d || o.overlaps_next) return false;
-            const std::size_t k = o.stage * M_ + o.microbatch;
-            const cross_target from = cross_producer(o, V_);
-            const std::size_t cross = from.has ? slot(from.to.kind, from.to.stage, from.to.microbatch) : zero_;
-            const std::uint8_t fl = flags(k);
-            const std::optional<op_kind> local_kind = local_producer(o.kind, (fl & 2) != 0);
-            const std::size_t local = local_kind ? slot(*local_kind, o.stage, o.microbatch) : zero_;
-            const double ready = std::max(end[cross], end[local]);
-            if (ready == unfinished) {
-                ws_.blocked_on[d] = end[cross] == unfinished ? cross : local;
-                break;
-            }
-            const std::size_t own = slot(o.kind, o.stage, o.microbatch);
-            if (!admit(o, own, k)) return false;
-            const double dur = duration_ms(o, fl);
-            const double start = std::max(t, ready);
-            t = start + dur;
-            if (!(dur >= 0.0) || !(t < unfinished)) return false;
-            ws_.end_ms[own] = t;
-            start_ms[p] = start;
-            ++count_[class_of(o.kind)];
-            wake(o, own);
+            r = run_op(w, c, n, o, o.stage * n.M + o.microbatch, d);
+            if (r == outcome::refused) return false;
+            if (r == outcome::ran) ++p;
         }
-        ws_.pos[d] = p;
-        ws_.dev_free[d] = t;
+        for (; r == outcome::ran && p < size; ++p) {
+            const op o = order[p];
+            if (o.microbatch >= n.M || o.stage >= n.V || device_of_stage_[o.stage] != d || o.overlaps_next) return false;
+            const std::size_t k = o.stage * n.M + o.microbatch;
+            for (const std::uintptr_t row : ahead) prefetch_line(row + (k + 8) * sizeof(double));
+            prefetch_line(address_of(order + p) + 8 * sizeof(op));
+            prefetch_line<1>(address_of(w.timeline) + 4 * sizeof(op_timing));
+            prefetch_line<1>(address_of(w.curve) + 4 * sizeof(memory_point));
+            r = run_op(w, c, n, o, k, d);
+            if (r == outcome::refused) return false;
+            if (r == outcome::waits) break;
+        }
+        c.pos = p;
+        c.waits = r == outcome::waits;
+        c.free_ms = w.free_ms;
+        c.stored_mb = w.stored_mb;
+        c.peak_mb = w.peak_mb;
+        c.busy_ms = w.busy_ms;
+        c.timeline = w.timeline;
+        c.curve = w.curve;
+        makespan_ = w.makespan_ms;
         return true;
+    }
+
+    /// Runs op `o` (checked; its (stage, micro-batch) k) on device d, or finds what it waits for.
+    [[gnu::always_inline]] outcome run_op(walk& w, sweep_cursor& c, dims n, op o, std::size_t k, std::uint32_t d) {
+        switch (o.kind) {
+            case op_kind::F: return step<op_kind::F>(w, c, n, o, k, d);
+            case op_kind::B: return step<op_kind::B>(w, c, n, o, k, d);
+            case op_kind::W: return step<op_kind::W>(w, c, n, o, k, d);
+            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint>(w, c, n, o, k, d);
+            case op_kind::R: return step<op_kind::R>(w, c, n, o, k, d);
+        }
+        return outcome::refused;
+    }
+
+    /// Runs op `o` (of kind K, its (stage, micro-batch) k) on device d, or finds what it waits for.
+    template <op_kind K>
+    [[gnu::always_inline]] outcome step(walk& w, sweep_cursor& c, dims n, op o, std::size_t k, std::uint32_t d) {
+        const op x{K, o.microbatch, o.stage};  // o, with its kind known to the compiler
+        const std::uint8_t fl = K == op_kind::B || K == op_kind::R ? flags(k) : 0;
+        const op_slots s = slots_of(n, x, fl);
+        const double* end = ws_.end_ms.data();
+        const double ready = std::max(end[s.cross], end[s.local]);
+        if (ready == unfinished) {
+            ws_.blocked_on[d] = end[s.cross] == unfinished ? s.cross : s.local;
+            return outcome::waits;
+        }
+        if (!admit(x, s.own, k)) return outcome::refused;
+        const double dur = model_.duration_ms(x, K == op_kind::B && fl == 1);
+        const double start = std::max(w.free_ms, ready);
+        w.free_ms = start + dur;
+        if (!(dur >= 0.0) || !(w.free_ms < unfinished)) return outcome::refused;
+        ws_.end_ms[s.own] = w.free_ms;
+        ++count_[kind_index(K)];
+        record(w, c, x, start, held_before_mb(x, fl));
+        wake(x, s.own);
+        return outcome::ran;
+    }
+
+    /// Op `o` ran from `start` to w.free_ms on cursor c's device, its (stage, micro-batch)
+    /// holding `held_mb` before it: its memory (timing.hpp), busy time, timeline entry and the
+    /// two steps of the curve (a step of zero length, when the op starts as the previous one
+    /// ended, is replaced by the op's own).
+    [[gnu::always_inline]] void record(walk& w, sweep_cursor& c, const op& o, double start, double held_mb) noexcept {
+        const double end = w.free_ms;
+        const double during = model_.during_mb(o, w.state_mb + w.stored_mb - held_mb, held_mb);
+        w.stored_mb += model_.held_after_mb(o) - held_mb;
+        if (during > w.peak_mb) {
+            w.peak_mb = during;
+            c.peak_op = o;
+        }
+        w.busy_ms += end - start;
+        w.makespan_ms = std::max(w.makespan_ms, end);
+        if (w.timeline) *w.timeline++ = {o, start, end};
+        if (w.curve) w.curve = add_steps(w.curve, w.curve_row, start, end, during, w.state_mb + w.stored_mb);
     }
 
     /// Checks what op `o` (its table slot `own`, its (stage, micro-batch) k) needs besides its
     /// inputs and marks an f or R: false when it repeats an op, is an R not after its f or after
     /// its B, or a W without a split.
-    bool admit(op o, std::size_t own, std::size_t k) {
+    [[gnu::always_inline]] bool admit(op o, std::size_t own, std::size_t k) {
         switch (o.kind) {
             case op_kind::F:
             case op_kind::B: break;
@@ -474,13 +657,13 @@ private:
 
     /// Op `o` wrote its end time into slot `own`: the device of the op it feeds on another
     /// stage runs on when it waits for that slot.
-    void wake(op o, std::size_t own) {
+    [[gnu::always_inline]] void wake(op o, std::size_t own) {
         const cross_target to = cross_successor(o, V_);
         if (!to.has) return;
         const std::uint32_t e = device_of_stage_[to.to.stage];
         if (ws_.blocked_on[e] != own) return;
         ws_.blocked_on[e] = none;
-        ws_.work.push_back(e);
+        ready_[ready_count_++] = e;
     }
 
     simulation_workspace& ws_;
@@ -490,7 +673,10 @@ private:
     std::size_t V_, M_;
     static constexpr std::size_t zero_ = 0;
     std::vector<std::uint32_t> device_of_stage_;
-    std::size_t count_[4] = {0, 0, 0, 0};
+    double makespan_ = 0.0;
+    std::uint32_t* ready_ = nullptr;  ///< the devices to run (ws.work), a stack
+    std::size_t ready_count_ = 0;
+    std::size_t count_[5] = {0, 0, 0, 0, 0};
     bool opened_[4] = {true, true, false, false};
     bool checkpointed_ = false;
 };
@@ -511,11 +697,7 @@ struct device_record {
     /// op starts as the previous one ended, is replaced by the op's own).
     void add(const op& o, double start_ms, double end_ms, double during_mb, double after_mb) noexcept {
         add_timing(o, start_ms, end_ms);
-        if (curve) {
-            if (curve - curve_row > 1 && curve[-1].time_ms == start_ms) curve[-1].memory_mb = during_mb;
-            else *curve++ = {start_ms, during_mb};
-            *curve++ = {end_ms, after_mb};
-        }
+        if (curve) curve = add_steps(curve, curve_row, start_ms, end_ms, during_mb, after_mb);
     }
 };
 
@@ -612,41 +794,45 @@ inline void replay_indexed(simulation_workspace& ws, const scenario& sc, const p
     check_finished(ws, sched, D);
 }
 
+/// The indexed replay's recording: record_device() per device from the start times and
+/// durations replay_indexed() left in ws.nodes.
+inline void record_indexed(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
+                           const simulation_options& opt, simulation_workspace& ws, const op_model& model) {
+    const std::size_t D = sched.placement.devices();
+    ws.held.assign(sc.microbatches * sc.stages, 0.0);  // [stage * M + mb]: contiguous per device
+    const std::vector<std::uint32_t>& first = ws.idx.first_of_device;
+    const std::size_t N = first[D];  // ops; a device's curve has at most 2 points per op and 1 more
+    r.timeline.clear();
+    r.memory_mb.clear();
+    device_record out(opt.record_timeline ? r.timeline.start(D, N) : nullptr,
+                      opt.record_memory_curve ? r.memory_mb.start(D, 2 * N + D) : nullptr);
+    r.makespan_ms = 0.0;
+    for (std::size_t d = 0; d < D; ++d) {
+        const device_ops dev{ws.idx.ops.data() + first[d], first[d], first[d + 1], ws.idx.has_pairs};
+        record_device(r, out, ws, sc, sched, d, dev, model, [&](std::uint32_t i, const op&) {
+            return std::pair<double, double>(ws.nodes[i].ready, ws.nodes[i].dur);
+        });
+        if (out.timeline) r.timeline.end_row(out.timeline);
+        if (out.curve) out.curve_row = r.memory_mb.end_row(out.curve);
+    }
+}
+
 /// simulate_into() with the start times found by `method` (tests check that all agree).
 inline void simulate_into_by(simulation_result& r, const scenario& sc, const pipeline_schedule& sched,
                              const simulation_options& opt, simulation_workspace& ws, replay_method method) {
     const std::size_t D = sched.placement.devices();
     const double w = sched.w_share;
     const op_model model(sc, w);
-    order_sweep sweep(ws, sc, sched);
-    const bool swept =
-        method == replay_method::orders && sc.network.is_free() && opt.duration_ms.empty() && sweep.run();
-    if (!swept) replay_indexed(ws, sc, sched, opt, model, method);
     r.makespan_ms = r.lower_bound_ms = r.makespan_over_lower_bound = 0.0;
     r.busy_ms.assign(D, 0.0);
     r.peak_memory_mb.assign(D, 0.0);
     r.peak_memory_op.assign(D, op{});
     r.final_memory_mb.assign(D, 0.0);
-    ws.held.assign(sc.microbatches * sc.stages, 0.0);  // [stage * M + mb]: contiguous per device
-    const std::vector<std::uint32_t>& first = swept ? ws.first_op : ws.idx.first_of_device;
-    const std::size_t N = first[D];  // ops; a device's curve has at most 2 points per op and 1 more
-    r.timeline.clear();
-    r.memory_mb.clear();
-    device_record out(opt.record_timeline ? r.timeline.start(D, N) : nullptr,
-                      opt.record_memory_curve ? r.memory_mb.start(D, 2 * N + D) : nullptr);
-    for (std::size_t d = 0; d < D; ++d) {
-        const device_ops dev = swept ? device_ops{sched.orders[d].data(), first[d], first[d + 1], false}
-                                     : device_ops{ws.idx.ops.data() + first[d], first[d], first[d + 1], ws.idx.has_pairs};
-        if (swept)
-            record_device(r, out, ws, sc, sched, d, dev, model, [&](std::uint32_t i, const op& o) {
-                return std::pair<double, double>(ws.start_ms[i], sweep.duration_ms(o));
-            });
-        else
-            record_device(r, out, ws, sc, sched, d, dev, model, [&](std::uint32_t i, const op&) {
-                return std::pair<double, double>(ws.nodes[i].ready, ws.nodes[i].dur);
-            });
-        if (out.timeline) r.timeline.end_row(out.timeline);
-        if (out.curve) out.curve_row = r.memory_mb.end_row(out.curve);
+    const bool swept = method == replay_method::orders && sc.network.is_free() && opt.duration_ms.empty() &&
+                       order_sweep(ws, sc, sched).run(r, opt);
+    if (!swept) {
+        replay_indexed(ws, sc, sched, opt, model, method);
+        record_indexed(r, sc, sched, opt, ws, model);
     }
     r.bubble_fraction.assign(D, 0.0);
     for (std::size_t d = 0; d < D; ++d)
@@ -662,7 +848,7 @@ inline void simulate_into_by(simulation_result& r, const scenario& sc, const pip
 /// Simulates `sched` on `sc` into `r` (see the file comment for the model), reusing the
 /// capacity of `r` and `ws`. Throws pipeplan::invalid_argument when the schedule is malformed
 /// (an op missing, duplicated, on the wrong device) or deadlocks (an op ordered before one it
-/// depends on). The scenario is not validated here (the inner loop of searches and planners,
+/// depends on); `r` then holds no result (it may be partly written). The scenario is not validated here (the inner loop of searches and planners,
 /// whose scenarios were validated once): simulate() and simulator::run() do that.
 /// Cost: O(ops + stages · micro-batches) time on a free network (one sweep), O(ops · log devices)
 /// with links (a heap of the devices' running ops); O(ops) memory.

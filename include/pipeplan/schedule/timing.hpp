@@ -46,7 +46,7 @@ public:
     [[nodiscard]] double w_share() const noexcept { return w_; }
 
     /// Duration of `o`; `inline_recompute`: a B whose forward was an f with no R before it.
-    [[nodiscard]] double duration_ms(op o, bool inline_recompute = false) const noexcept {
+    [[nodiscard, gnu::always_inline]] double duration_ms(op o, bool inline_recompute = false) const noexcept {
         const std::size_t k = sc_->at(o.microbatch, o.stage);
         switch (o.kind) {
             case op_kind::F:
@@ -64,7 +64,7 @@ public:
     [[nodiscard]] double message_mb(op o) const noexcept { return sc_->activation(o.microbatch); }
 
     /// Activation memory (j, v) holds once `o` on (j, v) ended.
-    [[nodiscard]] double held_after_mb(op o) const noexcept {
+    [[nodiscard, gnu::always_inline]] double held_after_mb(op o) const noexcept {
         const std::size_t k = sc_->at(o.microbatch, o.stage);
         switch (o.kind) {
             case op_kind::F:
@@ -78,7 +78,7 @@ public:
 
     /// Device memory while `o` runs: `others_mb` (everything but (j, v)'s activations) plus
     /// the op's footprint; `held_mb` is what (j, v) held before it.
-    [[nodiscard]] double during_mb(op o, double others_mb, double held_mb) const noexcept {
+    [[nodiscard, gnu::always_inline]] double during_mb(op o, double others_mb, double held_mb) const noexcept {
         return others_mb + (o.kind == op_kind::W ? held_mb : sc_->peak_mb[sc_->at(o.microbatch, o.stage)]);
     }
 
@@ -111,7 +111,7 @@ struct cross_target {
     bool has = false;
     op to{};
 };
-[[nodiscard]] constexpr cross_target cross_successor(op o, std::size_t stages) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr cross_target cross_successor(op o, std::size_t stages) noexcept {
     if (is_forward(o.kind) && o.stage + 1 < stages) return {true, {op_kind::F, o.microbatch, o.stage + 1}};
     if (o.kind == op_kind::B && o.stage > 0) return {true, {op_kind::B, o.microbatch, o.stage - 1}};
     return {};
@@ -121,7 +121,7 @@ struct cross_target {
 /// cross_successor()): F/f(j, v) ← the forward of stage v − 1 (kind F: whether it was
 /// checkpointed is the schedule's choice), B(j, v) ← B(j, v + 1). `has` is false for the
 /// first forward, the last stage's B, R and W.
-[[nodiscard]] constexpr cross_target cross_producer(op o, std::size_t stages) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr cross_target cross_producer(op o, std::size_t stages) noexcept {
     if (is_forward(o.kind) && o.stage > 0) return {true, {op_kind::F, o.microbatch, o.stage - 1}};
     if (o.kind == op_kind::B && o.stage + 1 < stages) return {true, {op_kind::B, o.microbatch, o.stage + 1}};
     return {};
@@ -144,7 +144,7 @@ struct cross_target {
 /// The kind of the op of the same (micro-batch, stage) whose output an op of kind `k` reads
 /// (the inverse of local_successor()): R ← the forward (kind F: f or F); B ← R when
 /// `recomputed`, else the forward; W ← B; nothing before a forward.
-[[nodiscard]] constexpr std::optional<op_kind> local_producer(op_kind k, bool recomputed) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr std::optional<op_kind> local_producer(op_kind k, bool recomputed) noexcept {
     switch (k) {
         case op_kind::F:
         case op_kind::F_checkpoint: return std::nullopt;
