@@ -527,13 +527,14 @@ private:
     /// budget either gave a plan that fits (arena + model state within the device memory), a
     /// plan that does not, or no plan. Until one fits, each budget lies below the smallest that
     /// did not fit by the excess seen, at least twice the previous step (the need does not always
-    /// fall with the budget: a plan may need as much under a budget 800 MB lower); once one fits,
-    /// the next budget bisects between the largest that fit and the smallest that did not, until
-    /// they are replan_tolerance of the device memory apart.
+    /// fall with the budget: a plan may need as much under a budget 700 MB lower), or halfway
+    /// between that and the largest budget without a plan when the step would pass the latter;
+    /// once one fits, the next budget bisects between the largest that fit and the smallest that
+    /// did not, until they are replan_tolerance of the device memory apart.
     struct budget_search {
         double device_mb;
         double over_mb;             ///< the smallest budget whose plan did not fit
-        double under_mb = 0.0;      ///< the largest budget whose plan fits, or below which none was tried
+        double under_mb = 0.0;      ///< the largest budget whose plan fits, or (until one fits) without a plan
         bool fitted = false;
         double step_mb = 0.0;
 
@@ -555,7 +556,7 @@ private:
     /// Runs `plan_once` under the device memory and, when its plan's arena plus model state
     /// exceeds the device memory on some rank, under smaller budgets (budget_search; each the
     /// split's device memory and the schedules' limit, budget_mb_, both, or when no plan exists so
-    /// the schedules' limit alone: replan()), planner_options::memory_replans plans at most,
+    /// the schedules' limit alone: replan()), planner_options::memory_replans more plans at most,
     /// and keeps the fastest plan that fits (ties: the earlier). Throws limit_exceeded when none fits.
     template <class F>
     plan_result within_memory(F&& plan_once) {
