@@ -10,7 +10,7 @@ limit; then per batch the worst rise (the figure docs/plans.md quotes; 0 = monot
 
     /usr/bin/python3 benchmarks/plan/memory_sweep.py [--pipeplan build/examples/cli/pipeplan]
         [--data ../shared/data] [--models gpt,t5,t5mix] [--seeds 1,2,3] [--tokens 65536]
-        [--from-mb 12000] [--to-mb 80000] [--step-mb 2000] [--quiet]
+        [--from-mb 10000] [--to-mb 80000] [--step-mb 500] [--quiet]
 """
 import argparse
 import json
@@ -71,9 +71,9 @@ def main():
     ap.add_argument("--models", default="gpt,t5,t5mix")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--tokens", type=int, default=65536)
-    ap.add_argument("--from-mb", type=int, default=12000)
+    ap.add_argument("--from-mb", type=int, default=10000)
     ap.add_argument("--to-mb", type=int, default=80000)
-    ap.add_argument("--step-mb", type=int, default=2000)
+    ap.add_argument("--step-mb", type=int, default=500)
     ap.add_argument("--quiet", action="store_true", help="only the worst rise per batch")
     args = ap.parse_args()
     if not os.path.isdir(os.path.join(args.data, "cost_models")):

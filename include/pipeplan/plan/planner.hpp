@@ -23,7 +23,8 @@
 // - dp > 1: micro-batches balanced over the replicas (batching/dp_balance.hpp), each replica
 //   scheduled alone, the kind judged by the slowest replica; rank = replica · S + device.
 // - Lowering and validation of the winner alone; its arena plus model state must fit the device
-//   memory on every rank, else the plan is made again under a smaller budget (memory_replans).
+//   memory on every rank, else plans are made under smaller budgets and the fastest that fits
+//   wins (memory_replans).
 #pragma once
 
 #include <algorithm>
@@ -142,8 +143,10 @@ struct planner_options {
     /// later modes' splits would triple the split time of a GPT-6.7B 65k plan at 36000 MB.) The first mode under which a split
     /// exists is not always the fastest: more recomputation allows fewer, larger micro-batches.
     bool compare_recompute = true;
-    /// How often the planner re-plans under a smaller budget when the lowered plan's arena plus
-    /// model state exceeds the device memory on some rank (see plan_result::memory_attempts).
+    /// How many plans under smaller budgets the planner makes at most when the lowered plan's
+    /// arena plus model state exceeds the device memory on some rank: it lowers the budget until a
+    /// plan fits, then bisects between the largest budget whose plan fits and the smallest whose
+    /// plan does not, and keeps the fastest plan that fits (plan_result::memory_attempts).
     std::size_t memory_replans = 8;
 };
 
@@ -238,9 +241,9 @@ public:
     /// Plans one iteration of `batch`; throws pipeplan::error when no valid plan exists:
     /// split_error (a sample or the model states do not fit), invalid_argument (bad input),
     /// limit_exceeded (no candidate schedule fits the device memory), plan_error.
-    /// The plan's arena plus model state fits the device memory on every rank: a plan made under
-    /// the device memory that needs more is made again under a budget smaller by the excess
-    /// (planner_options::memory_replans times at most; plan_result::budget_mb says which).
+    /// The plan's arena plus model state fits the device memory on every rank: when the plan made
+    /// under the device memory needs more, plans are made under smaller budgets and the fastest
+    /// that fits is returned (planner_options::memory_replans; plan_result::budget_mb says which).
     [[nodiscard]] plan_result plan(std::span<const batching::sample> batch) {
         return within_memory([&] { return plan_under_budget(batch); });
     }
@@ -520,11 +523,41 @@ private:
         }
     }
 
-    /// Runs `plan_once` until its plan's arena plus model state fits the device memory on every
-    /// rank, lowering the budget by the excess each time: the split's device memory and the
-    /// schedules' limit (budget_mb_) both, or when no plan exists so (a sample alone no longer
-    /// fits the split's budget) the schedules' limit alone. Throws limit_exceeded after
-    /// planner_options::memory_replans re-plans.
+    /// The memory re-plans' search over budgets (within_memory()). Below the device memory, a
+    /// budget either gave a plan that fits (arena + model state within the device memory), a
+    /// plan that does not, or no plan. Until one fits, each budget lies below the smallest that
+    /// did not fit by the excess seen, at least twice the previous step (the need does not always
+    /// fall with the budget: a plan may need as much under a budget 700 MB lower), or halfway
+    /// between that and the largest budget without a plan when the step would pass the latter;
+    /// once one fits, the next budget bisects between the largest that fit and the smallest that
+    /// did not, until they are replan_tolerance of the device memory apart.
+    struct budget_search {
+        double device_mb;
+        double over_mb;             ///< the smallest budget whose plan did not fit
+        double under_mb = 0.0;      ///< the largest budget whose plan fits, or (until one fits) without a plan
+        bool fitted = false;
+        double step_mb = 0.0;
+
+        /// The budget to try next; nullopt when the search is done.
+        [[nodiscard]] std::optional<double> next(double excess_mb) {
+            const double tolerance_mb = replan_tolerance * device_mb;
+            if (over_mb - under_mb <= tolerance_mb) return std::nullopt;
+            if (!fitted) {
+                step_mb = std::max({excess_mb, 2.0 * step_mb, 1e-3 * device_mb});
+                if (over_mb - step_mb > under_mb) return over_mb - step_mb;
+            }
+            return 0.5 * (under_mb + over_mb);
+        }
+    };
+    /// How close (a share of the device memory) the memory re-plans bring the largest budget
+    /// whose plan fits to the smallest whose plan does not.
+    static constexpr double replan_tolerance = 0.005;
+
+    /// Runs `plan_once` under the device memory and, when its plan's arena plus model state
+    /// exceeds the device memory on some rank, under smaller budgets (budget_search; each the
+    /// split's device memory and the schedules' limit, budget_mb_, both, or when no plan exists so
+    /// the schedules' limit alone: replan()), planner_options::memory_replans more plans at most,
+    /// and keeps the fastest plan that fits (ties: the earlier). Throws limit_exceeded when none fits.
     template <class F>
     plan_result within_memory(F&& plan_once) {
         const auto t0 = detail::clock::now();
@@ -535,23 +568,52 @@ private:
             double device;
             ~restore() { split = schedules = device; }
         } guard{opt_.config.device_memory_mb, budget_mb_, device_mb};
-        for (std::size_t attempt = 1;; ++attempt) {
-            plan_result r = attempt == 1 ? plan_once() : replan(plan_once, device_mb);
-            r.plan.header.device_memory_mb = device_mb;  // what validate()'s memory rule checks
-            r.plan.header.model_state_mb = r.model_state_mb;
-            double need_mb = 0.0;
-            for (const rank_program& prog : r.plan.programs) need_mb = std::max(need_mb, rank_memory_mb(r.plan.header, prog));
-            r.budget_mb = budget_mb_;
-            r.memory_attempts = attempt;
-            r.times.total_ms = detail::ms_since(t0);
-            if (need_mb <= device_mb) return r;
-            if (attempt > opt_.memory_replans)
-                throw limit_exceeded("plan: the plan under a budget of " + std::to_string(r.budget_mb) + " MB needs " +
-                                     std::to_string(need_mb) + " MB (arena + model state) on some rank, over the " +
-                                     std::to_string(device_mb) + " MB per device, after " + std::to_string(attempt) + " plans");
-            // at least 0.1 % less each time, so the budget strictly decreases
-            budget_mb_ -= std::max(need_mb - device_mb, 1e-3 * device_mb);
+        plan_result first = plan_once();
+        double need_mb = stamp_memory(first, device_mb);
+        first.times.total_ms = detail::ms_since(t0);
+        if (need_mb <= device_mb) return first;
+        std::optional<plan_result> best;
+        budget_search s{device_mb, device_mb};
+        std::string last = "the plan under a budget of " + std::to_string(device_mb) + " MB needs " + std::to_string(need_mb) +
+                           " MB (arena + model state) on some rank";
+        std::size_t attempts = 1;
+        for (std::optional<double> b; attempts <= opt_.memory_replans && (b = s.next(need_mb - device_mb)); ++attempts) {
+            budget_mb_ = *b;
+            try {
+                plan_result r = replan(plan_once, device_mb);
+                need_mb = stamp_memory(r, device_mb);
+                if (need_mb > device_mb) {
+                    s.over_mb = *b;
+                    last = "the plan under a budget of " + std::to_string(*b) + " MB needs " + std::to_string(need_mb) +
+                           " MB (arena + model state) on some rank";
+                    continue;
+                }
+                s.under_mb = *b;
+                s.fitted = true;
+                if (!best || r.makespan_ms < best->makespan_ms) best = std::move(r);
+            } catch (const error& e) {
+                if (s.fitted) s.over_mb = *b; else s.under_mb = *b;  // no plan here: search above
+                last = e.what();
+            }
         }
+        if (!best)
+            throw limit_exceeded("plan: no plan fits in " + std::to_string(device_mb) + " MB per device after " +
+                                 std::to_string(attempts) + (attempts == 1 ? " plan: " : " plans: ") + last);
+        best->memory_attempts = attempts;
+        best->times.total_ms = detail::ms_since(t0);
+        return std::move(*best);
+    }
+
+    /// Records the device memory and model state in `r`'s plan header (what validate()'s memory
+    /// rule checks) and the budget it was made under; returns the most any rank needs (arena +
+    /// model state).
+    double stamp_memory(plan_result& r, double device_mb) const {
+        r.plan.header.device_memory_mb = device_mb;
+        r.plan.header.model_state_mb = r.model_state_mb;
+        r.budget_mb = budget_mb_;
+        double need_mb = 0.0;
+        for (const rank_program& prog : r.plan.programs) need_mb = std::max(need_mb, rank_memory_mb(r.plan.header, prog));
+        return need_mb;
     }
 
     /// plan_once() with the split's device memory at budget_mb_, or when that finds no plan, at
@@ -567,9 +629,7 @@ private:
         try {
             return plan_once();
         } catch (const error& e) {
-            throw limit_exceeded("plan: the plans under " + std::to_string(device_mb) +
-                                 " MB per device need more (arena + model state) on some rank, and under a budget of " +
-                                 std::to_string(budget_mb_) + " MB no plan exists: " + e.what());
+            throw limit_exceeded("under a budget of " + std::to_string(budget_mb_) + " MB no plan exists: " + e.what());
         }
     }
 
