@@ -213,8 +213,10 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
     double next_cap = inf;
     // Rows equal to the previous one (range_costs::same_as_previous: a run of one sample length
     // in the sorted order) share the cut, the smallest cost above the cap and the costs scanned,
-    // found once per run: for a row that is not monotone, its costs up to the cut with those above
-    // the cap made infinite, so that every row's scan is the same branch-free, vectorised loop.
+    // found once per run: for a row that is not monotone and starts a run of two or more, its
+    // costs up to the cut with those above the cap made infinite, so that every row's scan is the
+    // same branch-free, vectorised loop. A row alone (most encoder-decoder rows) scans its own
+    // costs with the cap test instead of copying them first.
     std::size_t cut = 0;
     bool have_cut = false;
     const double* t = nullptr;
@@ -223,18 +225,22 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
         if (!rc.same_as_previous(i)) have_cut = false;
         const double fi = f[i];
         if (fi == inf) continue;
+        double* out = f.data() + i + 1;
         if (!have_cut) {
             next_cap = std::min(next_cap, capped_row_cut(rc, i, cap, cut));
             have_cut = true;
             t = rc.row_costs(i).data();
             if (!rc.monotone(i)) {
+                if (i + 1 == n || !rc.same_as_previous(i + 1)) {
+                    for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
+                    continue;
+                }
                 masked.assign(t, t + cut);
                 for (double& x : masked)
                     if (x > cap) x = inf;
                 t = masked.data();
             }
         }
-        double* out = f.data() + i + 1;
         for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], fi + t[m]);
     }
     capped_solution s;
