@@ -146,6 +146,36 @@ TEST_CASE("pipeplan accounting on real profiles equals the per-device sum by han
     CHECK(ev.model_state_mb(recompute_mode::none).value() == doctest::Approx(params));
 }
 
+TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit (both accountings, real profiles)" *
+          PIPEPLAN_NEEDS_DATA()) {
+    std::size_t compared = 0, priced = 0;
+    for (const bool t5 : {false, true}) {
+        const auto& m = profile_model(t5 ? "t5_11b" : "gpt_6.7b", interpolation_mode::recommended);
+        for (const auto accounting : {pb::accounting_mode::pipeplan, pb::accounting_mode::dynapipe}) {
+            const auto& model = accounting == pb::accounting_mode::dynapipe
+                                    ? profile_model(t5 ? "t5_11b" : "gpt_6.7b", interpolation_mode::dynapipe)
+                                    : m;
+            const pb::stage_cost_evaluator<profile_cost_model> ev(model, t5 ? t5_config() : gpt_config(), accounting);
+            for (const auto r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
+                for (const int e : {1, 16, 40, 100, 128, 333, 1024, 2000, 8192, 9000})
+                    for (const int d : t5 ? std::vector<int>{1, 10, 16, 77, 300, 4096, 9000} : std::vector<int>{0}) {
+                        pb::stage_cost_evaluator<profile_cost_model>::prepared_shape p;
+                        ev.prepare(e, d, r, p);
+                        for (int mbs = 1; mbs <= 300; mbs += mbs < 40 ? 1 : 13) {
+                            const auto want = ev.evaluate(pb::microbatch_shape{mbs, e, d}, r);
+                            const auto got = ev.evaluate(p, mbs);
+                            ++compared;
+                            priced += want.ok() ? 1 : 0;
+                            REQUIRE(got.status() == want.status());
+                            if (want.ok()) REQUIRE(got.value() == want.value());
+                        }
+                    }
+        }
+    }
+    CHECK(compared > 5000);
+    CHECK(priced > compared / 10);
+}
+
 TEST_CASE("dynapipe accounting on real profiles follows the published formulas" * PIPEPLAN_NEEDS_DATA()) {
     SUBCASE("GPT") {
         const auto& m = profile_model("gpt_6.7b", interpolation_mode::dynapipe);

@@ -171,3 +171,46 @@ TEST_CASE("profile data: ragged edges, out of range, below the grid" * PIPEPLAN_
                     }
     }
 }
+
+TEST_CASE("profile data: a prepared query equals evaluate() bit for bit at every mbs (all modes, both models)" *
+          PIPEPLAN_NEEDS_DATA()) {
+    // Lengths on, between, below and above the grid points; mbs 1..3000 crosses every mbs cell
+    // and leaves the grid (out of range), and 0 / negative lengths are unsupported.
+    const std::vector<int> lengths{-3, 0, 1, 7, 16, 17, 31, 32, 100, 128, 129, 600, 1000, 1024, 1500, 4000, 4096, 8191, 8192, 9000};
+    std::vector<int> sizes;
+    for (int m = 1; m <= 70; ++m) sizes.push_back(m);
+    for (int m : {100, 127, 128, 129, 255, 256, 700, 1024, 1500, 2048, 2049, 3000}) sizes.push_back(m);
+    const auto same = [](const pipeplan::estimate<double>& a, const pipeplan::estimate<double>& b) {
+        return a.status() == b.status() && (!a.ok() || a.value_or(0) == b.value_or(0));
+    };
+    for (const char* name : {"gpt_6.7b", "t5_11b"}) {
+        for (const auto mode : pipeplan::all_interpolation_modes) {
+            CAPTURE(name);
+            CAPTURE(static_cast<int>(mode));
+            const auto& m = profile_model(name, mode);
+            std::size_t compared = 0, ok = 0, mismatches = 0;
+            for (const int tp : {1, 2, 3, 4, 8})
+                for (const auto r : pipeplan::all_recompute_modes)
+                    for (const auto c : pipeplan::all_components)
+                        for (std::size_t i = 0; i < lengths.size(); i += (c == component::decoder ? 3 : 1))
+                            for (const int d : c == component::decoder ? lengths : std::vector<int>{0, 64}) {
+                                profile_cost_model::prepared_query p;
+                                layer_query query = q(tp, c, 1, lengths[i], d, r);
+                                m.prepare(query, p);
+                                for (const int mbs : sizes) {
+                                    query.mbs = mbs;
+                                    const auto want = m.evaluate(query);
+                                    const auto got = m.evaluate(p, mbs);
+                                    ++compared;
+                                    ok += want.forward_ms.ok() ? 1 : 0;
+                                    if (!same(want.forward_ms, got.forward_ms) || !same(want.backward_ms, got.backward_ms) ||
+                                        !same(want.stored_mb, got.stored_mb) || !same(want.peak_mb, got.peak_mb))
+                                        ++mismatches;
+                                }
+                            }
+            CHECK(compared > 100000);
+            CHECK(ok > compared / 10);
+            CHECK(mismatches == 0);
+        }
+    }
+}

@@ -63,8 +63,15 @@ public:
     template <class Model>
     const microbatch_cost* cost(row& rw, const stage_cost_evaluator<Model>& ev, int seqlen, int dec_seqlen,
                                 recompute_mode r, int m) {
+        return cost(rw, m, [&](int mbs) { return ev.evaluate(microbatch_shape{mbs, seqlen, dec_seqlen}, r); });
+    }
+
+    /// As above, pricing the missing sizes with `price(mbs)` (an estimate<microbatch_cost> of
+    /// the row's shape at that mbs; e.g. stage_cost_evaluator::evaluate(prepared, mbs)).
+    template <class Price>
+    const microbatch_cost* cost(row& rw, int m, Price&& price) {
         while (!rw.end && static_cast<int>(rw.costs.size()) < m) {
-            const auto e = ev.evaluate(microbatch_shape{static_cast<int>(rw.costs.size()) + 1, seqlen, dec_seqlen}, r);
+            const auto e = price(static_cast<int>(rw.costs.size()) + 1);
             if (!e.ok()) {
                 rw.end = true;
                 break;

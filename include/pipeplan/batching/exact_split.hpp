@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -41,33 +42,22 @@ class shape_tables {
 public:
     shape_tables(const split_context<Model>& ctx, const memory_rung& rung) : ctx_(&ctx), rung_(rung) {}
 
+    using prepared_shape = typename stage_cost_evaluator<Model>::prepared_shape;
     struct entry {
         std::vector<double> t;
         bool closed = false;
         shape_cost_cache::row* cached = nullptr;  ///< the context's cache row of this shape
+        std::unique_ptr<prepared_shape> prepared;  ///< the shape's lengths, looked up once
     };
 
     /// The table entry of (E, D) (created empty).
     entry& get(int seqlen, int dec_seqlen) { return table_[key(seqlen, dec_seqlen)]; }
 
-    /// t(m) of `e` (shape (m, seqlen, dec_seqlen)), extending the row by one evaluation at a time;
+    /// t(m) of `e` (shape (m, seqlen, dec_seqlen)), extending the row by one evaluation at a time
+    /// (each size priced by the evaluator's prepared row: the lengths are looked up once);
     /// false when m does not fit (nor any larger size).
     bool at(entry& e, int seqlen, int dec_seqlen, int m, double& t) {
-        if (shape_cost_cache* cache = ctx_->cache()) {
-            if (!e.cached) e.cached = &cache->at(seqlen, dec_seqlen, rung_.recompute);
-            while (!e.closed && static_cast<int>(e.t.size()) < m) {
-                const microbatch_cost* c = cache->cost(*e.cached, ctx_->evaluator(), seqlen, dec_seqlen,
-                                                       rung_.recompute, static_cast<int>(e.t.size()) + 1);
-                if (c && rung_.fits(*c)) e.t.push_back(c->time_ms);
-                else e.closed = true;
-            }
-        }
-        while (!e.closed && static_cast<int>(e.t.size()) < m) {
-            microbatch_cost c;
-            const microbatch_shape s{static_cast<int>(e.t.size()) + 1, seqlen, dec_seqlen};
-            if (ctx_->fits(s, rung_, c)) e.t.push_back(c.time_ms);
-            else e.closed = true;
-        }
+        if (!e.closed && static_cast<int>(e.t.size()) < m) extend(e, seqlen, dec_seqlen, m);
         if (static_cast<int>(e.t.size()) < m) return false;
         t = e.t[static_cast<std::size_t>(m) - 1];
         return true;
@@ -83,6 +73,29 @@ public:
     }
 
 private:
+    void extend(entry& e, int seqlen, int dec_seqlen, int m) {
+        const auto& ev = ctx_->evaluator();
+        if (!e.prepared) {
+            e.prepared = std::make_unique<prepared_shape>();
+            ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared);
+        }
+        const auto price = [&](int mbs) { return ev.evaluate(*e.prepared, mbs); };
+        shape_cost_cache* cache = ctx_->cache();
+        if (cache && !e.cached) e.cached = &cache->at(seqlen, dec_seqlen, rung_.recompute);
+        while (!e.closed && static_cast<int>(e.t.size()) < m) {
+            const int next = static_cast<int>(e.t.size()) + 1;
+            if (cache) {
+                const microbatch_cost* c = cache->cost(*e.cached, next, price);
+                if (c && rung_.fits(*c)) e.t.push_back(c->time_ms);
+                else e.closed = true;
+                continue;
+            }
+            const auto c = price(next);
+            if (c.ok() && rung_.fits(c.value())) e.t.push_back(c.value().time_ms);
+            else e.closed = true;
+        }
+    }
+
     static std::uint64_t key(int e, int d) noexcept {
         return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(e)) << 32) | static_cast<std::uint32_t>(d);
     }

@@ -70,9 +70,29 @@ struct chunk_cost {
     double peak_mb = 0;
 };
 
+namespace detail {
+/// What stage_cost_evaluator::prepared_shape keeps per component: the model's prepared query
+/// where it has one (prepared_cost_model), else nothing.
+template <class Model, bool = prepared_cost_model<Model>>
+struct prepared_part {
+    struct type {};
+};
+template <class Model>
+struct prepared_part<Model, true> {
+    using type = typename Model::prepared_query;
+};
+}  // namespace detail
+
 /// Prices micro-batch shapes for one model, pipeline configuration and accounting mode.
 template <cost_model Model>
 class stage_cost_evaluator {
+    using prepared_part_t = typename detail::prepared_part<Model>::type;
+    /// One component's price for one micro-batch.
+    struct part {
+        double f_ms = 0, b_ms = 0, stored_mb = 0, peak_mb = 0;
+        estimate_status status = estimate_status::ok;
+    };
+
 public:
     /// Validates the configuration (invalid_argument) and keeps a reference to `model`.
     stage_cost_evaluator(const Model& model, pipeline_config config, accounting_mode mode)
@@ -109,6 +129,48 @@ public:
         std::array<part, 4> p{};
         if (const estimate_status st = price_all(s, r, p, nullptr); st != estimate_status::ok)
             return estimate<microbatch_cost>::failed(st);
+        return cost_of(p);
+    }
+
+    /// The lengths and recomputation of a row of shapes (m, E, D), m = 1, 2, ..., prepared
+    /// once for evaluate(prepared, m) (models satisfying prepared_cost_model look their
+    /// length axes up once; others are priced by evaluate(shape, r)).
+    struct prepared_shape {
+        microbatch_shape shape;
+        recompute_mode recompute = recompute_mode::none;
+        std::array<prepared_part_t, 4> parts{};
+    };
+
+    /// Prepares the shapes (m, seqlen, dec_seqlen) under `r` for evaluate(prepared, m).
+    void prepare(int seqlen, int dec_seqlen, recompute_mode r, prepared_shape& out) const {
+        out.shape = microbatch_shape{1, seqlen, dec_seqlen};
+        out.recompute = r;
+        if constexpr (prepared_cost_model<Model>) {
+            for (std::size_t c = 0; c < 4; ++c)
+                if (used_[c]) model_->prepare(query_of(static_cast<component>(c), out.shape, r), out.parts[c]);
+        }
+    }
+
+    /// evaluate({m, seqlen, dec_seqlen}, r) of a prepared row, bit for bit.
+    [[nodiscard]] estimate<microbatch_cost> evaluate(const prepared_shape& ps, int m) const {
+        if constexpr (!prepared_cost_model<Model>) {
+            microbatch_shape s = ps.shape;
+            s.mbs = m;
+            return evaluate(s, ps.recompute);
+        } else {
+            std::array<part, 4> p{};
+            for (std::size_t c = 0; c < 4; ++c) {
+                if (!used_[c]) continue;
+                p[c] = part_of(static_cast<component>(c), model_->evaluate(ps.parts[c], m));
+                if (p[c].status != estimate_status::ok) return estimate<microbatch_cost>::failed(p[c].status);
+            }
+            return cost_of(p);
+        }
+    }
+
+private:
+    /// The micro-batch cost from its components' prices (see the file comment).
+    [[nodiscard]] microbatch_cost cost_of(const std::array<part, 4>& p) const {
         microbatch_cost out;
         if (mode_ == accounting_mode::pipeplan) {
             for (const auto& d : devices_) {
@@ -141,6 +203,7 @@ public:
         return out;
     }
 
+public:
     /// Model-state memory (MB) of the most loaded device under recomputation `r` (parameters
     /// may depend on it in a profile); unsupported when a layer's parameters are unknown.
     [[nodiscard]] estimate<double> model_state_mb(recompute_mode r) const {
@@ -195,10 +258,6 @@ public:
     }
 
 private:
-    struct part {
-        double f_ms = 0, b_ms = 0, stored_mb = 0, peak_mb = 0;
-        estimate_status status = estimate_status::ok;
-    };
     /// What a device or a chunk holds.
     struct load {
         std::array<int, 4> count{};  // encoder layers, decoder layers, embeddings, heads
@@ -263,7 +322,7 @@ private:
         return mb;
     }
 
-    [[nodiscard]] part price(component c, const microbatch_shape& s, recompute_mode r) const {
+    [[nodiscard]] layer_query query_of(component c, const microbatch_shape& s, recompute_mode r) const noexcept {
         layer_query q;
         q.comp = c;
         q.mbs = s.mbs;
@@ -271,7 +330,15 @@ private:
         q.dec_seqlen_tokens = s.dec_seqlen_tokens;
         q.tp = config_.tp;
         q.recompute = r;
-        const layer_cost lc = model_->evaluate(q);
+        return q;
+    }
+
+    [[nodiscard]] part price(component c, const microbatch_shape& s, recompute_mode r) const {
+        return part_of(c, model_->evaluate(query_of(c, s, r)));
+    }
+
+    /// A component's price from the model's answer: unsupported optional fields count 0.
+    [[nodiscard]] static part part_of(component c, const layer_cost& lc) noexcept {
         const bool layer = c == component::encoder || c == component::decoder;
         part out;
         const auto take = [&](const estimate<double>& e, double& into) {

@@ -5,6 +5,7 @@
 //   m.evaluate(layer_query)              -> layer_cost   (times in ms, memory in MB)
 //   m.parameter_mb(component, tp, mode)  -> estimate<double>  (fp16 weights of one layer, MB)
 //   m.is_encoder_decoder()               -> bool
+// and, optionally (prepared_cost_model below), m.prepare(q, p) / m.evaluate(p, mbs).
 #pragma once
 
 #include <concepts>
@@ -18,6 +19,17 @@ concept cost_model = requires(const M& m, const layer_query& q, component c, int
     { m.evaluate(q) } -> std::convertible_to<layer_cost>;
     { m.parameter_mb(c, tp, r) } -> std::convertible_to<estimate<double>>;
     { m.is_encoder_decoder() } -> std::convertible_to<bool>;
+};
+
+/// A cost model that can also price one query at many micro-batch sizes with its lengths
+/// looked up once: `m.prepare(q, p)` fills a `M::prepared_query` (q's mbs ignored) and
+/// `m.evaluate(p, mbs)` equals `m.evaluate(q)` with q.mbs = mbs, bit for bit. Optional: the
+/// exact split uses it where a model has it (profile_cost_model does) and evaluate(q) otherwise.
+template <class M>
+concept prepared_cost_model = cost_model<M> && requires(const M& m, const layer_query& q, typename M::prepared_query& p,
+                                                        const typename M::prepared_query& cp, int mbs) {
+    m.prepare(q, p);
+    { m.evaluate(cp, mbs) } -> std::convertible_to<layer_cost>;
 };
 
 }  // namespace pipeplan

@@ -193,6 +193,57 @@ public:
         return c;
     }
 
+    /// A query whose lengths are located once, to be priced at many micro-batch sizes
+    /// (prepare(), evaluate(prepared, mbs)): the exact split prices rows of shapes (m, E, D).
+    struct prepared_query {
+        layer_query q;
+        int slot = -1;  ///< (tp, recompute, component) group; -1: every metric unsupported
+        bool shared = false;  ///< the metrics' grids share their axes (else evaluate(q) per size)
+        std::size_t count = 0;
+        std::array<std::size_t, all_cost_metrics.size()> which{};
+        std::array<const profile_grid*, all_cost_metrics.size()> grids{};
+        profile_grid::located_lengths lengths;
+    };
+
+    /// Prepares `q` (its mbs is ignored) for evaluate(prepared, mbs).
+    void prepare(const layer_query& q, prepared_query& out) const noexcept {
+        out.q = q;
+        out.slot = -1;
+        out.count = 0;
+        const int t = tp_slot(q.tp);
+        if (t < 0 || static_cast<std::size_t>(q.recompute) >= recompute_modes ||
+            static_cast<std::size_t>(q.comp) >= components)
+            return;
+        const std::size_t base =
+            static_cast<std::size_t>(t) * grid_slots_per_tp +
+            (static_cast<std::size_t>(q.recompute) * components + static_cast<std::size_t>(q.comp)) * metrics;
+        out.slot = static_cast<int>(base / metrics);
+        out.shared = shared_axes_[base / metrics] != 0;
+        if (!out.shared) return;
+        for (std::size_t i = 0; i < metrics; ++i) {
+            const int g = grid_index_[base + i];
+            if (g < 0) continue;
+            out.which[out.count] = i;
+            out.grids[out.count++] = &grids_of_mode()[static_cast<std::size_t>(g)];
+        }
+        if (out.count > 0) out.grids[0]->locate_lengths(q.seqlen_tokens, q.dec_seqlen_tokens, scheme_, out.lengths);
+    }
+
+    /// evaluate(q) of the prepared query with q.mbs = mbs, bit for bit.
+    [[nodiscard]] layer_cost evaluate(const prepared_query& p, int mbs) const noexcept {
+        if (p.slot < 0 || !p.shared) {
+            layer_query q = p.q;
+            q.mbs = mbs;
+            return evaluate(q, scheme_);
+        }
+        layer_cost c;
+        std::array<estimate<double>*, metrics> slots{&c.forward_ms, &c.backward_ms, &c.stored_mb, &c.peak_mb};
+        std::array<estimate<double>, metrics> results{};
+        profile_grid::at_shared_located(p.grids.data(), p.count, mbs, p.lengths, scheme_, results.data());
+        for (std::size_t i = 0; i < p.count; ++i) *slots[p.which[i]] = results[i];
+        return c;
+    }
+
     /// One metric of a query.
     [[nodiscard]] estimate<double> metric(const layer_query& q, cost_metric which,
                                           interpolation_scheme scheme) const noexcept {

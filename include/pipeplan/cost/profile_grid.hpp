@@ -228,6 +228,56 @@ public:
         for (std::size_t i = 0; i < count; ++i) out[i] = grids[i]->apply(st, b, scheme, true);
     }
 
+    /// A query's length axes (1 and 2) located once, with the quadratic_shape weights that
+    /// depend on them only: pricing many micro-batch sizes at the same lengths (the exact
+    /// split's rows of shapes (m, E, D), m = 1, 2, ...) searches those axes once. Filled by
+    /// locate_lengths(); read by at_shared_located().
+    struct located_lengths {
+        std::array<std::uint32_t, axes> lo{}, hi{};
+        std::array<double, axes> t{};
+        std::array<std::array<double, 2>, axes> w_a{}, w_b{};  // see make_stencil()
+        estimate_status status = estimate_status::ok;
+    };
+
+    /// Locates (s, d) on axes 1 and 2 of this grid (and of every grid with the same axes).
+    void locate_lengths(double s, double d, interpolation_scheme scheme, located_lengths& out) const noexcept {
+        const std::array<double, axes> x{0.0, s, d};
+        out.status = estimate_status::ok;
+        std::array<bracket, axes> b{};
+        for (std::size_t k = 1; k < axes; ++k) {
+            const estimate_status st = locate(k, x[k], scheme, b[k]);
+            if (st != estimate_status::ok) {
+                out.status = st;
+                return;
+            }
+        }
+        for (std::size_t k = 1; k < axes; ++k) out.lo[k] = b[k].lo, out.hi[k] = b[k].hi, out.t[k] = b[k].t;
+        if (scheme == interpolation_scheme::quadratic_shape) length_weights(b, out.w_a, out.w_b);
+    }
+
+    /// at_shared(grids, count, mbs, s, d, scheme, out), bit for bit, with (s, d) located by
+    /// grids[0]->locate_lengths(s, d, scheme, lengths).
+    static void at_shared_located(const profile_grid* const* grids, std::size_t count, double mbs,
+                                  const located_lengths& lengths, interpolation_scheme scheme,
+                                  estimate<double>* out) noexcept {
+        if (count == 0) return;
+        std::array<bracket, axes> b{};
+        estimate_status st = grids[0]->locate(0, mbs, scheme, b[0]);
+        if (st == estimate_status::ok) st = lengths.status;
+        if (st != estimate_status::ok) {
+            for (std::size_t i = 0; i < count; ++i) out[i] = estimate<double>::failed(st);
+            return;
+        }
+        for (std::size_t k = 1; k < axes; ++k) b[k] = {lengths.lo[k], lengths.hi[k], lengths.t[k]};
+        const profile_grid& g0 = *grids[0];
+        stencil sc;
+        if (scheme == interpolation_scheme::quadratic_shape && !g0.on_grid_point(b) && b[0].lo != b[0].hi)
+            g0.shape_stencil(b, lengths.w_a, lengths.w_b, sc);
+        else
+            g0.make_stencil(b, scheme, sc);
+        for (std::size_t i = 0; i < count; ++i) out[i] = grids[i]->apply(sc, b, scheme, true);
+    }
+
     /// Leave-one-out prediction of the profiled point at grid indices `idx`: every dependent
     /// axis with >= 3 values must have the point strictly inside (0 < i < n-1); the point is
     /// predicted from the cell spanned by its neighbours (i-1, i+1) on each such axis, which
@@ -356,15 +406,22 @@ private:
     // of the corner values. Brackets hold raw local coordinates.
     void make_stencil(const std::array<bracket, axes>& b, interpolation_scheme scheme, stencil& st) const noexcept {
         if (scheme != interpolation_scheme::quadratic_shape) return multilinear_stencil(b, st);
-        bool on_grid_point = true;
-        for (const bracket& bk : b) on_grid_point = on_grid_point && (bk.lo == bk.hi || bk.t == 0 || bk.t == 1);
         // Grid points (returned exactly) and single-mbs grids: plain multilinear.
-        if (on_grid_point || b[0].lo == b[0].hi) return multilinear_stencil(b, st);
-        const double m0 = axis_value(0, b[0].lo), m1 = axis_value(0, b[0].hi);
-        const double m = m0 + b[0].t * (m1 - m0);
-        const double inv_dm = 1.0 / (m1 - m0);
-        // Per length axis: weights of the intercept (linear) and of the slope (through origin).
+        if (on_grid_point(b) || b[0].lo == b[0].hi) return multilinear_stencil(b, st);
         std::array<std::array<double, 2>, axes> w_a{}, w_b{};
+        length_weights(b, w_a, w_b);
+        shape_stencil(b, w_a, w_b, st);
+    }
+
+    [[nodiscard]] static bool on_grid_point(const std::array<bracket, axes>& b) noexcept {
+        bool on = true;
+        for (const bracket& bk : b) on = on && (bk.lo == bk.hi || bk.t == 0 || bk.t == 1);
+        return on;
+    }
+
+    // Per length axis: weights of the intercept (linear) and of the slope (through origin).
+    void length_weights(const std::array<bracket, axes>& b, std::array<std::array<double, 2>, axes>& w_a,
+                        std::array<std::array<double, 2>, axes>& w_b) const noexcept {
         for (std::size_t k = 1; k < axes; ++k) {
             if (b[k].lo == b[k].hi) {
                 w_a[k] = w_b[k] = {1.0, 0.0};
@@ -379,6 +436,15 @@ private:
             if (k == 1 && !independent_[2]) w_b[k] = w_a[k];
             else w_b[k] = {x * (s1 - x) / (s0 * (s1 - s0)), x * (x - s0) / (s1 * (s1 - s0))};
         }
+    }
+
+    // The quadratic_shape stencil of a query off the grid points with two mbs corners, from its
+    // length weights (length_weights()).
+    void shape_stencil(const std::array<bracket, axes>& b, const std::array<std::array<double, 2>, axes>& w_a,
+                       const std::array<std::array<double, 2>, axes>& w_b, stencil& st) const noexcept {
+        const double m0 = axis_value(0, b[0].lo), m1 = axis_value(0, b[0].hi);
+        const double m = m0 + b[0].t * (m1 - m0);
+        const double inv_dm = 1.0 / (m1 - m0);
         st.count = 0;
         for (unsigned corner = 0; corner < 4; ++corner) {
             const unsigned u1 = corner & 1U, u2 = (corner >> 1) & 1U;
