@@ -121,10 +121,10 @@ void BM_plan_t5_gpt_lengths_fresh(benchmark::State& s) { run_planner(s, t5_gpt_l
 void BM_plan_t5_mixed_fresh(benchmark::State& s) { run_planner(s, t5_mixed, s.range(0), reuse::fresh_planner); }
 void BM_plan_gpt_new_batches(benchmark::State& s) { run_planner(s, gpt, s.range(0), reuse::new_batches); }
 void BM_plan_t5_new_batches(benchmark::State& s) { run_planner(s, t5, s.range(0), reuse::new_batches); }
-/// One `pipeplan plan --lengths superni_gpt.csv --tokens range(0) --seed 1` run (GPT-6.7B, S 4):
+/// One `pipeplan plan --lengths superni_gpt.csv --tokens TOKENS --seed SEED` run (GPT-6.7B, S 4):
 /// the first batch of the library's drawer, which reshuffles the file for further epochs, so a
 /// budget beyond the file's 16.9 M tokens still gets its samples (146,000,000 tokens: ~1 M samples).
-void BM_plan_gpt_drawn_fresh(benchmark::State& state) {
+void run_drawn(benchmark::State& state, long long tokens, std::uint64_t seed) {
     const auto* m = pipeplan::test::find_profile_model(gpt.model_name, pipeplan::interpolation_mode::recommended);
     const auto dir = pipeplan::test::shared_data_dir();
     if (!m || !dir) {
@@ -133,8 +133,8 @@ void BM_plan_gpt_drawn_fresh(benchmark::State& state) {
     }
     const auto pool = pipeplan::batching::read_length_pool({*dir / "lengths" / gpt.lengths_file});
     pipeplan::batching::draw_options d;
-    d.tokens = state.range(0);
-    d.seed = 1;
+    d.tokens = tokens;
+    d.seed = seed;
     const auto batch = pipeplan::batching::batch_drawer(pool, d).next();
     const pp::planner_options o = options_of(gpt);
     pp::plan_result r;
@@ -150,6 +150,12 @@ void BM_plan_gpt_drawn_fresh(benchmark::State& state) {
     state.counters["schedule_ms"] = r.times.schedule_ms;
     state.counters["lower_ms"] = r.times.lower_ms;
 }
+
+void BM_plan_gpt_drawn_fresh(benchmark::State& s) { run_drawn(s, s.range(0), 1); }
+/// The batch and the work of `pipeplan plan ... --tokens 65536 --seed range(0)` (GPT-6.7B 65k,
+/// S 4, the CLI's `planning_ms.total`): seeds 1-5 cost 84, 87, 69, 120 and 125 M instructions,
+/// BM_plan_gpt_fresh's batch 62.5 M (callgrind, `--toggle-collect='*within_memory*'`).
+void BM_plan_gpt_cli_fresh(benchmark::State& s) { run_drawn(s, 65536, static_cast<std::uint64_t>(s.range(0))); }
 
 /// One `pipeplan plan` run of a deep pipeline: GPT-6.7B, one layer per stage, S = range(0)
 /// stages, one 65,536-token batch (65 micro-batches).
@@ -329,6 +335,7 @@ BENCHMARK(BM_plan_t5_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_gpt_lengths_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_plan_t5_mixed_fresh)->Arg(65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_plan_gpt_cli_fresh)->DenseRange(1, 5)->Unit(benchmark::kMillisecond);
 // Large batches, one `pipeplan plan --lengths superni_gpt.csv --tokens T --seed 1` run each:
 // 36,500,000, 73,000,000 and 146,000,000 tokens ≈ 250,000, 500,000 and 1,000,000 samples (146
 // tokens per sample on average; counter `samples`).
