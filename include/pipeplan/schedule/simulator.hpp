@@ -16,9 +16,12 @@
 //   deterministic.
 // The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
 // input_count() give its dependencies (plans and energy profiles build on both).
-// Replay: on a free network one pass over the orders (detail::order_sweep), which records each
-// op as it runs; with links, or for what that pass leaves (overlapped pairs, durations given per
-// op), the ops are indexed (op_index), replayed by op id and recorded in one pass per device.
+// Replay: on a free network a structure of the orders (simulator_structure.hpp: the ops in an
+// order where each follows its inputs, with their inputs' indices), built as the devices run and
+// kept in the workspace for the next schedule with the same orders, which is then timed in one
+// loop; each device's ops are then recorded in order (detail::order_sweep). With links, or for
+// what that leaves (overlapped pairs, durations given per op), the ops are indexed (op_index),
+// replayed by op id and recorded in one pass per device.
 // The result's timeline and memory curve are rows of one allocation each (core/row_array.hpp);
 // a reused result keeps them. Figures: docs/schedules.md, "Simulator speed".
 #pragma once
@@ -161,7 +164,7 @@ struct simulation_workspace {
     std::vector<double> dev_free;
     std::vector<std::uint32_t> pos, work;
     link_channels links;
-    /// The one-pass replay's structure of the last schedule (detail::order_sweep), the tables
+    /// The free-network replay's structure of the last schedule's orders (detail::order_sweep), the tables
     /// that build it and the timing pass's scratch (simulator_structure.hpp).
     detail::sweep_structure structure;
     detail::structure_scratch structure_tables;

@@ -1,18 +1,19 @@
-// pipeplan/schedule/simulator_structure.hpp — the one-pass replay's two passes: the structure
-// of a schedule's orders and the timing pass over it (simulator.hpp records the result).
+// pipeplan/schedule/simulator_structure.hpp — the free-network replay's structure of a
+// schedule's orders and its timing pass (simulator.hpp's order_sweep records the result).
 //
 // On a free network an op starts at max(its device free, its inputs' ends) (timing.hpp's data
 // flow; the simulator's file comment). Which ops those inputs are, and an order of all ops in
 // which each comes after its inputs and after the op before it on its device, depend on the
 // orders alone (with the stage and micro-batch counts, the placement and whether backwards are
 // split), not on the scenario's durations or memory. sweep_structure holds both: the ops in
-// that order as sweep_steps (the indices of the inputs' end times, of the duration, of the op
-// id and of the device), and per op id its (stage, micro-batch) key and op_code. Building it runs
-// each device as far as its inputs allow, as the event replay would, but with table slots
-// (per op class, stage, micro-batch) that hold the step that wrote them instead of times.
-// A reused workspace keeps it: a schedule whose orders are the same (the same schedule again,
-// 1F1B or GPipe in another micro-batch order, another scenario of the same shape) skips the build.
-// time_steps() then is the whole replay: per op a few loads, two maxima and an add.
+// that order as sweep_steps (the indices of the inputs' spans, the op's key and duration class,
+// where its span goes, its device) and per op id its op_code. structure_builder builds it as the
+// event replay would run the devices, each as far as its inputs allow, with table slots (per op
+// class, stage, micro-batch) that name the op that wrote them, and times each op as it goes.
+// A reused workspace keeps the orders; seen again, the structure is built with its steps, and
+// from then on time_steps() is the whole replay (per op a few loads, two maxima and an add):
+// the same schedule again, another scenario of the same shape, 1F1B or GPipe in another
+// micro-batch order. Figures: docs/schedules.md, "Simulator speed".
 #pragma once
 
 #include <algorithm>
@@ -130,7 +131,7 @@ struct sweep_times {
 
 /// structure_builder's tables, kept in the workspace between builds.
 struct structure_scratch {
-    huge_page_vector<std::uint32_t> done;  ///< per slot: the op id that wrote it + 1, or unfinished
+    huge_page_vector<std::uint32_t> done;  ///< per slot: the span of the op that wrote it, or unfinished
     std::vector<std::uint8_t> checkpoint;  ///< per (stage, micro-batch): bit 1 its forward was an f, bit 2 an R ran
     std::vector<std::size_t> blocked_on;   ///< per device: the slot it waits for, or none
     std::vector<std::uint32_t> pos;        ///< per device: the next position in its order
@@ -138,7 +139,7 @@ struct structure_scratch {
     std::vector<std::uint32_t> ready;      ///< the devices to run, a stack
 };
 
-/// Builds a sweep_structure (the file comment): run() is false for what the one-pass replay
+/// Builds a sweep_structure (the file comment): run() is false for what the free-network replay
 /// leaves to the general replay, which gives the result or names the fault: a schedule of
 /// another shape, an op out of range, on another device, overlapped with the next, repeated or
 /// missing, an R not after its f or after its B, a W without a split, a deadlock.
