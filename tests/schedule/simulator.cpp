@@ -232,3 +232,67 @@ TEST_CASE("simulator: every registered schedule replays in one pass as the event
     CHECK(compared >= 2 * 6 * rows.size());
     CHECK(one_pass * 2 >= compared / 2);
 }
+
+// The one-pass replay keeps the last schedule's orders in the workspace, builds their structure
+// when it sees them again and from then on only times them: the same schedule on another
+// scenario of the same shape (other durations and memory), and a schedule whose orders differ in
+// one place (two ops swapped on one device, which may deadlock or be refused) must give what a
+// fresh workspace and the event replay give, or the same error.
+TEST_CASE("simulator: a reused workspace keeps the structure of the orders and notices any change") {
+    using detail::replay_method;
+    simulation_workspace reused;
+    std::size_t compared = 0, kept = 0, errors = 0;
+    auto replay = [&](const scenario& s, const pipeline_schedule& sched) {
+        simulation_result a, b;
+        std::string error_a, error_b;
+        try {
+            detail::simulate_into_by(a, s, sched, {}, reused, replay_method::orders);
+        } catch (const pipeplan::invalid_argument& e) {
+            error_a = e.what();
+        }
+        try {
+            simulation_workspace fresh;
+            detail::simulate_into_by(b, s, sched, {}, fresh, replay_method::events);
+        } catch (const pipeplan::invalid_argument& e) {
+            error_b = e.what();
+        }
+        CHECK(error_a == error_b);
+        if (error_a.empty() && error_b.empty()) check_identical(a, b);
+        errors += error_a.empty() ? 0 : 1;
+        ++compared;
+    };
+    for (std::uint64_t seed = 1; seed <= 8; ++seed)
+        for (std::size_t S : {2u, 4u, 6u}) {
+            const std::size_t M = 2 + (seed * 5 + S) % 13;
+            CAPTURE(seed);
+            CAPTURE(S);
+            const scenario sc = random_scenario(S, M, seed);
+            scenario other = random_scenario(S, M, seed + 100);  // same shape, other values
+            zb_h1 zb;
+            zb.w_share = 0.4;
+            const scenario vs = split_into_chunks(sc, 2);
+            std::vector<std::pair<scenario, pipeline_schedule>> runs{
+                {sc, gpipe{}(sc)}, {sc, one_f_one_b{}(sc)}, {sc, zb(sc)}, {vs, interleaved_1f1b{2}(vs)}};
+            if (M >= S) runs.emplace_back(sc, merak{merak_variant::early_recompute}(sc));
+            for (const auto& [s, sched] : runs) {
+                CAPTURE(sched.name);
+                replay(s, sched);
+                kept += reused.structure.matches(s, sched) ? 1 : 0;  // kept for the next run
+                scenario o = s.placement.empty() ? other : split_into_chunks(other, 2);
+                replay(o, sched);  // seen again: the structure is built with its steps
+                CHECK(reused.structure.has_steps);
+                replay(s, sched);  // timed from the steps
+                replay(o, sched);
+                pipeline_schedule swapped = sched;
+                std::vector<op>& order = swapped.orders[seed % swapped.orders.size()];
+                const std::size_t at = seed % (order.size() - 1);
+                std::swap(order[at], order[at + 1]);
+                CHECK_FALSE(reused.structure.matches(s, swapped));
+                replay(s, swapped);
+                replay(s, sched);  // and back
+            }
+        }
+    CHECK(compared == 6 * kept);  // every valid schedule's structure was kept
+    CHECK(errors > 0);            // some swaps deadlock or are refused
+    CHECK(errors * 2 < compared);
+}

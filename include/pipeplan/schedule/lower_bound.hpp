@@ -37,6 +37,40 @@ struct lower_bound_parts {
     double longest_path_ms = 0.0;          ///< (b) the longest single micro-batch path
 };
 
+namespace detail {
+
+/// work_d of lower_bound() for the devices of stages[0..4) when each of them holds only that
+/// stage, `left` the stages from stages[0] on, grouped by device (false, nothing written, otherwise): the four sums side by side, each in its own
+/// order, so that their additions overlap (one sum alone waits for each addition: ~4 cycles
+/// per (micro-batch, stage)).
+inline bool sum_four_alone(const scenario& sc, const std::size_t* stages, std::size_t left,
+                           const std::vector<std::size_t>& dev, std::vector<double>& work) {
+    const std::size_t M = sc.microbatches;
+    if (left < 4) return false;
+    for (std::size_t q = 0; q < 4; ++q)  // stages[0]'s device differs from the stage before it
+        if (q + 1 < left && dev[stages[q + 1]] == dev[stages[q]]) return false;
+    const double* f[4];
+    const double* b[4];
+    for (std::size_t q = 0; q < 4; ++q) {
+        f[q] = sc.forward_ms.data() + sc.at(0, stages[q]);
+        b[q] = sc.backward_ms.data() + sc.at(0, stages[q]);
+    }
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    for (std::size_t j = 0; j < M; ++j) {
+        a0 += f[0][j] + b[0][j];
+        a1 += f[1][j] + b[1][j];
+        a2 += f[2][j] + b[2][j];
+        a3 += f[3][j] + b[3][j];
+    }
+    work[dev[stages[0]]] = a0;
+    work[dev[stages[1]]] = a1;
+    work[dev[stages[2]]] = a2;
+    work[dev[stages[3]]] = a3;
+    return true;
+}
+
+}  // namespace detail
+
 /// Lower bound on the makespan of any schedule of `sc` on `pl`. `w_share` > 0 means backward
 /// work may be split into B and W (a W share of that fraction), which relaxes the drain;
 /// `overlap_factor` < 1 allows overlapped forward/backward pairs priced as timing.hpp's
@@ -74,6 +108,10 @@ struct lower_bound_parts {
     const bool pairs = overlap_factor < 1.0;  // only then are the forward and B sums needed
     for (std::size_t i = 0, n = 0; i < V; i += n) {
         for (n = 1; i + n < V && dev[by_device[i + n]] == dev[by_device[i]];) ++n;
+        if (n == 1 && !pairs && detail::sum_four_alone(sc, by_device.data() + i, V - i, dev, work)) {
+            n = 4;  // four devices of one stage each, their sums side by side
+            continue;
+        }
         const std::size_t d = dev[by_device[i]];
         double all = 0.0, forward = 0.0, b = 0.0;  // sums in registers, in the order above
         for (std::size_t j = 0; j < M; ++j)
@@ -110,11 +148,23 @@ struct lower_bound_parts {
                 pf[j] = pf[j] + fwd(j, v - 1) + msg(at(op_kind::F, j, v - 1), v);
                 sb[j] = sb[j] + bwd(j, v - 1) + msg(at(op_kind::B, j, v), v - 1);
             }
-        if (const std::size_t d = first_of[v]; d != no_device)
-            for (std::size_t j = 0; j < M; ++j) {
-                fill[d] = std::min(fill[d], pf[j]);
-                drain[d] = std::min(drain[d], split ? 0.0 : sb[j]);
+        if (const std::size_t d = first_of[v]; d != no_device) {
+            // Minima in registers, two at a time (a minimum is exact, so the order does not matter).
+            double f0 = fill[d], f1 = fill[d], d0 = drain[d], d1 = drain[d];
+            std::size_t j = 0;
+            for (; j + 2 <= M; j += 2) {
+                f0 = std::min(f0, pf[j]);
+                f1 = std::min(f1, pf[j + 1]);
+                d0 = std::min(d0, split ? 0.0 : sb[j]);
+                d1 = std::min(d1, split ? 0.0 : sb[j + 1]);
             }
+            for (; j < M; ++j) {
+                f0 = std::min(f0, pf[j]);
+                d0 = std::min(d0, split ? 0.0 : sb[j]);
+            }
+            fill[d] = std::min(f0, f1);
+            drain[d] = std::min(d0, d1);
+        }
     }
     for (std::size_t j = 0; j < M; ++j)
         r.longest_path_ms = std::max(r.longest_path_ms, pf[j] + fwd(j, V - 1) + bwd(j, V - 1) + sb[j]);

@@ -16,9 +16,12 @@
 //   deterministic.
 // The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
 // input_count() give its dependencies (plans and energy profiles build on both).
-// Replay: on a free network one pass over the orders (detail::order_sweep), which records each
-// op as it runs; with links, or for what that pass leaves (overlapped pairs, durations given per
-// op), the ops are indexed (op_index), replayed by op id and recorded in one pass per device.
+// Replay: on a free network a structure of the orders (simulator_structure.hpp: the ops in an
+// order where each follows its inputs, with their inputs' indices), built as the devices run and
+// kept in the workspace for the next schedule with the same orders, which is then timed in one
+// loop; each device's ops are then recorded in order (detail::order_sweep). With links, or for
+// what that leaves (overlapped pairs, durations given per op), the ops are indexed (op_index),
+// replayed by op id and recorded in one pass per device.
 // The result's timeline and memory curve are rows of one allocation each (core/row_array.hpp);
 // a reused result keeps them. Figures: docs/schedules.md, "Simulator speed".
 #pragma once
@@ -27,6 +30,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <queue>
@@ -42,6 +46,7 @@
 #include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/lower_bound.hpp"
 #include "pipeplan/schedule/op_index.hpp"
+#include "pipeplan/schedule/simulator_structure.hpp"
 #include "pipeplan/schedule/timing.hpp"
 
 namespace pipeplan::schedule {
@@ -144,32 +149,6 @@ inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::
     return curve + 2;
 }
 
-/// The address of `p` as an integer, for prefetch_line().
-[[gnu::always_inline]] inline std::uintptr_t address_of(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
-
-/// Fetches the cache line at address `at` ahead of its use (`write`: 1 for a store). The
-/// address is an integer because it may lie past a buffer's end (or near null, for a result
-/// that is not recorded), where a prefetch does nothing but pointer arithmetic is undefined.
-template <int write = 0>
-[[gnu::always_inline]] inline void prefetch_line(std::uintptr_t at) noexcept {
-    __builtin_prefetch(reinterpret_cast<const void*>(at), write);
-}
-
-/// Where the one-pass replay (order_sweep) stands on one device and what it has recorded there.
-struct sweep_cursor {
-    std::uint32_t pos = 0;              ///< next position in the device's order
-    bool waits = false;                 ///< the op at pos waited for an input (it was checked)
-    double free_ms = 0.0;               ///< when the device is free again
-    double state_mb = 0.0;              ///< model state of its stages
-    double stored_mb = 0.0;             ///< activations its stages hold
-    double peak_mb = 0.0;
-    double busy_ms = 0.0;
-    op peak_op{};
-    op_timing* timeline = nullptr;      ///< where its next entry goes (nullptr: not recorded)
-    memory_point* curve = nullptr;      ///< where its next point goes (nullptr: not recorded)
-    memory_point* curve_row = nullptr;  ///< its first point
-};
-
 }  // namespace detail
 
 /// Scratch memory of simulate(): keep one around (or use `simulator`) to simulate many
@@ -185,14 +164,14 @@ struct simulation_workspace {
     std::vector<double> dev_free;
     std::vector<std::uint32_t> pos, work;
     link_channels links;
-    /// The one-pass replay's tables (detail::order_sweep): end times per (op class, stage row,
-    /// micro-batch), per (stage, micro-batch) whether its forward was an f (1) and recomputed (2),
-    /// per device the table slot it waits for and its cursor.
-    huge_page_vector<double> end_ms;
-    huge_page_vector<std::uint8_t> checkpoint;
-    std::vector<std::size_t> blocked_on;
-    std::vector<std::uint32_t> first_op;  ///< [d]: device d's first op id; [D] = the op count
-    std::vector<detail::sweep_cursor> cursors;
+    /// The free-network replay's structure of the last schedule's orders (detail::order_sweep), the tables
+    /// that build it and the timing pass's scratch (simulator_structure.hpp).
+    detail::sweep_structure structure;
+    detail::structure_scratch structure_tables;
+    detail::sweep_times times;
+    /// Whether `structure` keeps a copy of the orders, to find the next schedule's equal
+    /// (simulate(), which uses a workspace once, sets it false).
+    bool keep_structure = true;
 };
 
 namespace detail {
@@ -343,342 +322,161 @@ inline void check_finished(const simulation_workspace& ws, const pipeline_schedu
         }
 }
 
-/// The whole simulation of a free network in one pass over the schedule's orders, with no op
-/// index: an op pulls its inputs' end times from tables by (op class, stage, micro-batch) —
-/// timing.hpp's cross_producer() and local_producer() — where the general replay pushes them
-/// along successor ids (op_index, build_nodes()), so neither is built. A device runs as far as
-/// its inputs allow and, blocked, waits on one table slot; the op that writes that slot wakes
-/// it. Each op is recorded as it runs (busy time, memory, its timeline entry and curve points,
-/// written once, device by device in order); what a (stage, micro-batch) holds before an op is
-/// what the op before it there left (timing.hpp's held_after_mb()), so no table of held memory
-/// is kept. run() returns false (the result is then to be rewritten) on what it leaves to the
-/// general replay, which then gives the result or names the fault: an overlapped pair, a
+/// The whole simulation of a free network in two passes over the schedule's structure
+/// (simulator_structure.hpp): the timing pass (time_steps()), then per device in order its
+/// memory, busy time, timeline and curve, written once. The structure is kept in the workspace
+/// and rebuilt only for a schedule whose orders differ from the last one's. An op's inputs are
+/// timing.hpp's cross_producer() and local_producer(); what a (stage, micro-batch) holds before
+/// an op is what the op before it there left (timing.hpp's held_after_mb()), so no table of held
+/// memory is kept. run() returns false (the result is then to be rewritten) on what it leaves
+/// to the general replay, which then gives the result or names the fault: an overlapped pair, a
 /// schedule of another shape, an op out of range, on another device, repeated or missing, an R
 /// not after its f or after its B, a W without a split, a deadlock, a duration that is negative
 /// or not finite. (Per-op durations in the options are the caller's to leave to it.)
 class order_sweep {
 public:
     order_sweep(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched) noexcept
-        : ws_(ws), sc_(sc), sched_(sched), model_(sc, sched.w_share), V_(sc.stages), M_(sc.microbatches) {}
+        : ws_(ws), sc_(sc), sched_(sched), model_(sc, sched.w_share) {}
 
     /// Replays the schedule into `r`: makespan, busy time, peaks and final memory per device,
     /// and the timeline and memory curve as `opt` asks (not the lower bound).
     [[nodiscard]] bool run(simulation_result& r, const simulation_options& opt) {
         const std::size_t D = sched_.placement.devices();
-        if (sched_.placement.virtual_stages() != V_ || sched_.orders.size() != D ||
+        if (sched_.placement.virtual_stages() != sc_.stages || sched_.orders.size() != D ||
             !(sched_.overlap_factor >= 0.0 && sched_.overlap_factor <= 1.0))
             return false;
-        if (!prepare(D)) return false;
-        start_records(r, opt, D);
-        // The devices to run, a stack: each is on it at most once (pushed first, or when woken
-        // from a wait, after it was popped), so D entries hold it.
-        ws_.work.resize(D);
-        ready_ = ws_.work.data();
-        for (std::size_t d = D; d-- > 0;) ready_[ready_count_++] = static_cast<std::uint32_t>(d);
-        while (ready_count_ > 0)
-            if (!run_device(ready_[--ready_count_])) return false;
-        for (std::size_t d = 0; d < D; ++d)
-            if (ws_.blocked_on[d] != none) return false;  // a deadlock (or a missing input)
-        const std::size_t keys = V_ * M_;
-        const std::size_t forwards = count_[kind_index(op_kind::F)] + count_[kind_index(op_kind::F_checkpoint)];
-        if (forwards != keys || count_[kind_index(op_kind::B)] != keys ||
-            count_[kind_index(op_kind::W)] != (sched_.w_share > 0.0 ? keys : 0))
-            return false;
-        finish(r, D);
+        // Orders seen for the first time are timed as the structure is built, and kept; seen
+        // again, the structure is built with its steps; from then on only timed (a caller that
+        // simulates a new schedule each time writes no steps).
+        sweep_structure& st = ws_.structure;
+        const bool seen = st.matches(sc_, sched_);
+        if (seen && st.has_steps) {
+            if (!time_steps(st, sc_, sched_.w_share, ws_.times)) return false;
+        } else {
+            if (!seen) st.ops.clear();
+            if (!structure_builder(st, ws_.structure_tables, ws_.times, sc_, sched_, seen).run()) {
+                st.ops.clear();
+                return false;
+            }
+            if (!seen && ws_.keep_structure) st.keep_orders(sched_);
+        }
+        record(r, opt);
         return true;
     }
 
 private:
-    enum op_class : std::uint8_t { fwd = 0, bwd = 1, rec = 2, wgt = 3 };
-    static constexpr std::size_t none = SIZE_MAX;
-    static constexpr double unfinished = std::numeric_limits<double>::infinity();
-
-    [[nodiscard]] static constexpr std::size_t kind_index(op_kind k) noexcept { return static_cast<std::size_t>(k); }
-    [[nodiscard]] static constexpr op_class class_of(op_kind k) noexcept {
-        switch (k) {
-            case op_kind::F:
-            case op_kind::F_checkpoint: return fwd;
-            case op_kind::B: return bwd;
-            case op_kind::R: return rec;
-            case op_kind::W: return wgt;
-        }
-        return fwd;
-    }
-    /// Slot 0 is the input that does not exist (ready at 0); class c's table follows at 1 + c·V·M.
-    /// The table sizes, as values (the hot loop keeps them in registers: a store through a
-    /// size_t pointer could change a member as far as the compiler knows).
-    struct dims {
-        std::size_t V, M;
-    };
-    [[nodiscard, gnu::always_inline]] static std::size_t slot(dims n, op_kind k, std::size_t stage, std::size_t mb) noexcept {
-        return 1 + (class_of(k) * n.V + stage) * n.M + mb;
-    }
-    [[nodiscard]] std::size_t slot(op_kind k, std::size_t stage, std::size_t mb) const noexcept {
-        return slot(dims{V_, M_}, k, stage, mb);
-    }
-
-    /// Sizes the tables (the forward and backward classes unfinished; R and W filled on their
-    /// first op); ws.first_op = first op id per device. False: too many ops.
-    bool prepare(std::size_t D) {
-        std::size_t n = 0;
-        ws_.first_op.resize(D + 1);
-        for (std::size_t d = 0; d < D; ++d) {
-            ws_.first_op[d] = static_cast<std::uint32_t>(n);
-            n += sched_.orders[d].size();
-            if (n > static_cast<std::size_t>(INT32_MAX)) return false;
-        }
-        ws_.first_op[D] = static_cast<std::uint32_t>(n);
-        const std::size_t keys = V_ * M_;
-        ws_.end_ms.resize(1 + 4 * keys);  // R and W only written when opened
-        ws_.end_ms[zero_] = 0.0;
-        std::fill_n(ws_.end_ms.begin() + 1, 2 * keys, unfinished);
-        ws_.blocked_on.assign(D, none);
-        device_of_stage_.resize(V_);
-        for (std::size_t v = 0; v < V_; ++v) device_of_stage_[v] = static_cast<std::uint32_t>(sched_.placement.device_of(v));
-        return true;
-    }
-
-    /// Empties the result's rows and points each device's cursor at its part of them: device d's
-    /// timeline at its first op id, its curve (at most 2 points per op and 1 more) at 2·first + d.
-    void start_records(simulation_result& r, const simulation_options& opt, std::size_t D) {
-        const std::size_t N = ws_.first_op[D];
+    /// The per-device figures and rows of the result from the timing pass's spans.
+    void record(simulation_result& r, const simulation_options& opt) {
+        const sweep_structure& st = ws_.structure;
+        const std::size_t D = st.D, N = st.first_op[D];
         r.timeline.clear();
         r.memory_mb.clear();
         op_timing* timeline = opt.record_timeline ? r.timeline.start(D, N) : nullptr;
         memory_point* curve = opt.record_memory_curve ? r.memory_mb.start(D, 2 * N + D) : nullptr;
-        ws_.cursors.resize(D);
-        for (std::size_t d = 0; d < D; ++d) {
-            sweep_cursor& c = ws_.cursors[d];
-            c = sweep_cursor{};
-            for (std::size_t ch = 0; ch < sched_.placement.chunks(); ++ch)
-                c.state_mb += sc_.model_state_mb[sched_.placement.stage_of(d, ch)];
-            c.peak_mb = c.state_mb;
-            if (!sched_.orders[d].empty()) c.peak_op = sched_.orders[d].front();
-            const std::size_t first = ws_.first_op[d];
-            if (timeline) c.timeline = timeline + first;
-            if (curve) {
-                c.curve = c.curve_row = curve + 2 * first + d;
-                *c.curve++ = {0.0, c.state_mb};
-            }
-        }
-    }
-
-    /// The per-device figures and rows of the result (after every device ran its order).
-    void finish(simulation_result& r, std::size_t D) {
         r.busy_ms.resize(D);
         r.peak_memory_mb.resize(D);
         r.peak_memory_op.resize(D);
         r.final_memory_mb.resize(D);
+        double makespan = 0.0;
         for (std::size_t d = 0; d < D; ++d) {
-            const sweep_cursor& c = ws_.cursors[d];
-            r.busy_ms[d] = c.busy_ms;
-            r.peak_memory_mb[d] = c.peak_mb;
-            r.peak_memory_op[d] = c.peak_op;
-            r.final_memory_mb[d] = c.state_mb + c.stored_mb;
-            if (c.timeline) r.timeline.end_row(c.timeline);
-            if (c.curve) r.memory_mb.add_row(c.curve_row, c.curve);
+            device_walk w{};
+            for (std::size_t ch = 0; ch < sched_.placement.chunks(); ++ch)
+                w.state_mb += sc_.model_state_mb[sched_.placement.stage_of(d, ch)];
+            w.peak_mb = w.state_mb;
+            w.makespan_ms = makespan;
+            const std::uint32_t first = st.first_op[d], last = st.first_op[d + 1];
+            w.peak_at = first;
+            if (curve) {
+                w.curve = curve;
+                w.curve_row = curve;
+                *w.curve++ = {0.0, w.state_mb};
+            }
+            const std::vector<op>& order = sched_.orders[d];
+            record_device(w, timeline, d, order.data(), first, last);
+            r.busy_ms[d] = w.busy_ms;
+            r.peak_memory_mb[d] = w.peak_mb;
+            r.peak_memory_op[d] = order.empty() ? op{} : order[w.peak_at - first];
+            r.final_memory_mb[d] = w.state_mb + w.stored_mb;
+            makespan = w.makespan_ms;
+            if (timeline) timeline = r.timeline.end_row(timeline);
+            if (curve) curve = r.memory_mb.end_row(w.curve);
         }
-        r.makespan_ms = makespan_;
+        r.makespan_ms = makespan;
     }
 
-    /// The (class) table of `c` set to unfinished on its first op.
-    void open_class(op_class c) {
-        if (opened_[c]) return;
-        opened_[c] = true;
-        std::fill_n(ws_.end_ms.begin() + static_cast<std::ptrdiff_t>(1 + c * V_ * M_), V_ * M_, unfinished);
-    }
-    /// ws.checkpoint[k] (bit 1: the forward was an f, bit 2: an R ran), zeroed on the first f.
-    std::uint8_t* checkpoint_flags() {
-        if (!checkpointed_) {
-            checkpointed_ = true;
-            ws_.checkpoint.assign(V_ * M_, 0);
-        }
-        return ws_.checkpoint.data();
-    }
-    [[nodiscard]] std::uint8_t flags(std::size_t k) const noexcept { return checkpointed_ ? ws_.checkpoint[k] : 0; }
-
-    /// Op `o`'s table slots: its inputs' (0 when it has none) and its own.
-    struct op_slots {
-        std::size_t cross, local, own;
-    };
-    [[nodiscard, gnu::always_inline]] static op_slots slots_of(dims n, op o, std::uint8_t fl) noexcept {
-        const cross_target from = cross_producer(o, n.V);
-        const std::size_t cross = from.has ? slot(n, from.to.kind, from.to.stage, from.to.microbatch) : zero_;
-        const std::optional<op_kind> local_kind = local_producer(o.kind, (fl & 2) != 0);
-        const std::size_t local = local_kind ? slot(n, *local_kind, o.stage, o.microbatch) : zero_;
-        return {cross, local, slot(n, o.kind, o.stage, o.microbatch)};
-    }
-
-    /// What (stage, micro-batch) of `o` holds before it: what the op before it there left
-    /// (nothing before a forward; f before R; R, else f or F, before B; B before W). `fl`: its flags.
-    [[nodiscard, gnu::always_inline]] double held_before_mb(op o, std::uint8_t fl) const noexcept {
-        op before = o;
-        switch (o.kind) {
-            case op_kind::F:
-            case op_kind::F_checkpoint: return 0.0;
-            case op_kind::R: before.kind = op_kind::F_checkpoint; break;
-            case op_kind::B: before.kind = (fl & 2) ? op_kind::R : (fl & 1) ? op_kind::F_checkpoint : op_kind::F; break;
-            case op_kind::W: before.kind = op_kind::B; break;
-        }
-        return model_.held_after_mb(before);
-    }
-
-    /// A device's running figures while it runs (locals, so that they stay in registers).
-    struct walk {
-        double free_ms, stored_mb, peak_mb, busy_ms, state_mb, makespan_ms;
-        op_timing* timeline;
+    /// A device's running figures while it is recorded (locals, so that they stay in registers).
+    struct device_walk {
+        double stored_mb, peak_mb, busy_ms, state_mb, makespan_ms;
+        std::uint32_t peak_at;  ///< op id of the peak (an index, not an op: a char-typed store could
+                                ///< alias the scenario's array pointers, which would then be reloaded)
         memory_point* curve;
         const memory_point* curve_row;
     };
-    enum class outcome : std::uint8_t { ran, waits, refused };
 
-    /// Runs device d's order from its cursor until it ends or waits; false on what run() refuses.
-    bool run_device(std::uint32_t d) {
-        sweep_cursor& c = ws_.cursors[d];
-        const op* order = sched_.orders[d].data();
-        const auto size = static_cast<std::uint32_t>(sched_.orders[d].size());
-        walk w{c.free_ms, c.stored_mb, c.peak_mb, c.busy_ms, c.state_mb, makespan_, c.timeline, c.curve, c.curve_row};
-        const dims n{V_, M_};
-        // A device runs a few ops per visit, the other devices' visits come between, so its
-        // many streams (its order, its rows of the scenario and of the tables, its results) are
-        // read in short bursts that the hardware prefetchers do not follow: fetch them a cache
-        // line ahead (1F1B at S 64: 13.7 → 11.7 ms a reused run, docs/schedules.md).
-        const std::uintptr_t ahead[] = {address_of(sc_.forward_ms.data()), address_of(sc_.backward_ms.data()),
-                                        address_of(sc_.stored_mb.data()),  address_of(sc_.peak_mb.data()),
-                                        address_of(ws_.end_ms.data()),     address_of(ws_.end_ms.data() + n.V * n.M)};
-        std::uint32_t p = c.pos;
-        outcome r = outcome::ran;
-        // Woken (blocked_on[d] is none again): the op it waited at was checked and its streams
-        // fetched then; it runs without either (or waits again, for its other input).
-        if (c.waits) {
-            const op o = order[p];
-            r = run_op(w, c, n, o, o.stage * n.M + o.microbatch, d);
-            if (r == outcome::refused) return false;
-            if (r == outcome::ran) ++p;
+    /// Records the ops of ids [first, last) of device d, `order` its order: the memory pass,
+    /// then the timeline (a copy of the ops and their spans).
+    void record_device(device_walk& w, op_timing*& timeline, std::size_t d, const op* order, std::uint32_t first,
+                       std::uint32_t last) {
+        const op_code* codes = ws_.structure.code.data();
+        const op_span* spans = ws_.times.spans.data() + sweep_structure::span_of(0, d);  // [i]: op id i of device d
+        device_walk v = w;  // in registers
+        for (std::uint32_t i = first; i < last; ++i) {
+            const op o = order[i - first];
+            const op_span s = spans[i];
+            switch (codes[i]) {
+                case op_code::F: account<op_code::F>(v, o, s, i); break;
+                case op_code::B: account<op_code::B>(v, o, s, i); break;
+                case op_code::W: account<op_code::W>(v, o, s, i); break;
+                case op_code::f: account<op_code::f>(v, o, s, i); break;
+                case op_code::R: account<op_code::R>(v, o, s, i); break;
+                case op_code::B_after_f: account<op_code::B_after_f>(v, o, s, i); break;
+                case op_code::B_after_R: account<op_code::B_after_R>(v, o, s, i); break;
+            }
         }
-        for (; r == outcome::ran && p < size; ++p) {
-            const op o = order[p];
-            if (o.microbatch >= n.M || o.stage >= n.V || device_of_stage_[o.stage] != d || o.overlaps_next) return false;
-            const std::size_t k = o.stage * n.M + o.microbatch;
-            for (const std::uintptr_t row : ahead) prefetch_line(row + (k + 8) * sizeof(double));
-            prefetch_line(address_of(order + p) + 8 * sizeof(op));
-            prefetch_line<1>(address_of(w.timeline) + 4 * sizeof(op_timing));
-            prefetch_line<1>(address_of(w.curve) + 4 * sizeof(memory_point));
-            r = run_op(w, c, n, o, k, d);
-            if (r == outcome::refused) return false;
-            if (r == outcome::waits) break;
+        w = v;
+        if (!timeline) return;
+        op_timing* out = timeline;
+        for (std::uint32_t i = first; i < last; ++i) {
+            op_timing& t = out[i - first];
+            std::memcpy(&t.o, &order[i - first], sizeof(op));  // one 16-byte copy, not four fields
+            t.start_ms = spans[i].start_ms;
+            t.end_ms = spans[i].end_ms;
         }
-        c.pos = p;
-        c.waits = r == outcome::waits;
-        c.free_ms = w.free_ms;
-        c.stored_mb = w.stored_mb;
-        c.peak_mb = w.peak_mb;
-        c.busy_ms = w.busy_ms;
-        c.timeline = w.timeline;
-        c.curve = w.curve;
-        makespan_ = w.makespan_ms;
-        return true;
+        timeline = out + (last - first);
     }
 
-    /// Runs op `o` (checked; its (stage, micro-batch) k) on device d, or finds what it waits for.
-    [[gnu::always_inline]] outcome run_op(walk& w, sweep_cursor& c, dims n, op o, std::size_t k, std::uint32_t d) {
-        switch (o.kind) {
-            case op_kind::F: return step<op_kind::F>(w, c, n, o, k, d);
-            case op_kind::B: return step<op_kind::B>(w, c, n, o, k, d);
-            case op_kind::W: return step<op_kind::W>(w, c, n, o, k, d);
-            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint>(w, c, n, o, k, d);
-            case op_kind::R: return step<op_kind::R>(w, c, n, o, k, d);
+    /// Op `o` (of code C, op id i) ran during `s`: its memory (timing.hpp), busy time and the two
+    /// steps of the curve (a step of zero length, when the op starts as the previous one ended,
+    /// is replaced by the op's own). What its (stage, micro-batch) held before it is what the op
+    /// before it there left: nothing before a forward; f before R; R, f or F before B (its
+    /// code); B before W.
+    template <op_code C>
+    [[gnu::always_inline]] void account(device_walk& w, op o, op_span s, std::uint32_t i) noexcept {
+        const op x{kind_of(C), o.microbatch, o.stage};  // o, with its kind known to the compiler
+        double held_mb = 0.0;
+        if constexpr (C != op_code::F && C != op_code::f) {
+            op before = x;
+            before.kind = C == op_code::B_after_R ? op_kind::R
+                          : C == op_code::B       ? op_kind::F
+                          : C == op_code::W       ? op_kind::B
+                                                  : op_kind::F_checkpoint;  // R, B after f
+            held_mb = model_.held_after_mb(before);
         }
-        return outcome::refused;
-    }
-
-    /// Runs op `o` (of kind K, its (stage, micro-batch) k) on device d, or finds what it waits for.
-    template <op_kind K>
-    [[gnu::always_inline]] outcome step(walk& w, sweep_cursor& c, dims n, op o, std::size_t k, std::uint32_t d) {
-        const op x{K, o.microbatch, o.stage};  // o, with its kind known to the compiler
-        const std::uint8_t fl = K == op_kind::B || K == op_kind::R ? flags(k) : 0;
-        const op_slots s = slots_of(n, x, fl);
-        const double* end = ws_.end_ms.data();
-        const double ready = std::max(end[s.cross], end[s.local]);
-        if (ready == unfinished) {
-            ws_.blocked_on[d] = end[s.cross] == unfinished ? s.cross : s.local;
-            return outcome::waits;
-        }
-        if (!admit(x, s.own, k)) return outcome::refused;
-        const double dur = model_.duration_ms(x, K == op_kind::B && fl == 1);
-        const double start = std::max(w.free_ms, ready);
-        w.free_ms = start + dur;
-        if (!(dur >= 0.0) || !(w.free_ms < unfinished)) return outcome::refused;
-        ws_.end_ms[s.own] = w.free_ms;
-        ++count_[kind_index(K)];
-        record(w, c, x, start, held_before_mb(x, fl));
-        wake(x, s.own);
-        return outcome::ran;
-    }
-
-    /// Op `o` ran from `start` to w.free_ms on cursor c's device, its (stage, micro-batch)
-    /// holding `held_mb` before it: its memory (timing.hpp), busy time, timeline entry and the
-    /// two steps of the curve (a step of zero length, when the op starts as the previous one
-    /// ended, is replaced by the op's own).
-    [[gnu::always_inline]] void record(walk& w, sweep_cursor& c, const op& o, double start, double held_mb) noexcept {
-        const double end = w.free_ms;
-        const double during = model_.during_mb(o, w.state_mb + w.stored_mb - held_mb, held_mb);
-        w.stored_mb += model_.held_after_mb(o) - held_mb;
+        const double during = model_.during_mb(x, w.state_mb + w.stored_mb - held_mb, held_mb);
+        w.stored_mb += model_.held_after_mb(x) - held_mb;
         if (during > w.peak_mb) {
             w.peak_mb = during;
-            c.peak_op = o;
+            w.peak_at = i;
         }
-        w.busy_ms += end - start;
-        w.makespan_ms = std::max(w.makespan_ms, end);
-        if (w.timeline) *w.timeline++ = {o, start, end};
-        if (w.curve) w.curve = add_steps(w.curve, w.curve_row, start, end, during, w.state_mb + w.stored_mb);
-    }
-
-    /// Checks what op `o` (its table slot `own`, its (stage, micro-batch) k) needs besides its
-    /// inputs and marks an f or R: false when it repeats an op, is an R not after its f or after
-    /// its B, or a W without a split.
-    [[gnu::always_inline]] bool admit(op o, std::size_t own, std::size_t k) {
-        switch (o.kind) {
-            case op_kind::F:
-            case op_kind::B: break;
-            case op_kind::F_checkpoint: checkpoint_flags()[k] |= 1; break;
-            case op_kind::R:
-                open_class(rec);
-                if (!(flags(k) & 1) || ws_.end_ms[slot(op_kind::B, o.stage, o.microbatch)] != unfinished) return false;
-                checkpoint_flags()[k] |= 2;
-                break;
-            case op_kind::W:
-                if (!(sched_.w_share > 0.0)) return false;
-                open_class(wgt);
-                break;
-        }
-        return ws_.end_ms[own] == unfinished;
-    }
-
-    /// Op `o` wrote its end time into slot `own`: the device of the op it feeds on another
-    /// stage runs on when it waits for that slot.
-    [[gnu::always_inline]] void wake(op o, std::size_t own) {
-        const cross_target to = cross_successor(o, V_);
-        if (!to.has) return;
-        const std::uint32_t e = device_of_stage_[to.to.stage];
-        if (ws_.blocked_on[e] != own) return;
-        ws_.blocked_on[e] = none;
-        ready_[ready_count_++] = e;
+        w.busy_ms += s.end_ms - s.start_ms;
+        w.makespan_ms = std::max(w.makespan_ms, s.end_ms);
+        if (w.curve) w.curve = add_steps(w.curve, w.curve_row, s.start_ms, s.end_ms, during, w.state_mb + w.stored_mb);
     }
 
     simulation_workspace& ws_;
     const scenario& sc_;
     const pipeline_schedule& sched_;
     op_model model_;
-    std::size_t V_, M_;
-    static constexpr std::size_t zero_ = 0;
-    std::vector<std::uint32_t> device_of_stage_;
-    double makespan_ = 0.0;
-    std::uint32_t* ready_ = nullptr;  ///< the devices to run (ws.work), a stack
-    std::size_t ready_count_ = 0;
-    std::size_t count_[5] = {0, 0, 0, 0, 0};
-    bool opened_[4] = {true, true, false, false};
-    bool checkpointed_ = false;
 };
 
 /// Where record_device() writes a device's timeline and memory curve: through pointers into the
@@ -864,6 +662,7 @@ inline void simulate_into(simulation_result& r, const scenario& sc, const pipeli
                                                 const simulation_options& opt = {}) {
     sc.validate();
     simulation_workspace ws;
+    ws.keep_structure = false;
     simulation_result r;
     simulate_into(r, sc, sched, opt, ws);
     return r;
