@@ -121,8 +121,9 @@ struct planner_options {
     std::vector<double> fill_weights = {0.5, 0.25};
     /// How many extra splits (fill weights, runner-ups) are scheduled with every candidate kind
     /// besides the preferred and available ones. When there are more, each extra split is first
-    /// screened by one quick simulation (the screening kind — zb-h1 when it is a candidate, else
-    /// the last candidate kind — on the order search's structured starts only) and the best by
+    /// screened by one quick simulation (on the order search's structured starts only) with the
+    /// kind of the fastest candidate so far — the first V kind runs on the preferred and
+    /// available splits before the screen, so a V kind screens when a V leads — and the best by
     /// that makespan are kept (ties: the earlier split).
     std::size_t scheduled_extra_splits = 1;
     /// Polish: when the chosen candidate's simulated makespan is more than this factor over its
@@ -136,12 +137,14 @@ struct planner_options {
     /// plan does not depend on it: candidates are compared in a fixed order (split, then kind)
     /// and ties go to the earlier one, so any thread count gives byte-identical plans.
     std::size_t threads = 1;
-    /// When the preferred split needed recomputation: also split under every later mode of
-    /// split_options::recompute_ladder (e.g. full after selective), each mode with its own
-    /// preferred, available and reweighted splits, and schedule each such split whose lower
-    /// bound is below the fastest candidate so far. (Not when the first mode fits: the
-    /// later modes' splits would triple the split time of a GPT-6.7B 65k plan at 36000 MB.) The first mode under which a split
+    /// When the preferred split needed recomputation, or its largest micro-batch stores within
+    /// 1 % of its stored-activation limit (memory held the split back): also split under every
+    /// later mode of split_options::recompute_ladder (e.g. full after selective), each mode with
+    /// its own preferred, available and reweighted splits, and schedule each such split whose
+    /// lower bound is below the fastest candidate so far. The first mode under which a split
     /// exists is not always the fastest: more recomputation allows fewer, larger micro-batches.
+    /// (Not when memory does not hold the first mode back: the later modes' splits would triple
+    /// the split time of a GPT-6.7B 65k plan at 36000 MB and not win.)
     bool compare_recompute = true;
     /// How many plans under smaller budgets the planner makes at most when the lowered plan's
     /// arena plus model state exceeds the device memory on some rank: it lowers the budget until a
@@ -263,8 +266,9 @@ public:
 
 private:
     /// plan() with schedules under budget_mb_: the splits of the first
-    /// recomputation mode that fits, then (planner_options::compare_recompute) those of each later
-    /// mode of the ladder, each mode's splits one group (choose()).
+    /// recomputation mode that fits, then (planner_options::compare_recompute, when that mode
+    /// recomputes or its stored limit binds: stored_limit_binds()) those of each later mode of the
+    /// ladder, each mode's splits one group (choose()).
     [[nodiscard]] plan_result plan_under_budget(std::span<const batching::sample> batch) {
         const auto t0 = detail::clock::now();
         std::vector<named_split> splits;
@@ -272,7 +276,7 @@ private:
         add_group(batch, opt_.split, splits, groups);
         const auto& ladder = opt_.split.recompute_ladder;
         const auto first = std::find(ladder.begin(), ladder.end(), splits.front().second.recompute);
-        if (opt_.compare_recompute && first != ladder.end() && first != ladder.begin())
+        if (opt_.compare_recompute && first != ladder.end() && (first != ladder.begin() || stored_limit_binds(splits.front().second)))
             for (auto r = first + 1; r != ladder.end(); ++r) {
                 batching::split_options so = opt_.split;
                 so.recompute_ladder = {*r};
@@ -284,6 +288,16 @@ private:
             }
         return finish(std::move(splits), std::move(groups), t0);
     }
+
+    /// Whether the exact split was held back by its stored-activation limit: its largest
+    /// micro-batch stores within 1 % of the limit (memory_binds_share). Then a mode with more
+    /// recomputation stores less per micro-batch and may run fewer, larger ones faster.
+    [[nodiscard]] static bool stored_limit_binds(const batching::split_result& s) {
+        double stored_mb = 0.0;
+        for (const batching::microbatch_record& m : s.per_microbatch) stored_mb = std::max(stored_mb, m.cost.stored_mb);
+        return s.memory_limit_mb > 0.0 && stored_mb >= memory_binds_share * s.memory_limit_mb;
+    }
+    static constexpr double memory_binds_share = 0.99;
 
     using named_split = std::pair<std::string, batching::split_result>;
     /// Splits [begin, end) of one recomputation mode; the first `always` are scheduled in full,
@@ -850,7 +864,7 @@ private:
         kind_t kind = nullptr;
         std::size_t report = 0;
         double makespan_ms = std::numeric_limits<double>::infinity();
-        std::size_t rank = std::numeric_limits<std::size_t>::max();
+        std::uint64_t rank = std::numeric_limits<std::uint64_t>::max();
     };
 
     /// A (split, kind) to schedule and its place in the candidates' fixed order: group by group,
@@ -859,7 +873,7 @@ private:
     struct task {
         std::size_t split = 0;
         candidate_kind kind;
-        std::size_t rank = 0;
+        std::uint64_t rank = 0;
     };
 
     /// Replica scenarios per configuration (config_index()), split and replica; a split's
@@ -890,28 +904,43 @@ private:
         scenario_sets scs(2, std::vector<std::vector<schedule::scenario>>(splits.size()));
         for (std::size_t k = 0; k < splits.size(); ++k) (void)scenarios_of(splits, scs, 0, k);
         choice best;
+        for (std::size_t gi = 0; gi < groups.size(); ++gi) run_group(splits, scs, groups[gi], gi, reports, best);
+        return best;
+    }
+
+    /// Schedules group `g` (the gi-th) into `best`: the V kinds first, one kind at a time (each
+    /// may prune the next), then the kinds on the configuration itself (run_tasks()), on its first
+    /// `always` splits and the extra splits screen() keeps. The extras are screened with the kind
+    /// of the fastest candidate after the first V kind ran on the `always` splits.
+    void run_group(const std::vector<named_split>& splits, scenario_sets& scs, const split_group& g, std::size_t gi,
+                   std::vector<candidate_report>& reports, choice& best) {
         const auto ks = kinds();
-        const std::size_t per_phase = splits.size() * ks.size();
-        for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-            const std::vector<std::size_t> screened = screen(scs[0], groups[gi]);
-            const auto rank = [&](std::size_t k, std::size_t i) {
-                return ks[i].config == 0 ? 2 * gi * per_phase + k * ks.size() + i
-                                         : (2 * gi + 1) * per_phase + i * splits.size() + k;
-            };
-            std::vector<task> tasks;
-            for (std::size_t i = 0; i < ks.size(); ++i) {  // one V kind at a time: each may prune the next
-                if (ks[i].config == 0) continue;
-                tasks.clear();
-                for (std::size_t k : screened) tasks.push_back({k, ks[i], rank(k, i)});
-                run_tasks(splits, scs, tasks, reports, best);
-            }
-            tasks.clear();
-            for (std::size_t k : screened)
-                for (std::size_t i = 0; i < ks.size(); ++i)
-                    if (ks[i].config == 0) tasks.push_back({k, ks[i], rank(k, i)});
+        const auto rank = [&](std::size_t k, std::size_t i) -> std::uint64_t {  // group, phase, then split / kind
+            const std::uint64_t phase = 2 * gi + (ks[i].config == 0 ? 0 : 1);
+            return (phase << 40) + (ks[i].config == 0 ? k * ks.size() + i : i * splits.size() + k);
+        };
+        std::vector<std::size_t> always(g.always);
+        std::iota(always.begin(), always.end(), g.begin);
+        const auto first_v = std::find_if(ks.begin(), ks.end(), [](const candidate_kind& c) { return c.config != 0; });
+        std::vector<task> tasks;
+        if (first_v != ks.end()) {
+            for (std::size_t k : always) tasks.push_back({k, *first_v, rank(k, std::size_t(first_v - ks.begin()))});
             run_tasks(splits, scs, tasks, reports, best);
         }
-        return best;
+        const std::vector<std::size_t> extras = screen(splits, scs, g, best.kind);
+        std::vector<std::size_t> all = always;
+        all.insert(all.end(), extras.begin(), extras.end());
+        for (std::size_t i = 0; i < ks.size(); ++i) {
+            if (ks[i].config == 0) continue;
+            tasks.clear();
+            for (std::size_t k : ks.begin() + std::ptrdiff_t(i) == first_v ? extras : all) tasks.push_back({k, ks[i], rank(k, i)});
+            run_tasks(splits, scs, tasks, reports, best);
+        }
+        tasks.clear();
+        for (std::size_t k : all)
+            for (std::size_t i = 0; i < ks.size(); ++i)
+                if (ks[i].config == 0) tasks.push_back({k, ks[i], rank(k, i)});
+        run_tasks(splits, scs, tasks, reports, best);
     }
 
     /// A lower bound on the makespan of kind `c` on split `k` (max over replicas): lower_bound()
@@ -955,8 +984,9 @@ private:
         }
     }
 
-    /// The kind that screens splits: zb-h1 when it is a candidate, else the last candidate kind
-    /// on the configuration itself (nullptr when there is none: the first extra splits are kept).
+    /// The kind that screens splits when no candidate is feasible yet: zb-h1 when it is a
+    /// candidate, else the last candidate kind on the configuration itself (nullptr when there is
+    /// none: the first extra splits are kept).
     [[nodiscard]] kind_t screening_kind() const {
         kind_t last = nullptr;
         const kind_t zb = &schedule::traits_of(schedule::schedule_name::zb_h1);
@@ -967,23 +997,26 @@ private:
         return last;
     }
 
-    /// The splits of group `g` (indices into `scs`, ascending) to schedule with every kind: its
-    /// first `always`, and of the others all when there are at most opt_.scheduled_extra_splits, else
-    /// the best by one quick simulation each (see planner_options::scheduled_extra_splits).
-    [[nodiscard]] std::vector<std::size_t> screen(const std::vector<std::vector<schedule::scenario>>& scs,
-                                                  const split_group& g) const {
-        std::vector<std::size_t> idx(g.end - g.begin);
-        for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = g.begin + k;
-        const std::size_t always = g.always;
-        if (idx.size() <= always + opt_.scheduled_extra_splits) return idx;
-        const kind_t kind = screening_kind();
-        if (kind == nullptr) return {idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(always + opt_.scheduled_extra_splits)};
-        schedule::named_schedule_options quick = schedule_options(scs[g.begin].front());
+    /// The extra splits of group `g` (its splits after the first `always`; indices into `splits`,
+    /// ascending) to schedule with every kind: all when there are at most
+    /// opt_.scheduled_extra_splits, else the best by one quick simulation each with `leading` (the
+    /// kind of the fastest candidate so far; when none, screening_kind()), see
+    /// planner_options::scheduled_extra_splits.
+    [[nodiscard]] std::vector<std::size_t> screen(const std::vector<named_split>& splits, scenario_sets& scs,
+                                                  const split_group& g, kind_t leading) const {
+        std::vector<std::size_t> idx(g.end - g.begin - g.always);
+        std::iota(idx.begin(), idx.end(), g.begin + g.always);
+        if (idx.size() <= opt_.scheduled_extra_splits) return idx;
+        const kind_t kind = leading != nullptr ? leading : screening_kind();
+        if (kind == nullptr) return {idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(opt_.scheduled_extra_splits)};
+        const std::size_t config = config_index(*kind);
+        for (std::size_t k : idx) (void)scenarios_of(splits, scs, config, k);
+        schedule::named_schedule_options quick = schedule_options(scs[config][idx.front()].front());
         quick.quick = true;
-        std::vector<double> quick_ms(scs.size(), 0.0);
-        parallel_for(idx.size() - always, opt_.threads, [&](std::size_t e, std::size_t) {
-            const std::size_t k = g.begin + always + e;
-            for (const auto& sc : scs[k]) {
+        std::vector<double> quick_ms(splits.size(), 0.0);
+        parallel_for(idx.size(), opt_.threads, [&](std::size_t e, std::size_t) {
+            const std::size_t k = idx[e];
+            for (const auto& sc : scs[config][k]) {
                 schedule::order_search_options so;
                 so.memory_limit_mb = budget_mb_;
                 so.max_evaluations = schedule::order_search_starts;
@@ -992,9 +1025,8 @@ private:
                 quick_ms[k] = std::max(quick_ms[k], r.makespan_ms);  // infinite when infeasible
             }
         });
-        std::stable_sort(idx.begin() + static_cast<std::ptrdiff_t>(always), idx.end(),
-                         [&](std::size_t a, std::size_t b) { return quick_ms[a] < quick_ms[b]; });
-        idx.resize(always + opt_.scheduled_extra_splits);
+        std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return quick_ms[a] < quick_ms[b]; });
+        idx.resize(opt_.scheduled_extra_splits);
         std::sort(idx.begin(), idx.end());
         return idx;
     }
