@@ -544,11 +544,11 @@ private:
     /// fall with the budget: a plan may need as much under a budget 700 MB lower), or halfway
     /// between that and the largest budget without a plan when the step would pass the latter;
     /// once one fits, the next budget bisects between the largest that fit and the smallest that
-    /// did not, until they are replan_tolerance of the device memory apart, or, while every plan
-    /// made so far was no faster than those made under larger budgets, until no budget between
-    /// them can give a plan more than `gain` (a share) faster than the fastest that fits
-    /// (planner_options::memory_replan_gain): then a budget below `over_mb` is taken to give no
-    /// plan faster than the plan `over_mb` gave, so bisecting cannot gain more than that plan's lead.
+    /// did not, until they are replan_tolerance of the device memory apart, or, while the plans
+    /// made so far are `monotone`, until no budget between them can give a plan more than `gain`
+    /// (a share) faster than the fastest that fits (planner_options::memory_replan_gain): then a
+    /// budget below `over_mb` is taken to give no plan faster than the plan `over_mb` gave, so
+    /// bisecting cannot gain more than that plan's lead.
     struct budget_search {
         double device_mb;
         double gain;
@@ -558,7 +558,9 @@ private:
         bool fitted = false;
         double best_ms = std::numeric_limits<double>::infinity();  ///< the fastest plan that fits
         double step_mb = 0.0;
-        bool monotone = true;  ///< no plan so far was faster than one made under a larger budget, nor too small
+        /// every plan so far had memory_replan_gain_microbatches micro-batches or more, and none
+        /// was faster than a plan made under a larger budget
+        bool monotone = true;
         std::vector<std::pair<double, double>> seen{};  ///< (budget, makespan) of every plan made
 
         /// Records the plan made under `budget_mb`; `large`: it has enough micro-batches for the bound.
