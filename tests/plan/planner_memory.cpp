@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -275,5 +276,45 @@ TEST_CASE("planner memory: real T5-11B, the extra splits are screened with the l
         const plan_result scheduled = plan_iteration(t5, batch, all);
         CHECK(screened.makespan_ms == scheduled.makespan_ms);
         CHECK(screened.candidates[screened.chosen].split == scheduled.candidates[scheduled.chosen].split);
+    }
+}
+
+TEST_CASE("planner memory: the re-plans stop once bisecting cannot gain more than memory_replan_gain") {
+    // Synthetic seed 2 needs memory re-plans from 23500 to 28000 MB; its plans have 30-60
+    // micro-batches, fewer than memory_replan_gain_microbatches, so by default they bisect to
+    // 0.5 % of the device memory as with the gain rule off. With the rule on for them too, the
+    // search makes no more plans, its plan fits, and a gain of 1 (100 %) stops sooner still.
+    const analytic_cost_model gpt = make_analytic_model("gpt-6.7b");
+    const auto batch = test::mixed_length_batch(32768, 2);
+    std::size_t fewer = 0;
+    for (double limit : mem_limits(24000, 28000, 1000)) {
+        INFO("limit " << limit << " MB");
+        planner_options full = mem_options(2, 4, 8, 4096, limit);
+        full.memory_replan_gain = 0.0;
+        const plan_result all = plan_iteration(gpt, batch, full);
+        mem_check_fits(all, limit);
+        const plan_result by_default = plan_iteration(gpt, batch, mem_options(2, 4, 8, 4096, limit));
+        CHECK(by_default.memory_attempts == all.memory_attempts);
+        CHECK(by_default.makespan_ms == all.makespan_ms);
+        CHECK(to_binary(by_default.plan) == to_binary(all.plan));
+        planner_options o = full;
+        o.memory_replan_gain = 0.001;
+        o.memory_replan_gain_microbatches = 1;
+        const plan_result r = plan_iteration(gpt, batch, o);
+        mem_check_fits(r, limit);
+        MESSAGE("limit " << limit << " MB: " << r.memory_attempts << " plans, " << r.makespan_ms << " ms; bisecting to 0.5 %: "
+                         << all.memory_attempts << " plans, " << all.makespan_ms << " ms");
+        CHECK(r.memory_attempts <= all.memory_attempts);
+        fewer += r.memory_attempts < all.memory_attempts ? 1 : 0;
+        o.memory_replan_gain = 1.0;
+        const plan_result first = plan_iteration(gpt, batch, o);
+        mem_check_fits(first, limit);
+        CHECK(first.memory_attempts <= r.memory_attempts);
+    }
+    CHECK(fewer > 0);
+    planner_options bad = mem_options(2, 4, 8, 4096, 28000);
+    for (double g : {-0.001, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+        bad.memory_replan_gain = g;
+        CHECK_THROWS_AS(plan_iteration(gpt, batch, bad), invalid_argument);
     }
 }

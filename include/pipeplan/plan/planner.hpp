@@ -151,6 +151,17 @@ struct planner_options {
     /// plan fits, then bisects between the largest budget whose plan fits and the smallest whose
     /// plan does not, and keeps the fastest plan that fits (plan_result::memory_attempts).
     std::size_t memory_replans = 8;
+    /// The memory re-plans stop once no budget left to try can give a plan faster, by more than
+    /// this share of the makespan, than the fastest plan that fits: while the plans made so far
+    /// have at least memory_replan_gain_microbatches micro-batches each and are no faster under
+    /// smaller budgets, the plan under the smallest budget whose plan did not fit bounds what
+    /// bisecting below it can gain. 0 = bisect until the budgets are 0.5 % of the device memory apart.
+    double memory_replan_gain = 0.001;
+    /// The fewest micro-batches of the plans for which memory_replan_gain applies: plans of
+    /// thousands of micro-batches (GPT-6.7B, 250k–1M samples) get slower step by step as the
+    /// budget falls, while plans of tens (65k tokens) may plan 0.7 % faster under a budget
+    /// 1000 MB lower, where the bound does not hold.
+    std::size_t memory_replan_gain_microbatches = 1000;
 };
 
 /// One schedule tried.
@@ -230,6 +241,9 @@ public:
         if (!(opt_.overlap_factor >= 0.0 && opt_.overlap_factor <= 1.0))
             throw invalid_argument("planner: the overlap factor must lie in [0, 1] (got " + std::to_string(opt_.overlap_factor) + ")");
         if (opt_.alternative_splits > 64) throw invalid_argument("planner: alternative splits must be <= 64");
+        if (!(opt_.memory_replan_gain >= 0.0 && std::isfinite(opt_.memory_replan_gain)))
+            throw invalid_argument("planner: the memory re-plans' gain must be finite and >= 0 (got " +
+                                   std::to_string(opt_.memory_replan_gain) + ")");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
         for (double w : opt_.fill_weights)
@@ -544,18 +558,38 @@ private:
     /// fall with the budget: a plan may need as much under a budget 700 MB lower), or halfway
     /// between that and the largest budget without a plan when the step would pass the latter;
     /// once one fits, the next budget bisects between the largest that fit and the smallest that
-    /// did not, until they are replan_tolerance of the device memory apart.
+    /// did not, until they are replan_tolerance of the device memory apart, or, while the plans
+    /// made so far are `monotone`, until no budget between them can give a plan more than `gain`
+    /// (a share) faster than the fastest that fits (planner_options::memory_replan_gain): then a
+    /// budget below `over_mb` is taken to give no plan faster than the plan `over_mb` gave, so
+    /// bisecting cannot gain more than that plan's lead.
     struct budget_search {
         double device_mb;
+        double gain;
         double over_mb;             ///< the smallest budget whose plan did not fit
+        double over_ms;             ///< the makespan of the plan under the smallest such budget that gave one
         double under_mb = 0.0;      ///< the largest budget whose plan fits, or (until one fits) without a plan
         bool fitted = false;
+        double best_ms = std::numeric_limits<double>::infinity();  ///< the fastest plan that fits
         double step_mb = 0.0;
+        /// every plan so far had memory_replan_gain_microbatches micro-batches or more, and none
+        /// was faster than a plan made under a larger budget
+        bool monotone = true;
+        std::vector<std::pair<double, double>> seen{};  ///< (budget, makespan) of every plan made
+
+        /// Records the plan made under `budget_mb`; `large`: it has enough micro-batches for the bound.
+        void saw(double budget_mb, double makespan_ms, bool large) {
+            monotone = monotone && large;
+            for (const auto& [b, ms] : seen)
+                if ((b < budget_mb && ms < makespan_ms) || (b > budget_mb && ms > makespan_ms)) monotone = false;
+            seen.emplace_back(budget_mb, makespan_ms);
+        }
 
         /// The budget to try next; nullopt when the search is done.
         [[nodiscard]] std::optional<double> next(double excess_mb) {
             const double tolerance_mb = replan_tolerance * device_mb;
             if (over_mb - under_mb <= tolerance_mb) return std::nullopt;
+            if (gain > 0.0 && fitted && monotone && best_ms - over_ms <= gain * best_ms) return std::nullopt;
             if (!fitted) {
                 step_mb = std::max({excess_mb, 2.0 * step_mb, 1e-3 * device_mb});
                 if (over_mb - step_mb > under_mb) return over_mb - step_mb;
@@ -587,7 +621,11 @@ private:
         first.times.total_ms = detail::ms_since(t0);
         if (need_mb <= device_mb) return first;
         std::optional<plan_result> best;
-        budget_search s{device_mb, device_mb};
+        budget_search s{device_mb, opt_.memory_replan_gain, device_mb, first.makespan_ms};
+        const auto large = [&](const plan_result& r) {
+            return r.plan.header.microbatches.size() >= opt_.memory_replan_gain_microbatches;
+        };
+        s.saw(device_mb, first.makespan_ms, large(first));
         std::string last = "the plan under a budget of " + std::to_string(device_mb) + " MB needs " + std::to_string(need_mb) +
                            " MB (arena + model state) on some rank";
         std::size_t attempts = 1;
@@ -596,14 +634,17 @@ private:
             try {
                 plan_result r = replan(plan_once, device_mb);
                 need_mb = stamp_memory(r, device_mb);
+                s.saw(*b, r.makespan_ms, large(r));
                 if (need_mb > device_mb) {
                     s.over_mb = *b;
+                    s.over_ms = r.makespan_ms;
                     last = "the plan under a budget of " + std::to_string(*b) + " MB needs " + std::to_string(need_mb) +
                            " MB (arena + model state) on some rank";
                     continue;
                 }
                 s.under_mb = *b;
                 s.fitted = true;
+                s.best_ms = std::min(s.best_ms, r.makespan_ms);
                 if (!best || r.makespan_ms < best->makespan_ms) best = std::move(r);
             } catch (const error& e) {
                 if (s.fitted) s.over_mb = *b; else s.under_mb = *b;  // no plan here: search above
