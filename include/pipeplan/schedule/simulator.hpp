@@ -16,10 +16,10 @@
 //   deterministic.
 // The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
 // input_count() give its dependencies (plans and energy profiles build on both).
-// Replay: on a free network a structure of the orders (simulator_structure.hpp: the ops in an
-// order where each follows its inputs, with their inputs' indices), built as the devices run and
-// kept in the workspace for the next schedule with the same orders, which is then timed in one
-// loop; each device's ops are then recorded in order (detail::order_sweep). With links, or for
+// Replay: on a free network the devices run as far as their inputs allow and each op is timed and
+// recorded as it runs, in one pass (simulator_structure.hpp, detail::order_sweep); a workspace
+// that is kept also keeps that replay order, and the next schedule with the same orders is one
+// loop over it. With links, or for
 // what that leaves (overlapped pairs, durations given per op), the ops are indexed (op_index),
 // replayed by op id and recorded in one pass per device.
 // The result's timeline and memory curve are rows of one allocation each (core/row_array.hpp);
@@ -51,19 +51,7 @@
 
 namespace pipeplan::schedule {
 
-/// When one op ran.
-struct op_timing {
-    op o;
-    double start_ms = 0.0;
-    double end_ms = 0.0;
-};
-
-/// A step of a device's memory-over-time curve: from `time_ms` on, the device holds
-/// `memory_mb` (until the next point).
-struct memory_point {
-    double time_ms = 0.0;
-    double memory_mb = 0.0;
-};
+// op_timing and memory_point: simulator_structure.hpp.
 
 /// What simulate() reports.
 struct simulation_result {
@@ -164,13 +152,13 @@ struct simulation_workspace {
     std::vector<double> dev_free;
     std::vector<std::uint32_t> pos, work;
     link_channels links;
-    /// The free-network replay's structure of the last schedule's orders (detail::order_sweep), the tables
-    /// that build it and the timing pass's scratch (simulator_structure.hpp).
+    /// The free-network replay's order of the last schedule's ops (detail::order_sweep), the tables
+    /// that find it and the replay's scratch (simulator_structure.hpp).
     detail::sweep_structure structure;
     detail::structure_scratch structure_tables;
     detail::sweep_times times;
-    /// Whether `structure` keeps a copy of the orders, to find the next schedule's equal
-    /// (simulate(), which uses a workspace once, sets it false).
+    /// Whether `structure` keeps the replay order of the orders, for the next schedule with
+    /// equal orders (simulate(), which uses a workspace once, sets it false).
     bool keep_structure = true;
 };
 
@@ -322,21 +310,23 @@ inline void check_finished(const simulation_workspace& ws, const pipeline_schedu
         }
 }
 
-/// The whole simulation of a free network in two passes over the schedule's structure
-/// (simulator_structure.hpp): the timing pass (time_steps()), then per device in order its
-/// memory, busy time, timeline and curve, written once. The structure is kept in the workspace
-/// and rebuilt only for a schedule whose orders differ from the last one's. An op's inputs are
-/// timing.hpp's cross_producer() and local_producer(); what a (stage, micro-batch) holds before
-/// an op is what the op before it there left (timing.hpp's held_after_mb()), so no table of held
-/// memory is kept. run() returns false (the result is then to be rewritten) on what it leaves
-/// to the general replay, which then gives the result or names the fault: an overlapped pair, a
-/// schedule of another shape, an op out of range, on another device, repeated or missing, an R
-/// not after its f or after its B, a W without a split, a deadlock, a duration that is negative
-/// or not finite. (Per-op durations in the options are the caller's to leave to it.)
+/// The whole simulation of a free network in two passes (simulator_structure.hpp): the timing
+/// pass writes each op's timeline entry (op, start, end) in an order where each op follows its
+/// inputs; then per device in order its memory, busy time, peak and curve. A workspace that is
+/// kept also keeps that order (the steps), so that the next run with the same orders times them
+/// in one loop (and the recording pass checks the orders against the entries). An op's inputs
+/// are timing.hpp's cross_producer() and local_producer(); what a (stage, micro-batch) holds
+/// before an op is what the op before it there left (timing.hpp's held_after_mb()), so no table
+/// of held memory is kept. run() returns false (the result is then to be rewritten) on what it
+/// leaves to the general replay, which then gives the result or names the fault: an overlapped
+/// pair, a schedule of another shape, an op out of range, on another device, repeated or
+/// missing, an R not after its f or after its B, a W without a split, a deadlock, a duration
+/// that is negative or not finite. (Per-op durations in the options are the caller's to leave
+/// to it.)
 class order_sweep {
 public:
     order_sweep(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched) noexcept
-        : ws_(ws), sc_(sc), sched_(sched), model_(sc, sched.w_share) {}
+        : ws_(ws), sc_(sc), sched_(sched) {}
 
     /// Replays the schedule into `r`: makespan, busy time, peaks and final memory per device,
     /// and the timeline and memory curve as `opt` asks (not the lower bound).
@@ -345,138 +335,119 @@ public:
         if (sched_.placement.virtual_stages() != sc_.stages || sched_.orders.size() != D ||
             !(sched_.overlap_factor >= 0.0 && sched_.overlap_factor <= 1.0))
             return false;
-        // Orders seen for the first time are timed as the structure is built, and kept; seen
-        // again, the structure is built with its steps; from then on only timed (a caller that
-        // simulates a new schedule each time writes no steps).
         sweep_structure& st = ws_.structure;
-        const bool seen = st.matches(sc_, sched_);
-        if (seen && st.has_steps) {
-            if (!time_steps(st, sc_, sched_.w_share, ws_.times)) return false;
-        } else {
-            if (!seen) st.ops.clear();
-            if (!structure_builder(st, ws_.structure_tables, ws_.times, sc_, sched_, seen).run()) {
-                st.ops.clear();
-                return false;
-            }
-            if (!seen && ws_.keep_structure) st.keep_orders(sched_);
+        const bool kept = st.may_match(sc_, sched_);
+        if (!kept && !st.set_shape(sc_, sched_)) return false;
+        op_timing* timeline = start(r, opt);
+        if (kept && time_steps(st, sc_, sched_.w_share, ws_.times, start_clocks(), timeline) && record(true)) {
+            finish(r, opt);
+            return true;
         }
-        record(r, opt);
+        // Orders seen for the first time (or other than the kept ones): run as the devices allow.
+        st.has_steps = false;
+        if (!structure_builder(st, ws_.structure_tables, start_clocks(), timeline, sc_, sched_, ws_.keep_structure).run()) {
+            st.has_steps = false;
+            return false;
+        }
+        (void)record(false);
+        finish(r, opt);
         return true;
     }
 
 private:
-    /// The per-device figures and rows of the result from the timing pass's spans.
-    void record(simulation_result& r, const simulation_options& opt) {
+    /// Sizes the result's timeline (or the scratch entries that stand for it) and curve for the
+    /// shape of ws.structure; returns the entries (entry 0: the input that does not exist).
+    op_timing* start(simulation_result& r, const simulation_options& opt) {
         const sweep_structure& st = ws_.structure;
-        const std::size_t D = st.D, N = st.first_op[D];
+        const std::size_t D = st.D, N = st.first_op[D], entries = sweep_structure::span_of(N, D);
         r.timeline.clear();
         r.memory_mb.clear();
-        op_timing* timeline = opt.record_timeline ? r.timeline.start(D, N) : nullptr;
-        memory_point* curve = opt.record_memory_curve ? r.memory_mb.start(D, 2 * N + D) : nullptr;
+        op_timing* tl = nullptr;
+        if (opt.record_timeline) {
+            tl = r.timeline.start(D, entries);
+        } else {
+            reserve_scratch(ws_.times.spans, entries);
+            ws_.times.spans.resize(entries);
+            tl = ws_.times.spans.data();
+        }
+        tl[0] = op_timing{};
+        timeline_ = tl;
+        curve_ = opt.record_memory_curve ? r.memory_mb.start(D, sweep_structure::curve_of(N, D)) : nullptr;
+        return tl;
+    }
+
+    /// Each device's clock at its start: free at 0, its first entry.
+    device_clock* start_clocks() {
+        const sweep_structure& st = ws_.structure;
+        std::vector<device_clock>& clocks = ws_.times.clocks;
+        clocks.resize(st.D);
+        for (std::size_t d = 0; d < st.D; ++d) clocks[d] = {0.0, sweep_structure::span_of(st.first_op[d], d)};
+        return clocks.data();
+    }
+
+    /// The recording pass (record_device()) of every device; with `verify`, whether the orders
+    /// are those of the entries.
+    bool record(bool verify) {
+        const sweep_structure& st = ws_.structure;
+        const sweep_recorder rec(sc_, sched_.w_share);
+        const bool forward_backward = !st.split && !st.any_w && !st.any_inline && !st.any_recompute;
+        std::vector<device_walk>& walks = ws_.times.walks;
+        walks.resize(st.D);
+        bool same = true;
+        for (std::size_t d = 0; d < st.D; ++d) {
+            device_walk& w = walks[d];
+            w = device_walk{};
+            for (std::size_t ch = 0; ch < sched_.placement.chunks(); ++ch)
+                w.state_mb += sc_.model_state_mb[sched_.placement.stage_of(d, ch)];
+            w.peak_mb = w.state_mb;
+            w.span = w.peak_span = sweep_structure::span_of(st.first_op[d], d);
+            if (curve_) {
+                w.curve = curve_ + sweep_structure::curve_of(st.first_op[d], d);
+                *w.curve++ = {0.0, w.state_mb};
+            }
+            const op_timing* entries = timeline_ + w.span;
+            const op_code* codes = st.code.data() + w.span;
+            const auto n = static_cast<std::uint32_t>(st.first_op[d + 1] - st.first_op[d]);
+            const op* order = sched_.orders[d].data();
+            if (forward_backward)
+                same &= verify ? record_device<true, true>(rec, w, entries, codes, n, order)
+                               : record_device<true, false>(rec, w, entries, codes, n, order);
+            else
+                same &= verify ? record_device<false, true>(rec, w, entries, codes, n, order)
+                               : record_device<false, false>(rec, w, entries, codes, n, order);
+        }
+        return same;
+    }
+
+    /// The per-device figures and the rows of the result from the clocks and walks.
+    void finish(simulation_result& r, const simulation_options& opt) {
+        const sweep_structure& st = ws_.structure;
+        const std::size_t D = st.D;
         r.busy_ms.resize(D);
         r.peak_memory_mb.resize(D);
         r.peak_memory_op.resize(D);
         r.final_memory_mb.resize(D);
         double makespan = 0.0;
         for (std::size_t d = 0; d < D; ++d) {
-            device_walk w{};
-            for (std::size_t ch = 0; ch < sched_.placement.chunks(); ++ch)
-                w.state_mb += sc_.model_state_mb[sched_.placement.stage_of(d, ch)];
-            w.peak_mb = w.state_mb;
-            w.makespan_ms = makespan;
-            const std::uint32_t first = st.first_op[d], last = st.first_op[d + 1];
-            w.peak_at = first;
-            if (curve) {
-                w.curve = curve;
-                w.curve_row = curve;
-                *w.curve++ = {0.0, w.state_mb};
-            }
+            const device_walk& w = ws_.times.walks[d];
+            const std::uint32_t row = sweep_structure::span_of(st.first_op[d], d);
             const std::vector<op>& order = sched_.orders[d];
-            record_device(w, timeline, d, order.data(), first, last);
             r.busy_ms[d] = w.busy_ms;
             r.peak_memory_mb[d] = w.peak_mb;
-            r.peak_memory_op[d] = order.empty() ? op{} : order[w.peak_at - first];
+            r.peak_memory_op[d] = order.empty() ? op{} : order[w.peak_span - row];
             r.final_memory_mb[d] = w.state_mb + w.stored_mb;
-            makespan = w.makespan_ms;
-            if (timeline) timeline = r.timeline.end_row(timeline);
-            if (curve) curve = r.memory_mb.end_row(w.curve);
+            makespan = std::max(makespan, ws_.times.clocks[d].free_ms);
+            if (opt.record_timeline) r.timeline.add_row(timeline_ + row, timeline_ + w.span);
+            if (curve_) r.memory_mb.add_row(curve_ + sweep_structure::curve_of(st.first_op[d], d), w.curve);
         }
         r.makespan_ms = makespan;
-    }
-
-    /// A device's running figures while it is recorded (locals, so that they stay in registers).
-    struct device_walk {
-        double stored_mb, peak_mb, busy_ms, state_mb, makespan_ms;
-        std::uint32_t peak_at;  ///< op id of the peak (an index, not an op: a char-typed store could
-                                ///< alias the scenario's array pointers, which would then be reloaded)
-        memory_point* curve;
-        const memory_point* curve_row;
-    };
-
-    /// Records the ops of ids [first, last) of device d, `order` its order: the memory pass,
-    /// then the timeline (a copy of the ops and their spans).
-    void record_device(device_walk& w, op_timing*& timeline, std::size_t d, const op* order, std::uint32_t first,
-                       std::uint32_t last) {
-        const op_code* codes = ws_.structure.code.data();
-        const op_span* spans = ws_.times.spans.data() + sweep_structure::span_of(0, d);  // [i]: op id i of device d
-        device_walk v = w;  // in registers
-        for (std::uint32_t i = first; i < last; ++i) {
-            const op o = order[i - first];
-            const op_span s = spans[i];
-            switch (codes[i]) {
-                case op_code::F: account<op_code::F>(v, o, s, i); break;
-                case op_code::B: account<op_code::B>(v, o, s, i); break;
-                case op_code::W: account<op_code::W>(v, o, s, i); break;
-                case op_code::f: account<op_code::f>(v, o, s, i); break;
-                case op_code::R: account<op_code::R>(v, o, s, i); break;
-                case op_code::B_after_f: account<op_code::B_after_f>(v, o, s, i); break;
-                case op_code::B_after_R: account<op_code::B_after_R>(v, o, s, i); break;
-            }
-        }
-        w = v;
-        if (!timeline) return;
-        op_timing* out = timeline;
-        for (std::uint32_t i = first; i < last; ++i) {
-            op_timing& t = out[i - first];
-            std::memcpy(&t.o, &order[i - first], sizeof(op));  // one 16-byte copy, not four fields
-            t.start_ms = spans[i].start_ms;
-            t.end_ms = spans[i].end_ms;
-        }
-        timeline = out + (last - first);
-    }
-
-    /// Op `o` (of code C, op id i) ran during `s`: its memory (timing.hpp), busy time and the two
-    /// steps of the curve (a step of zero length, when the op starts as the previous one ended,
-    /// is replaced by the op's own). What its (stage, micro-batch) held before it is what the op
-    /// before it there left: nothing before a forward; f before R; R, f or F before B (its
-    /// code); B before W.
-    template <op_code C>
-    [[gnu::always_inline]] void account(device_walk& w, op o, op_span s, std::uint32_t i) noexcept {
-        const op x{kind_of(C), o.microbatch, o.stage};  // o, with its kind known to the compiler
-        double held_mb = 0.0;
-        if constexpr (C != op_code::F && C != op_code::f) {
-            op before = x;
-            before.kind = C == op_code::B_after_R ? op_kind::R
-                          : C == op_code::B       ? op_kind::F
-                          : C == op_code::W       ? op_kind::B
-                                                  : op_kind::F_checkpoint;  // R, B after f
-            held_mb = model_.held_after_mb(before);
-        }
-        const double during = model_.during_mb(x, w.state_mb + w.stored_mb - held_mb, held_mb);
-        w.stored_mb += model_.held_after_mb(x) - held_mb;
-        if (during > w.peak_mb) {
-            w.peak_mb = during;
-            w.peak_at = i;
-        }
-        w.busy_ms += s.end_ms - s.start_ms;
-        w.makespan_ms = std::max(w.makespan_ms, s.end_ms);
-        if (w.curve) w.curve = add_steps(w.curve, w.curve_row, s.start_ms, s.end_ms, during, w.state_mb + w.stored_mb);
     }
 
     simulation_workspace& ws_;
     const scenario& sc_;
     const pipeline_schedule& sched_;
-    op_model model_;
+    op_timing* timeline_ = nullptr;
+    memory_point* curve_ = nullptr;
 };
 
 /// Where record_device() writes a device's timeline and memory curve: through pointers into the

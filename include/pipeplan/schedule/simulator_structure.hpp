@@ -1,19 +1,23 @@
-// pipeplan/schedule/simulator_structure.hpp — the free-network replay's structure of a
-// schedule's orders and its timing pass (simulator.hpp's order_sweep records the result).
+// pipeplan/schedule/simulator_structure.hpp — the free-network replay: a timing pass over the
+// ops in an order where each follows its inputs, then a recording pass per device
+// (simulator.hpp's order_sweep sizes the result and finishes it).
 //
 // On a free network an op starts at max(its device free, its inputs' ends) (timing.hpp's data
-// flow; the simulator's file comment). Which ops those inputs are, and an order of all ops in
-// which each comes after its inputs and after the op before it on its device, depend on the
-// orders alone (with the stage and micro-batch counts, the placement and whether backwards are
-// split), not on the scenario's durations or memory. sweep_structure holds both: the ops in
-// that order as sweep_steps (the indices of the inputs' spans, the op's key and duration class,
-// where its span goes, its device) and per op id its op_code. structure_builder builds it as the
-// event replay would run the devices, each as far as its inputs allow, with table slots (per op
-// class, stage, micro-batch) that name the op that wrote them, and times each op as it goes.
-// A reused workspace keeps the orders; seen again, the structure is built with its steps, and
-// from then on time_steps() is the whole replay (per op a few loads, two maxima and an add):
-// the same schedule again, another scenario of the same shape, 1F1B or GPipe in another
-// micro-batch order. Figures: docs/schedules.md, "Simulator speed".
+// flow; the simulator's file comment). structure_builder runs the devices as the event replay
+// would, each as far as its inputs allow, with table slots (per op class, stage, micro-batch)
+// that name the timeline entry of the op that wrote them, and writes each op's timeline entry
+// (op, start, end) as it runs: the timeline is also the table of ends that later ops read.
+// Which ops are an op's inputs, and that order of all ops, depend on the orders alone (with the
+// stage and micro-batch counts, the placement and whether backwards are split), not on the
+// scenario's durations or memory: a workspace that is kept (simulator, order searches) also
+// writes the order as 16-byte sweep_steps, and the next run with equal orders is time_steps(),
+// one loop over them (per op a few loads, two maxima, an add and the entry). Then each device's
+// entries are read in order (record_device(): memory, busy time, peak, curve; after
+// time_steps() it also checks every op of the orders against its entry, so orders that differ
+// are found and built again). The timing pass interleaves the devices; the recording pass reads
+// and writes one device's rows at a time, which the hardware prefetchers follow (recording in
+// the timing pass, 64 devices' curves and memory rows at once, was 1.5x slower).
+// Figures: docs/schedules.md, "Simulator speed".
 #pragma once
 
 #include <algorithm>
@@ -28,6 +32,24 @@
 #include "pipeplan/schedule/generator.hpp"
 #include "pipeplan/schedule/scenario.hpp"
 #include "pipeplan/schedule/timing.hpp"
+
+namespace pipeplan::schedule {
+
+/// When one op ran.
+struct op_timing {
+    op o;
+    double start_ms = 0.0;
+    double end_ms = 0.0;
+};
+
+/// A step of a device's memory-over-time curve: from `time_ms` on, the device holds
+/// `memory_mb` (until the next point).
+struct memory_point {
+    double time_ms = 0.0;
+    double memory_mb = 0.0;
+};
+
+}  // namespace pipeplan::schedule
 
 namespace pipeplan::schedule::detail {
 
@@ -45,118 +67,238 @@ template <int write = 0>
 /// An op's kind, with a B told apart by what ran before it on its (stage, micro-batch): what it
 /// frees and whether it recomputes inline (timing.hpp). The first five values are op_kind's.
 enum class op_code : std::uint8_t { F = 0, B = 1, W = 2, f = 3, R = 4, B_after_f = 5, B_after_R = 6 };
+inline constexpr std::size_t op_codes = 7;
 
 [[nodiscard, gnu::always_inline]] constexpr op_kind kind_of(op_code c) noexcept {
     return c >= op_code::B_after_f ? op_kind::B : static_cast<op_kind>(c);
 }
 
-/// One op in replay order: its inputs' spans at cross and local (0: no input, ready at 0; else
-/// sweep_structure::span_of() their op ids), its (stage, micro-batch) key (stage · M +
-/// micro-batch), where its span goes, and `device_class`: its device + its duration class (sweep_structure) · 2^30.
+/// One op in replay order: its inputs' timeline entries (0: no input, ready at 0; else
+/// sweep_structure::span_of() of their op ids), `cross_code` the cross input's + the op's op_code
+/// · 2^29, `local` the local input's; its micro-batch and stage, side by side as in `op` (so that
+/// one 8-byte comparison checks both). Its own entry is the next of its device
+/// (device_walk::span).
 struct sweep_step {
-    std::uint32_t cross, local, key, span, device_class;
+    std::uint32_t cross_code, local, microbatch, stage;
 };
+static_assert(offsetof(sweep_step, stage) == offsetof(sweep_step, microbatch) + 4 &&
+              offsetof(op, stage) == offsetof(op, microbatch) + 4 && sizeof(op::microbatch) == 4);
 
 /// How many steps on time_steps() prefetches what a step reads and writes.
-inline constexpr std::size_t time_ahead = 16;
+inline constexpr std::size_t time_ahead = 12;
 
-/// When an op ran (time_steps()).
-struct op_span {
-    double start_ms, end_ms;
-};
-
-/// The structure of a schedule's orders (the file comment), kept for the next schedule.
+/// The replay order of a schedule's orders (the file comment), kept for the next schedule.
 struct sweep_structure {
-    bool has_steps = false;  ///< `steps` are built (the second time the orders were seen)
+    bool has_steps = false;  ///< `steps` hold the replay order of the last orders built
     std::size_t V = 0, M = 0, D = 0;
-    bool split = false;       ///< built for a schedule with w_share > 0
+    bool split = false;       ///< the shape of a schedule with w_share > 0
     bool any_w = false;       ///< some op is a W (durations need the W table)
     bool any_inline = false;  ///< some B recomputes inline
+    bool any_recompute = false;  ///< some op is an f or R (so not all are F and B)
     std::vector<std::uint32_t> device_of_stage;
     std::vector<std::uint32_t> first_op;  ///< [d]: device d's first op id; [D] = the op count
-    huge_page_vector<sweep_step> steps;  ///< replay order
-    huge_page_vector<op_code> code;      ///< [op id]
-    /// The orders it was built from, device after device (empty when not kept: matches() is then false).
-    huge_page_vector<op> ops;
+    huge_page_vector<sweep_step> steps;   ///< replay order, padded by time_ahead steps of zeros
+    huge_page_vector<op_code> code;       ///< [span_of(op id, device)]: the op's code
+    std::vector<op> ends;                 ///< [2d], [2d + 1]: device d's first and last op (steps kept)
 
-    /// An op's duration is in the table of its class (index: its key): F/f/R, B, W, B with inline
-    /// recompute (time_steps()); the class is the top two bits of sweep_step::device_class.
-    enum duration_class : std::uint32_t { forward = 0, backward = 1, weight = 2, backward_inline = 3 };
-    static constexpr unsigned class_shift = 30;
-    static constexpr std::uint32_t device_mask = (std::uint32_t{1} << class_shift) - 1;
+    static constexpr unsigned code_shift = 29;
+    static constexpr std::uint32_t span_mask = (std::uint32_t{1} << code_shift) - 1;
 
-    /// Where time_steps() writes the span of op id `id` of device d: after the span of no input
-    /// (0), the devices' rows, each `span_stagger` spans (80 bytes) after the previous row's end.
+    /// Where the timeline entry of op id `id` of device d goes: after the entry of no input (0),
+    /// the devices' rows, each `span_stagger` entries (160 bytes) after the previous row's end.
     /// Rows of equal length would otherwise start a multiple of 4 KiB apart (M = 4096, 1F1B:
-    /// 128 KiB), in one set of the L1 cache, and the timing pass, which writes all rows at once,
-    /// would evict its own lines.
+    /// 256 KiB), in one set of the L1 cache, and the replay, which writes all rows at once, would
+    /// evict its own lines.
     static constexpr std::uint32_t span_stagger = 5;
     [[nodiscard]] static constexpr std::uint32_t span_of(std::size_t id, std::size_t d) noexcept {
         return static_cast<std::uint32_t>(id + 1 + d * span_stagger);
     }
+    /// Where device d's memory curve starts (at most 2 points per op and 1 more), staggered as
+    /// the timeline's rows.
+    static constexpr std::size_t curve_stagger = 5;
+    [[nodiscard]] static constexpr std::size_t curve_of(std::size_t first, std::size_t d) noexcept {
+        return 2 * first + d * (1 + curve_stagger);
+    }
 
-    /// Whether `sched` on `sc` has this structure: the same shape, placement, split and ops. The
-    /// ops are compared as bytes (std::memcmp, which reads the padding of `op` too): equal bytes
-    /// are equal ops, and equal ops with other padding are only built again.
-    [[nodiscard]] bool matches(const scenario& sc, const pipeline_schedule& sched) const noexcept {
-        if (ops.empty() || sc.stages != V || sc.microbatches != M || sched.orders.size() != D ||
+    /// Sets the shape of `sched` on `sc` (no steps); false when it has too many ops (2^29 timeline
+    /// entries).
+    [[nodiscard]] bool set_shape(const scenario& sc, const pipeline_schedule& sched) {
+        has_steps = false;
+        V = sc.stages;
+        M = sc.microbatches;
+        D = sched.orders.size();
+        split = sched.w_share > 0.0;
+        device_of_stage.resize(V);
+        for (std::size_t v = 0; v < V; ++v) device_of_stage[v] = static_cast<std::uint32_t>(sched.placement.device_of(v));
+        first_op.resize(D + 1);
+        std::size_t n = 0;
+        for (std::size_t d = 0; d < D; ++d) {
+            first_op[d] = static_cast<std::uint32_t>(n);
+            n += sched.orders[d].size();
+            if (n + (d + 1) * span_stagger >= span_mask) return false;
+        }
+        first_op[D] = static_cast<std::uint32_t>(n);
+        return true;
+    }
+
+    /// Whether `sched` on `sc` may have the kept steps: the same shape, placement, split, order
+    /// lengths and first and last ops (record_device() checks every op).
+    [[nodiscard]] bool may_match(const scenario& sc, const pipeline_schedule& sched) const noexcept {
+        if (!has_steps || sc.stages != V || sc.microbatches != M || sched.orders.size() != D ||
             (sched.w_share > 0.0) != split)
             return false;
         for (std::size_t v = 0; v < V; ++v)
             if (sched.placement.device_of(v) != device_of_stage[v]) return false;
-        for (std::size_t d = 0; d < D; ++d)
-            if (sched.orders[d].size() != first_op[d + 1] - first_op[d]) return false;
-        for (std::size_t d = 0; d < D; ++d)
-            if (first_op[d + 1] > first_op[d] &&
-                std::memcmp(sched.orders[d].data(), ops.data() + first_op[d], sched.orders[d].size() * sizeof(op)) != 0)
-                return false;
+        for (std::size_t d = 0; d < D; ++d) {
+            const std::vector<op>& order = sched.orders[d];
+            if (order.size() != first_op[d + 1] - first_op[d]) return false;
+            if (!order.empty() && (!(order.front() == ends[2 * d]) || !(order.back() == ends[2 * d + 1]))) return false;
+        }
         return true;
-    }
-
-    /// Keeps a copy of the orders for matches() (a workspace used once needs none).
-    void keep_orders(const pipeline_schedule& sched) {
-        reserve_scratch(ops, first_op[D]);
-        ops.resize(first_op[D]);
-        for (std::size_t d = 0; d < D; ++d) std::copy(sched.orders[d].begin(), sched.orders[d].end(), ops.begin() + first_op[d]);
     }
 };
 
-/// The timing pass's scratch: the durations of the classes that are not the scenario's arrays
-/// (fill_durations()), device free times, spans.
+/// A device in the timing pass: when its last op ended (its ends never decrease: the last is
+/// its makespan) and where its next op's timeline entry goes.
+struct device_clock {
+    double free_ms = 0.0;
+    std::uint32_t span = 0;
+    std::uint32_t level = 0;  ///< the level of its last op (structure_builder, when it keeps steps)
+};
+
+/// A device's running figures in the recording pass.
+struct device_walk {
+    double state_mb = 0.0;          ///< model state of its stages
+    double stored_mb = 0.0;         ///< activations held
+    double peak_mb = 0.0, busy_ms = 0.0;
+    /// The end of its last op, where its curve's last step starts (-1 before the first op, so
+    /// that the first op's step never replaces the point {0, state}); kept here, not read back
+    /// from the curve: a load of the last point would chain every op's store to the next op.
+    double last_end_ms = -1.0;
+    std::uint32_t span = 0;         ///< the entry of its next op
+    std::uint32_t peak_span = 0;    ///< the entry of the (first) op of its peak
+    memory_point* curve = nullptr;  ///< where its next curve point goes (nullptr: not recorded)
+};
+
+/// The replay's scratch: the durations of the classes that are not the scenario's arrays
+/// (durations_of()), the timeline when the result has none, the devices' clocks and walks.
 struct sweep_times {
     huge_page_vector<double> backward_ms, weight_ms, inline_ms;
-    std::vector<double> free_ms;
-    huge_page_vector<op_span> spans;  ///< [0]: {0, 0} (no input); [span_of(i, d)]: op id i of device d
+    huge_page_vector<op_timing> spans;  ///< the timeline's entries when none is recorded
+    std::vector<device_clock> clocks;
+    std::vector<device_walk> walks;
+};
+
+/// The recording pass's model of memory (timing.hpp's op_model): each op's memory, busy time,
+/// peak and curve points, from its timeline entry.
+class sweep_recorder {
+public:
+    sweep_recorder(const scenario& sc, double w_share) noexcept
+        : model_(sc, w_share), stored_(sc.stored_mb.data()), peak_(sc.peak_mb.data()) {}
+
+    /// Op `o` (of code C) ran from `start_ms` to `end_ms` on the device of `w`. What its (stage,
+    /// micro-batch) held before it is what the op before it there left: nothing before a
+    /// forward; f before R; R, f or F before B (its code); B before W.
+    template <op_code C>
+    [[gnu::always_inline]] void add(device_walk& w, const op& o, double start_ms, double end_ms) const noexcept {
+        const op x{kind_of(C), o.microbatch, o.stage};  // o, with its kind known to the compiler
+        double held_mb = 0.0;
+        if constexpr (C != op_code::F && C != op_code::f) {
+            op before = x;
+            before.kind = C == op_code::B_after_R ? op_kind::R
+                          : C == op_code::B       ? op_kind::F
+                          : C == op_code::W       ? op_kind::B
+                                                  : op_kind::F_checkpoint;  // R, B after f
+            held_mb = model_.held_after_mb(before);
+        }
+        const double during = model_.during_mb(x, w.state_mb + w.stored_mb - held_mb, held_mb);
+        w.stored_mb += model_.held_after_mb(x) - held_mb;
+        record(w, start_ms, end_ms, during);
+    }
+
+    /// add() with the code given at run time.
+    [[gnu::always_inline]] void add(op_code c, device_walk& w, const op& o, double start_ms, double end_ms) const noexcept {
+        switch (c) {
+            case op_code::F: add<op_code::F>(w, o, start_ms, end_ms); break;
+            case op_code::B: add<op_code::B>(w, o, start_ms, end_ms); break;
+            case op_code::W: add<op_code::W>(w, o, start_ms, end_ms); break;
+            case op_code::f: add<op_code::f>(w, o, start_ms, end_ms); break;
+            case op_code::R: add<op_code::R>(w, o, start_ms, end_ms); break;
+            case op_code::B_after_f: add<op_code::B_after_f>(w, o, start_ms, end_ms); break;
+            case op_code::B_after_R: add<op_code::B_after_R>(w, o, start_ms, end_ms); break;
+        }
+    }
+
+    /// add() for an F or a B after its F when nothing is split off (schedules of F and B only):
+    /// the same figures, without a branch on the kind.
+    [[gnu::always_inline]] void add_forward_backward(device_walk& w, const op& o, double start_ms, double end_ms) const noexcept {
+        const std::size_t k = model_.scene().at(o.microbatch, o.stage);
+        const bool backward = o.kind == op_kind::B;
+        const double stored = stored_[k];
+        const double held_mb = backward ? stored : 0.0;   // F: nothing; B: what its F left
+        const double after_mb = backward ? 0.0 : stored;  // held_after_mb(): F stored, B (no split) 0
+        const double during = w.state_mb + w.stored_mb - held_mb + peak_[k];
+        w.stored_mb += after_mb - held_mb;
+        record(w, start_ms, end_ms, during);
+    }
+
+private:
+    /// The op's peak, busy time and the two steps of its curve (a step of zero length, when the
+    /// op starts as the previous one ended, is replaced by the op's own; without a branch on the
+    /// data: which steps collapse is about every other op).
+    [[gnu::always_inline]] static void record(device_walk& w, double start_ms, double end_ms, double during_mb) noexcept {
+        if (during_mb > w.peak_mb) {
+            w.peak_mb = during_mb;
+            w.peak_span = w.span;
+        }
+        ++w.span;
+        w.busy_ms += end_ms - start_ms;
+        if (w.curve) {
+            w.curve -= static_cast<std::ptrdiff_t>(w.last_end_ms == start_ms);
+            w.curve[0] = {start_ms, during_mb};
+            w.curve[1] = {end_ms, w.state_mb + w.stored_mb};
+            w.curve += 2;
+            w.last_end_ms = end_ms;
+        }
+    }
+
+    op_model model_;
+    const double* stored_;  ///< the scenario's stored_mb and peak_mb (read through the scenario, they
+    const double* peak_;    ///< would be reloaded after every store)
 };
 
 /// structure_builder's tables, kept in the workspace between builds.
 struct structure_scratch {
-    huge_page_vector<std::uint32_t> done;  ///< per slot: the span of the op that wrote it, or unfinished
+    huge_page_vector<std::uint32_t> done;  ///< per slot: the timeline entry of the op that wrote it, or unfinished
     std::vector<std::uint8_t> checkpoint;  ///< per (stage, micro-batch): bit 1 its forward was an f, bit 2 an R ran
     std::vector<std::size_t> blocked_on;   ///< per device: the slot it waits for, or none
-    std::vector<std::uint32_t> pos;        ///< per device: the next position in its order
-    std::vector<std::uint8_t> waits;       ///< per device: the op at pos waited for an input (it was checked)
+    std::vector<std::uint8_t> waits;       ///< per device: the op at its cursor waited for an input (it was checked)
     std::vector<std::uint32_t> ready;      ///< the devices to run, a stack
+    /// Kept steps only: per entry its op's level (1 + the largest of its inputs' and of the op
+    /// before it on its device; entry 0: level 0), per step its level, the steps by level.
+    huge_page_vector<std::uint32_t> level, step_level, at_level;
+    huge_page_vector<sweep_step> by_level;
 };
 
-/// Builds a sweep_structure (the file comment): run() is false for what the free-network replay
-/// leaves to the general replay, which gives the result or names the fault: a schedule of
-/// another shape, an op out of range, on another device, overlapped with the next, repeated or
-/// missing, an R not after its f or after its B, a W without a split, a deadlock.
+/// Runs the devices of a schedule as far as their inputs allow, timing and recording each op
+/// (the file comment): run() is false for what the free-network replay leaves to the general
+/// replay, which gives the result or names the fault: an op out of range, on another device,
+/// overlapped with the next, repeated or missing, an R not after its f or after its B, a W
+/// without a split, a deadlock, a duration that is negative or not finite.
 class structure_builder {
 public:
-    /// Builds the structure of `sched` on `sc` in `st` (its steps only when `keep_steps`) and
-    /// times the ops into `times` as it goes (as time_steps() would).
-    structure_builder(sweep_structure& st, structure_scratch& scratch, sweep_times& times, const scenario& sc,
-                      const pipeline_schedule& sched, bool keep_steps) noexcept
-        : st_(st), done_(scratch.done), checkpoint_(scratch.checkpoint), blocked_on_(scratch.blocked_on),
-          pos_(scratch.pos), waits_(scratch.waits), ready_(scratch.ready), times_(times), sc_(sc), sched_(sched),
+    /// Times `sched` on `sc` (the shape of `st`, set_shape()) from the devices' `clocks` into
+    /// `timeline` (sweep_structure::span_of()) and st.code; writes the steps into `st` when
+    /// `keep_steps`.
+    structure_builder(sweep_structure& st, structure_scratch& scratch, device_clock* clocks, op_timing* timeline,
+                      const scenario& sc, const pipeline_schedule& sched, bool keep_steps) noexcept
+        : st_(st), scratch_(scratch), done_(scratch.done), checkpoint_(scratch.checkpoint), blocked_on_(scratch.blocked_on),
+          waits_(scratch.waits), ready_(scratch.ready), clocks_(clocks), timeline_(timeline), sc_(sc), sched_(sched),
           model_(sc, sched.w_share), V_(sc.stages), M_(sc.microbatches), keep_steps_(keep_steps) {}
 
     [[nodiscard]] bool run() {
-        st_.has_steps = false;
-        const std::size_t D = sched_.orders.size();
-        if (D > sweep_structure::device_mask || !prepare(D)) return false;
+        const std::size_t D = st_.D;
+        prepare(D);
         // The devices that can run, a stack: each device is on it at most once (pushed first,
         // or when woken from a wait, after it was popped), so D entries hold it. Last in, first
         // out: a woken device runs at once, while its inputs are in the cache, and runs ~2 ops
@@ -175,6 +317,11 @@ public:
             count_[kind_index(op_kind::W)] != (st_.split ? keys : 0))
             return false;
         st_.any_w = count_[kind_index(op_kind::W)] > 0;
+        st_.any_recompute = count_[kind_index(op_kind::F_checkpoint)] + count_[kind_index(op_kind::R)] > 0;
+        if (keep_steps_) {
+            keep_ends(D);
+            sort_by_level();
+        }
         st_.has_steps = keep_steps_;
         return true;
     }
@@ -196,7 +343,7 @@ private:
         }
         return fwd;
     }
-    /// Slot 0 is the input that does not exist (done at step "0"); class c's table follows at 1 + c·V·M.
+    /// Slot 0 is the input that does not exist (done at entry 0); class c's table follows at 1 + c·V·M.
     struct dims {
         std::size_t V, M;
     };
@@ -204,51 +351,68 @@ private:
         return 1 + (class_of(k) * n.V + stage) * n.M + mb;
     }
 
-    /// Sizes the structure and the tables (the forward and backward classes unfinished; R and W
-    /// on their first op). False: too many ops.
-    bool prepare(std::size_t D) {
-        std::size_t n = 0;
-        st_.first_op.resize(D + 1);
-        for (std::size_t d = 0; d < D; ++d) {
-            st_.first_op[d] = static_cast<std::uint32_t>(n);
-            n += sched_.orders[d].size();
-            if (n + (d + 1) * sweep_structure::span_stagger >= static_cast<std::size_t>(INT32_MAX)) return false;
-        }
-        st_.first_op[D] = static_cast<std::uint32_t>(n);
-        st_.V = V_;
-        st_.M = M_;
-        st_.D = D;
-        st_.split = sched_.w_share > 0.0;
+    /// Sizes the steps and the tables (the forward and backward classes unfinished; R and W on
+    /// their first op).
+    void prepare(std::size_t D) {
+        const std::size_t n = st_.first_op[D];
         st_.any_inline = false;
         if (keep_steps_) {
             reserve_scratch(st_.steps, n + time_ahead);
             st_.steps.resize(n + time_ahead);
-            std::fill_n(st_.steps.begin() + static_cast<std::ptrdiff_t>(n), time_ahead, sweep_step{0, 0, 0, 0, 0});  // read ahead, not run
+            std::fill_n(st_.steps.begin() + static_cast<std::ptrdiff_t>(n), time_ahead, sweep_step{0, 0, 0, 0});  // read ahead, not run
         } else {
             st_.steps.clear();
         }
-        reserve_scratch(st_.code, n);
-        st_.code.resize(n);
-        const std::size_t spans = sweep_structure::span_of(n, D);
-        reserve_scratch(times_.spans, spans);
-        times_.spans.resize(spans);
-        times_.spans[0] = {0.0, 0.0};
-        times_.free_ms.assign(D, 0.0);
+        reserve_scratch(st_.code, sweep_structure::span_of(n, D));
+        st_.code.resize(sweep_structure::span_of(n, D));
+        if (keep_steps_) {
+            reserve_scratch(scratch_.level, sweep_structure::span_of(n, D));
+            scratch_.level.resize(sweep_structure::span_of(n, D));
+            scratch_.level[0] = 0;
+            reserve_scratch(scratch_.step_level, n);
+            scratch_.step_level.resize(n);
+            level_p_ = scratch_.level.data();
+            step_level_p_ = scratch_.step_level.data();
+        }
         const std::size_t keys = V_ * M_;
         reserve_scratch(done_, 1 + 4 * keys);
         done_.resize(1 + 4 * keys);  // R and W only written when opened
         done_[zero_] = 0;
         std::fill_n(done_.begin() + 1, 2 * keys, unfinished);
         blocked_on_.assign(D, none);
-        pos_.assign(D, 0);
         waits_.assign(D, 0);
         done_p_ = done_.data();
-        spans_p_ = times_.spans.data();
-        code_p_ = st_.code.data();
         steps_p_ = st_.steps.data();
-        st_.device_of_stage.resize(V_);
-        for (std::size_t v = 0; v < V_; ++v) st_.device_of_stage[v] = static_cast<std::uint32_t>(sched_.placement.device_of(v));
-        return true;
+        code_p_ = st_.code.data();
+    }
+
+    /// Orders the steps by level (stable, so each device's ops stay in its order): the ops of a
+    /// level are independent, so time_steps() overlaps them, where in the order the devices ran
+    /// each op mostly waits for the one before it (its input, just stored). A counting sort.
+    void sort_by_level() {
+        const std::size_t n = count_all_;
+        std::vector<std::uint32_t>::size_type levels = max_level_ + 2;
+        huge_page_vector<std::uint32_t>& at = scratch_.at_level;
+        at.assign(levels, 0);
+        const std::uint32_t* step_level = scratch_.step_level.data();
+        for (std::size_t i = 0; i < n; ++i) ++at[step_level[i] + 1];
+        for (std::size_t l = 1; l < levels; ++l) at[l] += at[l - 1];
+        huge_page_vector<sweep_step>& sorted = scratch_.by_level;
+        reserve_scratch(sorted, st_.steps.size());
+        sorted.resize(st_.steps.size());
+        for (std::size_t i = 0; i < n; ++i) sorted[at[step_level[i]]++] = st_.steps[i];
+        std::copy(st_.steps.begin() + static_cast<std::ptrdiff_t>(n), st_.steps.end(), sorted.begin() + static_cast<std::ptrdiff_t>(n));
+        st_.steps.swap(sorted);
+    }
+
+    /// Keeps each device's first and last op (sweep_structure::may_match()).
+    void keep_ends(std::size_t D) {
+        st_.ends.resize(2 * D);
+        for (std::size_t d = 0; d < D; ++d)
+            if (!sched_.orders[d].empty()) {
+                st_.ends[2 * d] = sched_.orders[d].front();
+                st_.ends[2 * d + 1] = sched_.orders[d].back();
+            }
     }
 
     /// The class table of `c` set to unfinished on its first op.
@@ -287,77 +451,75 @@ private:
     bool run_device(std::uint32_t d) {
         const op* order = sched_.orders[d].data();
         const auto size = static_cast<std::uint32_t>(sched_.orders[d].size());
-        const std::uint32_t first = st_.first_op[d];
+        const std::uint32_t row = sweep_structure::span_of(st_.first_op[d], d);
         const dims n{V_, M_};
-        std::uint32_t p = pos_[d];
-        double free_ms = times_.free_ms[d];
+        device_clock c = clocks_[d];  // in registers
+        std::uint32_t p = c.span - row;
         outcome r = outcome::ran;
         // Woken (blocked_on[d] is none again): the op it waited at was checked; it runs (or
         // waits again, for its other input).
         if (waits_[d]) {
             const op o = order[p];
-            r = run_op(n, o, o.stage * n.M + o.microbatch, d, first + p, free_ms);
+            r = run_op(n, o, o.stage * n.M + o.microbatch, d, c);
             if (r == outcome::refused) return false;
             if (r == outcome::ran) ++p;
         }
         const std::uint32_t* device_of_stage = st_.device_of_stage.data();
         // A device runs a few ops per visit, the other devices' visits come between, so its
-        // many streams (its order, its rows of the scenario and of the tables, its spans and
-        // codes) are read in short bursts that the hardware prefetchers do not follow: fetch
-        // them a cache line ahead (in a schedule of prefetch_from_ops ops or more; a smaller one
+        // many streams (its order, its rows of the scenario and of the tables, its timeline and
+        // curve) are read in short bursts that the hardware prefetchers do not follow: fetch
+        // them a few ops ahead (in a schedule of prefetch_from_ops ops or more; a smaller one
         // stays in the caches).
         const std::uintptr_t rows[] = {address_of(sc_.forward_ms.data()), address_of(sc_.backward_ms.data())};
         const std::uintptr_t done_rows[] = {address_of(done_p_ + 1), address_of(done_p_ + 1 + n.V * n.M)};
-        const std::uintptr_t spans = address_of(spans_p_ + sweep_structure::span_of(first, d));
-        const std::uintptr_t codes = address_of(code_p_ + first);
+        const std::uintptr_t entries = address_of(timeline_ + row);
+        const std::uintptr_t codes = address_of(code_p_ + row);
         for (; r == outcome::ran && p < size; ++p) {
             const op o = order[p];
             if (o.microbatch >= n.M || o.stage >= n.V || device_of_stage[o.stage] != d || o.overlaps_next) return false;
             const std::size_t k = o.stage * n.M + o.microbatch;
             if constexpr (prefetch) {
-                for (const std::uintptr_t row : rows) prefetch_line(row + (k + 8) * sizeof(double));
-                for (const std::uintptr_t row : done_rows) prefetch_line(row + (k + 16) * sizeof(std::uint32_t));
+                for (const std::uintptr_t at : rows) prefetch_line(at + (k + 8) * sizeof(double));
+                for (const std::uintptr_t at : done_rows) prefetch_line(at + (k + 16) * sizeof(std::uint32_t));
                 prefetch_line(address_of(order + p) + 4 * sizeof(op));
-                prefetch_line<1>(spans + (p + 4) * sizeof(op_span));
+                prefetch_line<1>(entries + (p + 3) * sizeof(op_timing));
                 prefetch_line<1>(codes + p + 64);
             }
-            r = run_op(n, o, k, d, first + p, free_ms);
+            r = run_op(n, o, k, d, c);
             if (r == outcome::refused) return false;
             if (r == outcome::waits) break;
         }
-        pos_[d] = p;
         waits_[d] = r == outcome::waits;
-        times_.free_ms[d] = free_ms;
+        clocks_[d] = c;
         return true;
     }
 
-    /// Adds op `o` (checked; its (stage, micro-batch) k, its op id) of device d, or finds what it waits for.
-    [[gnu::always_inline]] outcome run_op(dims n, op o, std::size_t k, std::uint32_t d, std::uint32_t id, double& free_ms) {
+    /// Adds op `o` (checked; its (stage, micro-batch) k) of device d, or finds what it waits for.
+    [[gnu::always_inline]] outcome run_op(dims n, op o, std::size_t k, std::uint32_t d, device_clock& c) {
         switch (o.kind) {
-            case op_kind::F: return step<op_kind::F>(n, o, k, d, id, free_ms);
-            case op_kind::B: return step<op_kind::B>(n, o, k, d, id, free_ms);
-            case op_kind::W: return step<op_kind::W>(n, o, k, d, id, free_ms);
-            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint>(n, o, k, d, id, free_ms);
-            case op_kind::R: return step<op_kind::R>(n, o, k, d, id, free_ms);
+            case op_kind::F: return step<op_kind::F>(n, o, k, d, c);
+            case op_kind::B: return step<op_kind::B>(n, o, k, d, c);
+            case op_kind::W: return step<op_kind::W>(n, o, k, d, c);
+            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint>(n, o, k, d, c);
+            case op_kind::R: return step<op_kind::R>(n, o, k, d, c);
         }
         return outcome::refused;
     }
 
-    /// The op_code and duration table of an op of kind K whose (stage, micro-batch) has flags `fl`.
+    /// The op_code of an op of kind K whose (stage, micro-batch) has flags `fl`.
     template <op_kind K>
-    [[nodiscard, gnu::always_inline]] static std::pair<op_code, std::uint32_t> code_of(std::uint8_t fl) noexcept {
-        using dc = sweep_structure::duration_class;
+    [[nodiscard, gnu::always_inline]] static op_code code_of(std::uint8_t fl) noexcept {
         if constexpr (K == op_kind::B) {
-            if (fl & 2) return {op_code::B_after_R, dc::backward};
-            if (fl & 1) return {op_code::B_after_f, dc::backward_inline};
-            return {op_code::B, dc::backward};
+            if (fl & 2) return op_code::B_after_R;
+            if (fl & 1) return op_code::B_after_f;
+            return op_code::B;
         }
-        return {static_cast<op_code>(K), K == op_kind::W ? dc::weight : dc::forward};
+        return static_cast<op_code>(K);
     }
 
-    /// Adds op `o` (of kind K) as the next step, or finds the input it waits for.
+    /// Runs op `o` (of kind K) on device d: times it into its entry, or finds the input it waits for.
     template <op_kind K>
-    [[gnu::always_inline]] outcome step(dims n, op o, std::size_t k, std::uint32_t d, std::uint32_t id, double& free_ms) {
+    [[gnu::always_inline]] outcome step(dims n, op o, std::size_t k, std::uint32_t d, device_clock& c) {
         const op x{K, o.microbatch, o.stage};  // o, with its kind known to the compiler
         const std::uint8_t fl = K == op_kind::B || K == op_kind::R ? flags(k) : 0;
         const op_slots s = slots_of(n, x, fl);
@@ -367,20 +529,25 @@ private:
             return outcome::waits;
         }
         if (!admit(x, s.own, k)) return outcome::refused;
-        const auto [code, table] = code_of<K>(fl);
-        st_.any_inline |= table == sweep_structure::backward_inline;
-        // Timed as time_steps() does, with the duration from the model (the tables there hold the same).
-        op_span* spans = spans_p_;
-        const double dur = model_.duration_ms(x, K == op_kind::B && fl == 1);
-        const double ready = std::max(spans[cross].end_ms, spans[local].end_ms);
-        const double start = std::max(free_ms, ready);
-        free_ms = start + dur;
-        if (!(dur >= 0.0) || !(free_ms < std::numeric_limits<double>::infinity())) return outcome::refused;
-        const std::uint32_t span = st_.span_of(id, d);
-        spans[span] = {start, free_ms};
-        if (keep_steps_) steps_p_[count_all_++] = {cross, local, static_cast<std::uint32_t>(k), span, d | table << sweep_structure::class_shift};
+        const op_code code = code_of<K>(fl);
+        st_.any_inline |= code == op_code::B_after_f;
+        op_timing* entries = timeline_;
+        const double dur = model_.duration_ms(x, code == op_code::B_after_f);
+        const double ready = std::max(entries[cross].end_ms, entries[local].end_ms);
+        const double start = std::max(c.free_ms, ready);
+        c.free_ms = start + dur;
+        if (!(dur >= 0.0) || !(c.free_ms < std::numeric_limits<double>::infinity())) return outcome::refused;
+        const std::uint32_t span = c.span++;
+        entries[span] = {o, start, c.free_ms};
+        code_p_[span] = code;
+        if (keep_steps_) {
+            c.level = std::max({level_p_[cross], level_p_[local], c.level}) + 1;
+            level_p_[span] = c.level;
+            max_level_ = std::max(max_level_, c.level);
+            step_level_p_[count_all_] = c.level;
+            steps_p_[count_all_++] = {cross | static_cast<std::uint32_t>(code) << sweep_structure::code_shift, local, o.microbatch, o.stage};
+        }
         done_p_[s.own] = span;
-        code_p_[id] = code;
         ++count_[kind_index(K)];
         wake(x, s.own);
         return outcome::ran;
@@ -420,13 +587,14 @@ private:
     }
 
     sweep_structure& st_;
+    structure_scratch& scratch_;
     huge_page_vector<std::uint32_t>& done_;
     std::vector<std::uint8_t>& checkpoint_;
     std::vector<std::size_t>& blocked_on_;
-    std::vector<std::uint32_t>& pos_;
     std::vector<std::uint8_t>& waits_;
     std::vector<std::uint32_t>& ready_;
-    sweep_times& times_;
+    device_clock* clocks_;
+    op_timing* timeline_;
     const scenario& sc_;
     const pipeline_schedule& sched_;
     op_model model_;
@@ -434,30 +602,25 @@ private:
     bool keep_steps_;
     // The tables' data, as pointers (not through the vectors, read again after each store).
     std::uint32_t* done_p_ = nullptr;
-    op_span* spans_p_ = nullptr;
-    op_code* code_p_ = nullptr;
     sweep_step* steps_p_ = nullptr;
+    op_code* code_p_ = nullptr;
+    std::uint32_t* level_p_ = nullptr;
+    std::uint32_t* step_level_p_ = nullptr;
+    std::uint32_t max_level_ = 0;
     std::size_t ready_count_ = 0, count_all_ = 0;
     std::size_t count_[5] = {0, 0, 0, 0, 0};
     bool opened_[4] = {true, true, false, false};
     bool checkpointed_ = false;
 };
 
-/// Points `table` at the durations of each class of `st` on `sc` (timing.hpp's op_model, `w` the
-/// backward split): the scenario's forward_ms for F/f/R, its backward_ms for B when nothing is
-/// split off (B = backward·1 + 0 is the same time: no time here is −0), else tables in `out`;
-/// false when one is negative or not finite.
-inline bool fill_durations(const sweep_structure& st, const scenario& sc, double w, sweep_times& out,
-                           const double* (&table)[4]) {
+/// The durations of each op_code of `st` on `sc` (timing.hpp's op_model, `w` the backward
+/// split), indexed by key: the scenario's forward_ms for F/f/R, its backward_ms for B when
+/// nothing is split off (B = backward·1 + 0 is the same time: no time here is −0), else tables
+/// in `out`.
+inline void durations_of(const sweep_structure& st, const scenario& sc, double w, sweep_times& out,
+                         const double* (&table)[op_codes]) {
     const std::size_t V = st.V, M = st.M, keys = V * M;
     const op_model model(sc, w);
-    bool ok = true;
-    auto check = [&](const double* x) {
-        unsigned bad = 0;  // or-ed without a branch, so that the loop vectorizes
-        for (std::size_t i = 0; i < keys; ++i)
-            bad |= static_cast<unsigned>(!(x[i] >= 0.0)) | static_cast<unsigned>(!(x[i] < std::numeric_limits<double>::infinity()));
-        ok = ok && bad == 0;
-    };
     auto fill = [&](huge_page_vector<double>& to, op_kind kind, bool inline_recompute) {
         reserve_scratch(to, keys);
         to.resize(keys);
@@ -465,53 +628,85 @@ inline bool fill_durations(const sweep_structure& st, const scenario& sc, double
             for (std::size_t j = 0; j < M; ++j)
                 to[v * M + j] = model.duration_ms(op{kind, static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(v)},
                                                   inline_recompute);
-        check(to.data());
         return to.data();
     };
-    table[sweep_structure::forward] = sc.forward_ms.data();
-    check(sc.forward_ms.data());
-    if (w == 0.0) {
-        table[sweep_structure::backward] = sc.backward_ms.data();
-        check(sc.backward_ms.data());
-    } else {
-        table[sweep_structure::backward] = fill(out.backward_ms, op_kind::B, false);
-    }
-    table[sweep_structure::weight] = st.any_w ? fill(out.weight_ms, op_kind::W, false) : nullptr;
-    table[sweep_structure::backward_inline] = st.any_inline ? fill(out.inline_ms, op_kind::B, true) : nullptr;
-    return ok;
+    const double* backward = w == 0.0 ? sc.backward_ms.data() : fill(out.backward_ms, op_kind::B, false);
+    table[static_cast<std::size_t>(op_code::F)] = table[static_cast<std::size_t>(op_code::f)] =
+        table[static_cast<std::size_t>(op_code::R)] = sc.forward_ms.data();
+    table[static_cast<std::size_t>(op_code::B)] = table[static_cast<std::size_t>(op_code::B_after_R)] = backward;
+    table[static_cast<std::size_t>(op_code::W)] = st.any_w ? fill(out.weight_ms, op_kind::W, false) : nullptr;
+    table[static_cast<std::size_t>(op_code::B_after_f)] = st.any_inline ? fill(out.inline_ms, op_kind::B, true) : nullptr;
 }
 
-/// The timing pass: every op's start and end (out.spans, by op id) on a free network; false when
-/// a duration is negative or not finite, or a time overflows.
-inline bool time_steps(const sweep_structure& st, const scenario& sc, double w, sweep_times& out) {
-    const double* table[4];
-    if (!fill_durations(st, sc, w, out, table)) return false;
+/// The bits of a duration as an unsigned integer: above those of +infinity exactly when it is
+/// negative (−0 included: its op then goes to the general replay, which gives the same time) or NaN.
+[[nodiscard, gnu::always_inline]] inline std::uint64_t duration_bits(double x) noexcept {
+    std::uint64_t b;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+}
+inline constexpr std::uint64_t infinity_bits = 0x7ff0000000000000;
+
+/// The timing pass over the kept steps of `st` from the devices' `clocks` into `timeline`
+/// (each entry: the op its step was built for, its start and end). False when a duration is
+/// negative (−0 included: the general replay gives the same times) or not finite, or a time
+/// overflows.
+inline bool time_steps(const sweep_structure& st, const scenario& sc, double w, sweep_times& times, device_clock* clocks,
+                       op_timing* timeline) {
+    const double* table[op_codes];
+    durations_of(st, sc, w, times, table);
     const std::size_t N = st.first_op[st.D];
-    reserve_scratch(out.spans, st.span_of(N, st.D));
-    out.spans.resize(st.span_of(N, st.D));
-    out.free_ms.assign(st.D, 0.0);
+    const std::uint64_t M = st.M;
     const sweep_step* steps = st.steps.data();
-    double* free_ms = out.free_ms.data();
-    op_span* spans = out.spans.data();
-    spans[0] = {0.0, 0.0};
-    // The steps interleave the devices, so the durations (a row per stage) and the spans (a row
-    // per device) are many short streams that the hardware prefetchers do not follow: fetch the
-    // lines of the step time_ahead steps on (the steps' end is padded, structure_builder).
+    const std::uint32_t* device_of_stage = st.device_of_stage.data();
+    static constexpr op_kind kinds[8] = {op_kind::F, op_kind::B, op_kind::W, op_kind::F_checkpoint,
+                                         op_kind::R, op_kind::B, op_kind::B, op_kind::B};  // kind_of(), by code
+    std::uint64_t bits = 0;  // the largest duration_bits(): without a branch
+    // The steps interleave the devices, so the durations (rows per stage) and the timeline's rows
+    // are many short streams that the hardware prefetchers do not follow: fetch the lines of the
+    // step time_ahead steps on (the steps' end is padded).
     for (std::size_t t = 0; t < N; ++t) {
         const sweep_step s = steps[t];
         const sweep_step& next = steps[t + time_ahead];
-        prefetch_line(address_of(table[next.device_class >> sweep_structure::class_shift] + next.key));
-        prefetch_line<1>(address_of(spans + next.span));
-        const double ready = std::max(spans[s.cross].end_ms, spans[s.local].end_ms);
-        const std::uint32_t d = s.device_class & sweep_structure::device_mask;
-        const double start = std::max(free_ms[d], ready);
-        const double end = start + table[s.device_class >> sweep_structure::class_shift][s.key];
-        free_ms[d] = end;
-        spans[s.span] = {start, end};
+        prefetch_line(address_of(table[next.cross_code >> sweep_structure::code_shift] + next.stage * M + next.microbatch));
+        prefetch_line<1>(address_of(timeline + clocks[device_of_stage[next.stage]].span));
+        const std::uint32_t code = s.cross_code >> sweep_structure::code_shift;
+        const double dur = table[code][s.stage * M + s.microbatch];
+        bits = std::max(bits, duration_bits(dur));
+        const double ready =
+            std::max(timeline[s.cross_code & sweep_structure::span_mask].end_ms, timeline[s.local].end_ms);
+        device_clock& c = clocks[device_of_stage[s.stage]];
+        const double start = std::max(c.free_ms, ready);
+        c.free_ms = start + dur;
+        timeline[c.span++] = {op{kinds[code], s.microbatch, s.stage}, start, c.free_ms};
     }
-    for (const double f : out.free_ms)
-        if (!(f < std::numeric_limits<double>::infinity())) return false;
-    return true;
+    for (std::size_t d = 0; d < st.D; ++d) bits = std::max(bits, duration_bits(clocks[d].free_ms));
+    return bits < infinity_bits;
+}
+
+/// The recording pass of one device: its `n` entries from `entries` in order into `walk`
+/// (`codes[i]`: the code of entries[i]; `forward_backward`: the ops are F and B only, nothing
+/// split off, codes not read). With `verify`, also whether each op of `order` is its entry's
+/// (after time_steps(): false when the orders differ from the kept ones).
+template <bool forward_backward, bool verify>
+bool record_device(const sweep_recorder& rec, device_walk& walk, const op_timing* entries, const op_code* codes,
+                   std::uint32_t n, const op* order) {
+    device_walk w = walk;  // in registers
+    std::uint64_t differ = 0;  // or-ed: without a branch
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const op_timing& e = entries[i];
+        if constexpr (verify) {  // micro-batch and stage (8 bytes side by side in both), kind, no pair
+            std::uint64_t placed, expected;
+            std::memcpy(&placed, &order[i].microbatch, sizeof placed);
+            std::memcpy(&expected, &e.o.microbatch, sizeof expected);
+            differ |= (placed ^ expected) | static_cast<std::uint64_t>(order[i].kind != e.o.kind) |
+                      static_cast<std::uint64_t>(order[i].overlaps_next);
+        }
+        if constexpr (forward_backward) rec.add_forward_backward(w, e.o, e.start_ms, e.end_ms);
+        else rec.add(codes[i], w, e.o, e.start_ms, e.end_ms);
+    }
+    walk = w;
+    return differ == 0;
 }
 
 }  // namespace pipeplan::schedule::detail
