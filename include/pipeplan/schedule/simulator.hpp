@@ -16,10 +16,10 @@
 //   deterministic.
 // The result's timeline gives every op's start and end; timing.hpp's cross_successor() and
 // input_count() give its dependencies (plans and energy profiles build on both).
-// Replay: on a free network the devices run as far as their inputs allow and each op is timed and
-// recorded as it runs, in one pass (simulator_structure.hpp, detail::order_sweep); a workspace
-// that is kept also keeps that replay order, and the next schedule with the same orders is one
-// loop over it. With links, or for
+// Replay: on a free network the devices run as far as their inputs allow, each op timed into its
+// timeline entry, then each device's entries are recorded in order (simulator_structure.hpp,
+// detail::order_sweep); a workspace that is kept also keeps that replay order, and the next
+// schedule with the same orders is timed in one loop over it. With links, or for
 // what that leaves (overlapped pairs, durations given per op), the ops are indexed (op_index),
 // replayed by op id and recorded in one pass per device.
 // The result's timeline and memory curve are rows of one allocation each (core/row_array.hpp);

@@ -16,7 +16,7 @@
 // time_steps() it also checks every op of the orders against its entry, so orders that differ
 // are found and built again). The timing pass interleaves the devices; the recording pass reads
 // and writes one device's rows at a time, which the hardware prefetchers follow (recording in
-// the timing pass, 64 devices' curves and memory rows at once, was 1.5x slower).
+// the timing pass, 64 devices' curves and memory rows at once, measured 1.5x slower).
 // Figures: docs/schedules.md, "Simulator speed".
 #pragma once
 
@@ -280,8 +280,8 @@ struct structure_scratch {
     huge_page_vector<sweep_step> by_level;
 };
 
-/// Runs the devices of a schedule as far as their inputs allow, timing and recording each op
-/// (the file comment): run() is false for what the free-network replay leaves to the general
+/// Runs the devices of a schedule as far as their inputs allow, timing each op into its timeline
+/// entry (the file comment): run() is false for what the free-network replay leaves to the general
 /// replay, which gives the result or names the fault: an op out of range, on another device,
 /// overlapped with the next, repeated or missing, an R not after its f or after its B, a W
 /// without a split, a deadlock, a duration that is negative or not finite.
@@ -391,7 +391,7 @@ private:
     /// each op mostly waits for the one before it (its input, just stored). A counting sort.
     void sort_by_level() {
         const std::size_t n = count_all_;
-        std::vector<std::uint32_t>::size_type levels = max_level_ + 2;
+        const std::size_t levels = std::size_t{max_level_} + 2;
         huge_page_vector<std::uint32_t>& at = scratch_.at_level;
         at.assign(levels, 0);
         const std::uint32_t* step_level = scratch_.step_level.data();
