@@ -164,9 +164,10 @@ struct zb_v {
     /// form for the inner loops of order searches (the order found is then scheduled in full).
     bool quick = false;
     /// Quick form only: a discovery whose makespan is sure to exceed this gives up
-    /// (discovery_policy::give_up_above_ms); when the schedule's makespan then exceeds it too,
-    /// the result is only that: replay_facts::makespan_ms infinite and incomplete orders, which
-    /// an order search compares and drops (order_search.hpp). Infinite: a complete schedule.
+    /// (discovery_policy::give_up_above_ms). The schedule is then V-Half's or V-Min's building
+    /// block when it fits the memory limit, else only a makespan above this:
+    /// replay_facts::makespan_ms infinite and incomplete orders, which an order search compares
+    /// and drops (order_search.hpp). Infinite: a complete schedule.
     double give_up_above_ms = std::numeric_limits<double>::infinity();
 
     [[nodiscard]] pipeline_schedule operator()(const scenario& sc) const {
