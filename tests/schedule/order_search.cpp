@@ -181,6 +181,38 @@ TEST_CASE("order search: invalid or deadlocking schedules are errors; one worksp
     }
 }
 
+TEST_CASE("order search: generators that give up above the makespan to beat change nothing") {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed)
+        for (const char* name : {"zb-v", "v-half", "v-min", "adaptive"})
+            for (const double limit : {1e9, 1700.0}) {
+                INFO(name << ", seed " << seed << ", limit " << limit);
+                const schedule_traits& t = schedules().at(name);
+                named_schedule_options o;
+                o.memory_limit_mb = limit;
+                const scenario sc = prepare_scenario(t, random_scenario(4, 12, seed), o);
+                order_search_options so;
+                so.memory_limit_mb = limit;
+                so.seed = seed;
+                so.max_evaluations = 40;
+                const order_search_result cut = search_named_order(t, sc, o, so);  // may give up
+                so.search_inflight_limit = t.searches_inflight_limit;
+                const order_search_result full = search_order_with(
+                    sc,
+                    [&](std::size_t inflight) {
+                        named_schedule_options q = o;
+                        q.inflight_limit = inflight;
+                        q.quick = true;
+                        return make_generator(t, q);
+                    },
+                    so);
+                CHECK(cut.order == full.order);
+                CHECK(cut.inflight_limit == full.inflight_limit);
+                CHECK(cut.feasible == full.feasible);
+                CHECK((cut.makespan_ms == full.makespan_ms || !full.feasible));
+                CHECK(cut.evaluations == full.evaluations);
+            }
+}
+
 TEST_CASE("order search: the evaluation memo finds exactly the (order, limit) pairs added") {
     pipeplan::schedule::detail::evaluation_memo memo;
     const std::vector<std::uint32_t> a{0, 1, 2, 3}, b{1, 0, 2, 3}, c{0, 1, 3, 2};

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -192,6 +194,42 @@ TEST_CASE("zb-v, v-half, v-min: unequal micro-batches under a memory limit, with
                     CHECK(ref.makespan_ms == doctest::Approx(sim.makespan_ms));
                 }
     }
+}
+
+TEST_CASE("zb-v, v-half, v-min: the quick form gives up only above the makespan to beat") {
+    std::size_t gave_up = 0;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        const ps::scenario base = random_scenario(4, 12, seed);
+        for (const char* name : {"zb-v", "v-half", "v-min"})
+            for (const double limit : {1e9, 1700.0}) {
+                ps::named_schedule_options o;
+                o.memory_limit_mb = limit;
+                o.quick = true;
+                ps::scenario sc;
+                double full_ms = std::numeric_limits<double>::infinity();  // infinite: limit_exceeded
+                try {
+                    full_ms = run_named(name, base, sc, o).replay->makespan_ms;
+                } catch (const pipeplan::limit_exceeded&) {
+                }
+                for (const double cut : {0.0, 0.97, 0.999, 1.0, 1.03}) {
+                    INFO(name << ", seed " << seed << ", limit " << limit << ", cut " << cut << " x " << full_ms);
+                    ps::named_schedule_options g = o;
+                    g.give_up_above_ms = std::isfinite(full_ms) ? cut * full_ms : 1.0;
+                    double ms = std::numeric_limits<double>::infinity();
+                    try {
+                        const ps::pipeline_schedule s = run_named(name, base, sc, g);
+                        ms = s.replay->makespan_ms;
+                        if (std::isfinite(ms)) CHECK(ms == check_schedule(sc, s).makespan_ms);
+                    } catch (const pipeplan::limit_exceeded&) {
+                        CHECK_FALSE(std::isfinite(full_ms));
+                    }
+                    if (full_ms <= g.give_up_above_ms) CHECK(ms == full_ms);  // bit for bit
+                    else CHECK(ms > g.give_up_above_ms);
+                    gave_up += std::isfinite(full_ms) && !std::isfinite(ms);
+                }
+            }
+    }
+    CHECK(gave_up > 0);
 }
 
 TEST_CASE("zb-v: the table is deadlock-free for short runs too; V preparation errors are clear") {

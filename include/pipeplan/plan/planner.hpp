@@ -1062,7 +1062,11 @@ private:
                 so.memory_limit_mb = budget_mb_;
                 so.max_evaluations = schedule::order_search_starts;
                 so.simulate_winner = false;
-                const auto r = schedule::search_order_with(sc, [&](std::size_t) { return schedule::make_generator(*kind, quick); }, so);
+                const auto r = schedule::search_order_with(sc, [&](std::size_t, double beat_ms) {
+                    schedule::named_schedule_options q = quick;  // may give up above the best start so far
+                    q.give_up_above_ms = beat_ms;
+                    return schedule::make_generator(*kind, q);
+                }, so);
                 quick_ms[k] = std::max(quick_ms[k], r.makespan_ms);  // infinite when infeasible
             }
         });

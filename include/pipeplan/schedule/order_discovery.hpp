@@ -96,6 +96,12 @@ struct discovery_policy {
     /// Stage memory only: per device, a bound (MB) on the stored activations it holds (the V
     /// schedules' share of 1F1B's activation memory); empty = none.
     std::vector<double> held_limit_mb;
+    /// The run gives up (discovery_result::gave_up) once its makespan is sure to exceed this: a
+    /// device's op ends, plus the durations of the ops the device has yet to start, lies above it
+    /// by more than a relative 1e-9 (the rounding of those running sums is below 1e-12). For
+    /// the inner loops of order searches, where an order slower than the one to beat is only
+    /// compared. Infinite: every run completes.
+    double give_up_above_ms = std::numeric_limits<double>::infinity();
 };
 
 /// The discovered orders and the makespan they reach (the simulator's replay of the orders
@@ -106,6 +112,10 @@ struct discovery_result {
     /// Stage memory only: the run stopped with ops left, every device waiting for memory that
     /// only another waiting device could free (the orders are then incomplete: not a schedule).
     bool stalled = false;
+    /// The run stopped early: its makespan would exceed discovery_policy::give_up_above_ms, or it
+    /// would stall (which one is not known). The orders are incomplete; makespan_ms is the
+    /// time reached.
+    bool gave_up = false;
 };
 
 namespace detail {
@@ -433,6 +443,7 @@ public:
         stages_on_.assign(D_, {});
         for (std::size_t v = 0; v < V_; ++v) stages_on_[dev_of_[v]].push_back(v);
         init_memory();
+        init_work();
     }
 
     /// One run of `pol` (its w_share must be prepare()'s) on the prepared scenario. The result
@@ -454,14 +465,14 @@ public:
             const event_queue::event e = events_.next();
             const std::size_t d = e.device;
             const double t = e.t_ms;
-            if (!(t < never)) break;
+            if (!(t < never) || out_.gave_up) break;
             if (e.wake) events_.set_wake(d, never);
             else complete(d, t);
             try_run(d, t);
             next_wake(d);
             events_.update(d);
         }
-        if (pol.stage_memory) {
+        if (pol.stage_memory && !out_.gave_up) {
             std::size_t ops = 0;
             for (const auto& o : out_.orders) ops += o.size();
             out_.stalled = ops != (split_ ? 3 : 2) * M_ * V_;
@@ -515,6 +526,17 @@ private:
                 gap_[k] = std::max(gap_[k], sc_->peak(j, v) - sc_->stored(j, v));
             }
     }
+    // Per device, the durations of all its ops (the running sums of give_up_above_ms start here).
+    void init_work() {
+        work_.assign(D_, 0.0);
+        for (std::size_t v = 0; v < V_; ++v)
+            for (std::uint32_t j = 0; j < M_; ++j) {
+                double& w = work_[dev_of_[v]];
+                const auto st = static_cast<std::uint32_t>(v);
+                w += timing_->duration_ms(op{op_kind::F, j, st}) + timing_->duration_ms(op{op_kind::B, j, st});
+                if (split_) w += timing_->duration_ms(op{op_kind::W, j, st});
+            }
+    }
     // Every per-run state back to the start (a run that threw may have left any).
     void init_devices() {
         const discovery_policy& pol = *pol_;
@@ -550,6 +572,10 @@ private:
         choices_.assign(D_, 0);
         out_.makespan_ms = 0.0;
         out_.stalled = false;
+        out_.gave_up = false;
+        left_work_ = work_;
+        const double cut = pol.give_up_above_ms;
+        give_up_ms_ = std::isfinite(cut) ? cut + 1e-9 * std::fabs(cut) : std::numeric_limits<double>::infinity();
         out_.orders.resize(D_);
         for (std::size_t d = 0; d < D_; ++d) {
             out_.orders[d].clear();
@@ -561,7 +587,10 @@ private:
     // the same reason as take()).
     void start(std::size_t d, op_kind kind, std::uint64_t key, double t) {
         const op o{kind, candidate_queue::mb_of(key), candidate_queue::stage_of(key)};
-        const double end = t + timing_->duration_ms(o);
+        const double dur = timing_->duration_ms(o);
+        const double end = t + dur;
+        left_work_[d] -= dur;
+        if (end + left_work_[d] > give_up_ms_) out_.gave_up = true;
         auto& ds = dev_[d];
         ds.busy = true;
         ds.busy_until = end;
@@ -760,6 +789,8 @@ private:
     std::vector<std::vector<std::size_t>> stages_on_;  // per device, its stages in increasing order
     std::size_t dev0_ = 0;
     std::vector<double> model_, res_, gap_;
+    std::vector<double> work_, left_work_;  // per device: all its ops' durations; those not yet started
+    double give_up_ms_ = 0.0;               // give_up_above_ms with its margin (infinite: never)
     std::vector<std::uint32_t> left_;  // ops left per (device, mb) before release
     std::vector<dev_state> dev_;
     event_queue events_;

@@ -18,6 +18,10 @@
 // simulated its orders (replay_facts: adaptive, zb-h1), whose makespan is then the replay's
 // bit for bit and whose memory stays within its limit; only the winner is simulated for its
 // reported peak. An (order, limit) evaluated before is looked up (detail::evaluation_memo).
+// A factory that also takes the makespan to beat (the best so far for a start, the current
+// order's in the local search) lets its generator give up above it (the V schedules' quick
+// form: zb_v::give_up_above_ms): only whether an evaluation beats that makespan steers the
+// search, so the search's course and result are those of complete evaluations.
 // An order whose peak memory exceeds the limit (or whose generator cannot meet it:
 // limit_exceeded) is infeasible; a schedule that is invalid or deadlocks is reported as that
 // error (invalid_argument).
@@ -179,6 +183,20 @@ private:
     std::vector<std::uint32_t> orders_;
 };
 
+/// The generator of `factory` for in-flight limit `limit`: factory(limit, beat_ms) when the
+/// factory takes the makespan to beat (its generator may then give up above it, reporting an
+/// infinite makespan: zb_v::give_up_above_ms), else factory(limit).
+template <class Factory>
+[[nodiscard]] decltype(auto) generator_of(const Factory& factory, std::size_t limit, double beat_ms) {
+    if constexpr (std::is_invocable_v<const Factory&, std::size_t, double>) return factory(limit, beat_ms);
+    else return factory(limit);
+}
+
+/// The generator type of a factory (generator_of()).
+template <class Factory>
+using factory_generator_t =
+    decltype(generator_of(std::declval<const Factory&>(), std::size_t{}, std::numeric_limits<double>::infinity()));
+
 /// Throws when the caller's start order is not a permutation of the M micro-batches.
 inline void check_start_order(const std::vector<std::uint32_t>& start, std::size_t M) {
     std::vector<char> seen(M, 0);
@@ -249,10 +267,14 @@ public:
         : sc_(sc), factory_(factory), opt_(opt), evaluator_(sc) {}
 
     /// Makespan and peak of `order` with in-flight limit `lim` (counted; looked up when known).
-    std::pair<double, double> eval(const std::vector<std::uint32_t>& order, std::size_t lim) {
+    /// Only whether the makespan exceeds `beat_ms` matters to the caller, so a generator may give
+    /// up above it (generator_of()) and report infinity: every later comparison of the search is
+    /// with a makespan to beat that is not larger (best and the local search's current order only
+    /// improve), so a memoized infinity decides as the true makespan would.
+    std::pair<double, double> eval(const std::vector<std::uint32_t>& order, std::size_t lim, double beat_ms) {
         ++best.evaluations;
         if (const auto* known = memo_.find(order, lim)) return *known;
-        const auto r = evaluator_.makespan(factory_(lim), order, opt_.memory_limit_mb);
+        const auto r = evaluator_.makespan(generator_of(factory_, lim, beat_ms), order, opt_.memory_limit_mb);
         memo_.add(order, lim, r);
         return r;
     }
@@ -265,7 +287,7 @@ public:
         best.feasible = true;
     }
     void consider(const std::vector<std::uint32_t>& order, std::size_t lim) {
-        const auto [ms, peak] = eval(order, lim);
+        const auto [ms, peak] = eval(order, lim, best.makespan_ms);
         keep_if_better(order, lim, ms, peak);
     }
     /// The in-flight limit on the best order, from {none, 1 .. 2·S} (coarsely for large S).
@@ -284,7 +306,7 @@ public:
         double cur_ms = best.makespan_ms;
         while (best.evaluations + (opt_.search_inflight_limit ? 8 : 0) < opt_.max_evaluations) {
             auto cand = random_move(cur, rng);
-            const auto [ms, peak] = eval(cand, limit);
+            const auto [ms, peak] = eval(cand, limit, cur_ms);
             if (ms <= cur_ms) {
                 keep_if_better(cand, limit, ms, peak);
                 cur = std::move(cand);
@@ -295,7 +317,10 @@ public:
     /// The winner's peak when it came from replay_facts (opt.simulate_winner).
     void settle_peak() {
         if (opt_.simulate_winner && best.feasible && std::isnan(best.peak_memory_mb))
-            best.peak_memory_mb = evaluator_(factory_(best.inflight_limit), best.order, opt_.memory_limit_mb).second;
+            best.peak_memory_mb =
+                evaluator_(generator_of(factory_, best.inflight_limit, std::numeric_limits<double>::infinity()), best.order,
+                           opt_.memory_limit_mb)
+                    .second;
     }
 
     order_search_result best;
@@ -311,9 +336,10 @@ private:
 }  // namespace detail
 
 /// Searches the order (see the file comment). `factory(inflight_limit)` returns the generator
-/// to use (inflight_limit 0 = none); it is only varied when opt.search_inflight_limit.
+/// to use (inflight_limit 0 = none); it is only varied when opt.search_inflight_limit. A factory
+/// may take the makespan to beat as a second argument (detail::generator_of()).
 template <class Factory>
-    requires schedule_generator<std::invoke_result_t<const Factory&, std::size_t>>
+    requires schedule_generator<detail::factory_generator_t<Factory>>
 [[nodiscard]] order_search_result search_order_with(const scenario& sc, const Factory& factory,
                                                     const order_search_options& opt = {}) {
     const std::size_t M = sc.microbatches;

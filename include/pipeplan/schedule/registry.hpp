@@ -90,6 +90,9 @@ struct named_schedule_options {
     /// For inner loops of searches: adaptive tries uniform preferences only, zb-v / v-half / v-min
     /// one preference and no table.
     bool quick = false;
+    /// With `quick`, zb-v / v-half / v-min: stop once the makespan is sure to exceed this (the
+    /// order search's makespan to beat; zb_v::give_up_above_ms).
+    double give_up_above_ms = std::numeric_limits<double>::infinity();
 };
 
 /// A type-erased generator (models schedule_generator).
@@ -194,6 +197,7 @@ struct schedule_traits {
             z.memory_limit_mb = o.memory_limit_mb;
             z.max_pending_w = o.max_pending_w;
             z.quick = o.quick;
+            z.give_up_above_ms = o.give_up_above_ms;
             return z;
         });
         t.plans_under_memory_limit = true;
@@ -418,12 +422,16 @@ inline void run_as_placed(const schedule_traits& t, const scenario& sc, const st
         so.start.resize(sc.microbatches);
         std::iota(so.start.begin(), so.start.end(), 0u);
     }
+    // A generator may give up above the makespan to beat only when its replay facts settle the
+    // evaluation (its memory limit within the search's).
+    const bool give_up = o.memory_limit_mb <= so.memory_limit_mb;
     return search_order_with(
         sc,
-        [&](std::size_t limit) {
+        [&](std::size_t limit, double beat_ms) {
             named_schedule_options q = o;
             q.inflight_limit = limit;
             q.quick = true;  // the schedule in the chosen order runs the full search (schedule_in_order)
+            if (give_up) q.give_up_above_ms = beat_ms;
             return make_generator(t, q);
         },
         so);
@@ -446,6 +454,7 @@ struct ordered_schedule {
     out.sc = reorder(sc, order);
     out.order = std::move(order);
     o.quick = false;
+    o.give_up_above_ms = std::numeric_limits<double>::infinity();
     out.sched = make_generator(t, o)(out.sc);
     simulate_into(out.sim, out.sc, out.sched, simo, ws);
     return out;

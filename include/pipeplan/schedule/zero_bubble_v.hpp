@@ -20,6 +20,8 @@
 // its accounting, where W frees a whole activation; pipeplan's B frees its share earlier, and the
 // reordered V-Min then holds ½ micro-batch more when S ≡ 2 mod 3). A run that stalls falls back to the per-micro-batch
 // reservation with at most ⌈share·S⌉ micro-batches in flight per device, which cannot stall.
+// In an order search's inner loop (the quick form) a discovery stops as soon as a device's
+// ops left cannot end by the makespan to beat (order_discovery.hpp's give_up_above_ms).
 // With equal micro-batches and F = B = W per chunk, ZB-V's discovered order reaches the lower
 // bound M·(F + B + W) + (S - 1)·F of a device (derivation: tests/schedule/zero_bubble_v.cpp).
 #pragma once
@@ -161,6 +163,12 @@ struct zb_v {
     /// One preference (ready B first), no table and the building block squeezed only: the quick
     /// form for the inner loops of order searches (the order found is then scheduled in full).
     bool quick = false;
+    /// Quick form only: a discovery whose makespan is sure to exceed this gives up
+    /// (discovery_policy::give_up_above_ms). The schedule is then V-Half's or V-Min's building
+    /// block when it fits the memory limit, else only a makespan above this:
+    /// replay_facts::makespan_ms infinite and incomplete orders, which an order search compares
+    /// and drops (order_search.hpp). Infinite: a complete schedule.
+    double give_up_above_ms = std::numeric_limits<double>::infinity();
 
     [[nodiscard]] pipeline_schedule operator()(const scenario& sc) const {
         if (!(w_share > 0.0 && w_share < 1.0)) throw invalid_argument(name + ": w_share must lie in (0, 1)");
@@ -180,14 +188,26 @@ struct zb_v {
         pol.stage_memory = true;
         pol.max_pending_w = max_pending_w;
         pol.held_limit_mb = v_activation_limits_mb(sc, s.placement, activation_share);
+        if (quick) pol.give_up_above_ms = give_up_above_ms;
         discovery_result best = best_preference(sc, s.placement, pol, quick);
-        if (best.stalled) {
-            pol.stage_memory = false;
-            pol.held_limit_mb.clear();
+        if (best.stalled || best.gave_up) {
+            discovery_policy per_mb = pol;  // the per-micro-batch reservation, which cannot stall
+            per_mb.stage_memory = false;
+            per_mb.held_limit_mb.clear();
             const auto S = static_cast<double>(s.placement.devices());
-            pol.inflight_limit = {static_cast<std::size_t>(std::max(1.0, std::ceil(activation_share * S - 1e-9)))};
-            best = best_preference(sc, s.placement, pol, quick);
+            per_mb.inflight_limit = {static_cast<std::size_t>(std::max(1.0, std::ceil(activation_share * S - 1e-9)))};
+            discovery_result fallback = best_preference(sc, s.placement, per_mb, quick);
+            // A run that gave up may have stalled: then the fallback's makespan is the discovery's,
+            // and when that does not exceed the cut, the stage-memory run decides in full.
+            if (best.gave_up && !fallback.gave_up) {
+                pol.give_up_above_ms = std::numeric_limits<double>::infinity();
+                best = best_preference(sc, s.placement, pol, quick);
+                if (best.stalled) best = std::move(fallback);
+            } else if (best.stalled || fallback.gave_up) {
+                best = std::move(fallback);
+            }
         }
+        if (best.gave_up) best.makespan_ms = std::numeric_limits<double>::infinity();  // above the cut
         s.orders = std::move(best.orders);
         const std::size_t S = s.placement.devices(), M = sc.microbatches;
         const double no_cap = std::numeric_limits<double>::infinity();
@@ -221,7 +241,8 @@ private:
         return peak;
     }
     // The shortest of the three uniform preferences' runs, or of the first alone when `first_only`
-    // (the first on ties; a stalled run only when all stall).
+    // (the first on ties; a stalled run only when all stall; one that gave up only when all
+    // stall or give up, and then marked as given up).
     static discovery_result best_preference(const scenario& sc, const stage_placement& pl, discovery_policy pol,
                                             bool first_only) {
         using pref = discovery_policy::preference;
@@ -231,16 +252,22 @@ private:
         discovery_result best;
         best.stalled = true;
         best.makespan_ms = std::numeric_limits<double>::infinity();
+        bool gave_up = false;
         for (const pref p : {pref::backward_first, pref::alternate, pref::forward_first}) {
             if (first_only && p != pref::backward_first) break;
             pol.prefer = p;
             discovery_result& r = engine.run(pol);
-            if (r.stalled) continue;
+            gave_up = gave_up || r.gave_up;
+            if (r.stalled || r.gave_up) continue;
             if (best.stalled || r.makespan_ms < best.makespan_ms - 1e-9) {
                 best.stalled = false;
                 best.makespan_ms = r.makespan_ms;
                 std::swap(best.orders, r.orders);
             }
+        }
+        if (best.stalled && gave_up) {
+            best.stalled = false;
+            best.gave_up = true;
         }
         return best;
     }
