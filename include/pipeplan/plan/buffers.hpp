@@ -232,12 +232,12 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
 
 /// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
 /// list): the position is counted without branches (where a search would mispredict), then
-/// the tail moves up by a chain of swaps (a short move, not a memmove call). Returns n + 1.
+/// the tail moves up one by one (a short move, not a memmove call). Returns n + 1.
 inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
     std::size_t at = 0;
     for (std::size_t k = 0; k < n; ++k) at += sp[k].begin <= e.begin;
-    placed_span carry = e;
-    for (std::size_t k = at; k <= n; ++k) std::swap(carry, sp[k]);
+    for (std::size_t k = n; k > at; --k) sp[k] = sp[k - 1];
+    sp[at] = e;
     return n + 1;
 }
 
@@ -288,11 +288,13 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
                 insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            const auto visit = [&](const placed_span& e) {  // (masks, not branches: the gaps come in no order)
-                const std::uint64_t gap = (e.begin - cursor) & (0 - std::uint64_t(e.begin > cursor));
-                const std::uint64_t better = 0 - std::uint64_t((gap != 0) & (gap >= b.size_bytes) & (gap < best_gap));
-                pos ^= (pos ^ cursor) & better;
-                best_gap ^= (best_gap ^ gap) & better;
+            const std::uint64_t need = b.size_bytes;  // (> 0: an empty gap never fits)
+            const auto visit = [&](const placed_span& e) {  // (selects, not branches: the gaps come in no order)
+                const std::uint64_t gap = std::max(e.begin, cursor) - cursor;
+                const std::uint64_t fit = gap >= need ? gap : UINT64_MAX;
+                const bool better = fit < best_gap;
+                pos = better ? cursor : pos;
+                best_gap = better ? fit : best_gap;
                 cursor = std::max(cursor, e.end);
             };
             const placed_span* const sp = live.data();
@@ -435,10 +437,11 @@ private:
     void place_best_gap(std::uint32_t s, std::uint32_t i) {
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t best_gap = UINT64_MAX, pos = 0;
-        each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
-            const std::uint64_t better = 0 - std::uint64_t((b - a >= need) & (b - a < best_gap));
-            pos ^= (pos ^ a) & better;
-            best_gap ^= (best_gap ^ (b - a)) & better;
+        each_gap(s, [&](std::uint64_t a, std::uint64_t b) {  // (selects, not branches)
+            const std::uint64_t fit = b - a >= need ? b - a : UINT64_MAX;
+            const bool better = fit < best_gap;
+            pos = better ? a : pos;
+            best_gap = better ? fit : best_gap;
         });
         if (best_gap == UINT64_MAX) pos = top(s);
         state& st = states_[s];
