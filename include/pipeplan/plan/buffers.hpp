@@ -51,12 +51,14 @@ struct lifetime {
 /// Lifetimes of every slot of `p` (from in/out/stash/work and frees).
 [[nodiscard]] inline std::vector<lifetime> buffer_lifetimes(const rank_program& p) {
     std::vector<lifetime> life(p.buffers.size());
-    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {
+    lifetime* const l = life.data();
+    const std::size_t n = life.size();
+    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {  // (i grows: the last use is the latest)
         const instruction& ins = p.instructions[i];
         for (std::uint32_t s : {ins.in, ins.out, ins.stash, ins.work})
-            if (s < life.size()) {  // (no_slot is above every slot)
-                life[s].first = std::min(life[s].first, i);
-                life[s].last = std::max(life[s].last, i);
+            if (s < n) {  // (no_slot is above every slot)
+                l[s].first = std::min(l[s].first, i);
+                l[s].last = i;
             }
     }
     return life;

@@ -94,13 +94,13 @@ struct lowering_options {
 namespace detail {
 
 /// `size_mb` in bytes, rounded half away from zero (std::llround's result, without its call in
-/// the common range: x - trunc(x) is exact).
+/// the common range: the truncated value converts back exactly, so x - whole is exact).
 [[nodiscard]] inline std::uint64_t bytes_from_mb(double size_mb) {
     if (!(size_mb > 0.0)) return 0;
     const double x = size_mb * 1e6;
     if (!(x < 0x1p62)) return static_cast<std::uint64_t>(std::llround(x));
-    const double whole = std::trunc(x);
-    return static_cast<std::uint64_t>(whole) + (x - whole >= 0.5 ? 1 : 0);
+    const auto whole = static_cast<std::int64_t>(x);
+    return static_cast<std::uint64_t>(whole) + (x - static_cast<double>(whole) >= 0.5 ? 1 : 0);
 }
 
 [[nodiscard]] inline instruction compute_instruction(const schedule::op& o, bool split) {

@@ -750,8 +750,8 @@ struct program_facts {
 
     void note(const instruction& x, std::uint32_t i) {
         const instr_kind k = x.kind;
-        clocks = clocks || k == instr_kind::set_frequency || x.clock_mhz != 0;
-        overlaps = overlaps || k == instr_kind::overlap_f_b;
+        clocks |= (k == instr_kind::set_frequency) | (x.clock_mhz != 0);
+        overlaps |= k == instr_kind::overlap_f_b;
         if (k == instr_kind::reduce_gradients) ++reduces, reduce = i, reduce_mode = x.mode;
         else if (k == instr_kind::optimizer_step) ++steps, step = i;
         else if (is_compute(k) || is_message(k)) {
