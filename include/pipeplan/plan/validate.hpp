@@ -451,8 +451,9 @@ private:
             std::uint32_t slot;
         };
         const auto& buf = rv.p.buffers;
-        std::vector<span_t> active;  // by offset (few: a linear scan beats a binary search)
-        active.reserve(16);
+        std::vector<span_t> spans(born.size() + 1);  // the live ones, by offset: active[0 .. n)
+        span_t* const active = spans.data();
+        std::size_t n = 0;  // (few: a linear scan beats a binary search)
         std::vector<char> mark(state.size(), out);
         std::size_t d = 0;
         for (const std::uint32_t s : born) {
@@ -463,24 +464,25 @@ private:
                 if (char& m = mark[died[d]]; m == live) m = dying, drop = true;
             if (drop) {
                 std::size_t kept = 0;
-                for (const span_t& q : active) {
-                    if (mark[q.slot] == dying) mark[q.slot] = out;
-                    else active[kept++] = q;
+                for (std::size_t k = 0; k < n; ++k) {
+                    if (mark[active[k].slot] == dying) mark[active[k].slot] = out;
+                    else active[kept++] = active[k];
                 }
-                active.resize(kept);
+                n = kept;
             }
             const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s};
             std::size_t at = 0;  // the first live buffer at or above s's offset
-            while (at < active.size() && active[at].begin < e.begin) ++at;
+            while (at < n && active[at].begin < e.begin) ++at;
             const auto overlaps = [&](const span_t& q) { return e.begin < q.end && q.begin < e.end; };
             std::uint32_t hit = no_slot;
             if (at > 0 && overlaps(active[at - 1])) hit = active[at - 1].slot;
-            else if (at < active.size() && overlaps(active[at])) hit = active[at].slot;
+            else if (at < n && overlaps(active[at])) hit = active[at].slot;
             if (hit != no_slot) {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
                 continue;
             }
-            active.insert(active.begin() + static_cast<std::ptrdiff_t>(at), e);
+            for (std::size_t k = n++; k > at; --k) active[k] = active[k - 1];
+            active[at] = e;
             mark[s] = live;
         }
     }
