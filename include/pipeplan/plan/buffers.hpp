@@ -234,7 +234,7 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
 
 /// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
 /// list): the position is counted without branches (where a search would mispredict), then
-/// the tail moves up one by one (a short move, not a memmove call). Returns n + 1.
+/// the tail moves up by one place. Returns n + 1.
 inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
     std::size_t at = 0;
     for (std::size_t k = 0; k < n; ++k) at += sp[k].begin <= e.begin;
