@@ -51,12 +51,14 @@ struct lifetime {
 /// Lifetimes of every slot of `p` (from in/out/stash/work and frees).
 [[nodiscard]] inline std::vector<lifetime> buffer_lifetimes(const rank_program& p) {
     std::vector<lifetime> life(p.buffers.size());
-    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {
+    lifetime* const l = life.data();
+    const std::size_t n = life.size();
+    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {  // (i grows: the last use is the latest)
         const instruction& ins = p.instructions[i];
         for (std::uint32_t s : {ins.in, ins.out, ins.stash, ins.work})
-            if (s < life.size()) {  // (no_slot is above every slot)
-                life[s].first = std::min(life[s].first, i);
-                life[s].last = std::max(life[s].last, i);
+            if (s < n) {  // (no_slot is above every slot)
+                l[s].first = std::min(l[s].first, i);
+                l[s].last = i;
             }
     }
     return life;
@@ -232,19 +234,13 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
 
 /// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
 /// list): the position is counted without branches (where a search would mispredict), then
-/// the tail moves up by a chain of swaps (a short move, not a memmove call). Returns n + 1.
+/// the tail moves up by one place. Returns n + 1.
 inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
     std::size_t at = 0;
     for (std::size_t k = 0; k < n; ++k) at += sp[k].begin <= e.begin;
-    placed_span carry = e;
-    for (std::size_t k = at; k <= n; ++k) std::swap(carry, sp[k]);
+    for (std::size_t k = n; k > at; --k) sp[k] = sp[k - 1];
+    sp[at] = e;
     return n + 1;
-}
-
-/// insert_sorted() into a vector.
-inline void insert_by_address(std::vector<placed_span>& spans, const placed_span& e) {
-    spans.push_back(e);
-    insert_sorted(spans.data(), spans.size() - 1, e);
 }
 
 /// Scratch of place_rest(), kept across calls (its vectors only grow).
@@ -257,9 +253,13 @@ struct rest_scratch {
 /// into the smallest gap between the buffers whose lifetimes meet its own (those live at its
 /// birth, and the placed ones born during its life), or above them. Returns the arena size.
 inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset, rest_scratch& x) {
-    std::vector<placed_span>& live = x.live;  // by address
-    std::vector<placed_span>& later = x.later;
-    live.clear();
+    // live: the placed buffers that meet the next births, by address; later: the placed
+    // buffers born during one buffer's life, by address (plain arrays with counts: every item
+    // fits in each)
+    if (x.live.size() < items.size() + 1) x.live.resize(items.size() + 1), x.later.resize(items.size() + 1);
+    placed_span* const live = x.live.data();
+    placed_span* const later = x.later.data();
+    std::size_t n = 0;  // live buffers
     std::uint64_t arena = 0;
     std::uint32_t next_death = UINT32_MAX;  // the earliest last use in `live`
     x.next_placed.resize(items.size() + 1);  // [i]: the first placed item at or after i
@@ -270,46 +270,44 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
         const placement_item& b = items[i];
         if (b.first > next_death) {  // drop the buffers dead before b's birth
             next_death = UINT32_MAX;
-            placed_span* const sp = live.data();
-            const std::size_t n = live.size();
             std::size_t kept = 0;
             for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
-                const placed_span e = sp[k];
+                const placed_span e = live[k];
                 const bool alive = e.last >= b.first;
-                sp[kept] = e;
+                live[kept] = e;
                 kept += alive;
                 next_death = std::min(next_death, alive ? e.last : UINT32_MAX);
             }
-            live.resize(kept);
+            n = kept;
         }
         if (offset[i] == unplaced) {
-            later.clear();  // the placed buffers born during b's life, by address
+            std::size_t n_later = 0;
             for (std::size_t j = next_placed[i + 1]; j < items.size() && items[j].first <= b.last; j = next_placed[j + 1])
-                insert_by_address(later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
+                n_later = insert_sorted(later, n_later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
             // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            const auto visit = [&](const placed_span& e) {  // (masks, not branches: the gaps come in no order)
-                const std::uint64_t gap = (e.begin - cursor) & (0 - std::uint64_t(e.begin > cursor));
-                const std::uint64_t better = 0 - std::uint64_t((gap != 0) & (gap >= b.size_bytes) & (gap < best_gap));
-                pos ^= (pos ^ cursor) & better;
-                best_gap ^= (best_gap ^ gap) & better;
+            const std::uint64_t need = b.size_bytes;  // (> 0: an empty gap never fits)
+            const auto visit = [&](const placed_span& e) {  // (selects, not branches: the gaps come in no order)
+                const std::uint64_t gap = std::max(e.begin, cursor) - cursor;
+                const std::uint64_t fit = gap >= need ? gap : UINT64_MAX;
+                const bool better = fit < best_gap;
+                pos = better ? cursor : pos;
+                best_gap = better ? fit : best_gap;
                 cursor = std::max(cursor, e.end);
             };
-            const placed_span* const sp = live.data();
-            const std::size_t n = live.size();
             std::size_t k = 0;
-            for (const placed_span& e : later) {  // usually none
-                for (; k < n && sp[k].begin < e.begin; ++k) visit(sp[k]);
-                visit(e);
+            for (std::size_t l = 0; l < n_later; ++l) {  // usually none
+                for (; k < n && live[k].begin < later[l].begin; ++k) visit(live[k]);
+                visit(later[l]);
             }
-            for (; k < n; ++k) visit(sp[k]);
+            for (; k < n; ++k) visit(live[k]);
             offset[i] = best_gap == UINT64_MAX ? cursor : pos;
         }
         arena = std::max(arena, offset[i] + b.size_bytes);
         // only a buffer that a later-born one meets joins `live` (not a workspace, say, dead
         // before the next birth: the items come by first use)
         if (i + 1 == items.size() || items[i + 1].first > b.last) continue;
-        insert_by_address(live, {offset[i], offset[i] + b.size_bytes, b.last, i});
+        n = insert_sorted(live, n, {offset[i], offset[i] + b.size_bytes, b.last, i});
         next_death = std::min(next_death, b.last);
     }
     return arena;
@@ -435,10 +433,11 @@ private:
     void place_best_gap(std::uint32_t s, std::uint32_t i) {
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t best_gap = UINT64_MAX, pos = 0;
-        each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
-            const std::uint64_t better = 0 - std::uint64_t((b - a >= need) & (b - a < best_gap));
-            pos ^= (pos ^ a) & better;
-            best_gap ^= (best_gap ^ (b - a)) & better;
+        each_gap(s, [&](std::uint64_t a, std::uint64_t b) {  // (selects, not branches)
+            const std::uint64_t fit = b - a >= need ? b - a : UINT64_MAX;
+            const bool better = fit < best_gap;
+            pos = better ? a : pos;
+            best_gap = better ? fit : best_gap;
         });
         if (best_gap == UINT64_MAX) pos = top(s);
         state& st = states_[s];

@@ -48,9 +48,13 @@ public:
             const auto& prog = plan.programs[r].instructions;
             if (rule == send_rule::grouped) group_first_[r] = start_groups(prog);
             partner_[r].assign(prog.size(), no_instruction);
-            for (std::uint32_t i = 0; i < prog.size(); ++i)
-                if (is_message_start(prog[i].kind)) partner_[r][i] = counterpart(plan, seq, r, i).index;
         }
+        // counterpart() of every start, pair by pair: the k-th starts of the two sides
+        for (std::size_t r = 0; r < R_; ++r)
+            for (std::size_t q = 0; q < R_; ++q) {
+                const auto mine = seq.starts(r, q), theirs = seq.starts(q, r);
+                for (std::size_t k = 0; k < mine.size() && k < theirs.size(); ++k) partner_[r][mine[k]] = theirs[k];
+            }
     }
 
     /// Runs the cursors as far as they go; the ranks left, in rank order.

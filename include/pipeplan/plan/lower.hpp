@@ -93,8 +93,14 @@ struct lowering_options {
 
 namespace detail {
 
+/// `size_mb` in bytes, rounded half away from zero (std::llround's result, without its call in
+/// the common range: the truncated value converts back exactly, so x - whole is exact).
 [[nodiscard]] inline std::uint64_t bytes_from_mb(double size_mb) {
-    return size_mb > 0.0 ? static_cast<std::uint64_t>(std::llround(size_mb * 1e6)) : 0;
+    if (!(size_mb > 0.0)) return 0;
+    const double x = size_mb * 1e6;
+    if (!(x < 0x1p62)) return static_cast<std::uint64_t>(std::llround(x));
+    const auto whole = static_cast<std::int64_t>(x);
+    return static_cast<std::uint64_t>(whole) + (x - static_cast<double>(whole) >= 0.5 ? 1 : 0);
 }
 
 [[nodiscard]] inline instruction compute_instruction(const schedule::op& o, bool split) {
@@ -168,6 +174,11 @@ inline void sequence_ops(compute_programs& cp) {
     cp.stash_from.resize(R);
     cp.seq.resize(R);
     cp.overlap_heads.resize(R);
+    for (std::size_t r = 0; r < R; ++r) {
+        cp.ops[r].reserve(s.orders[r].size());
+        cp.input_from[r].reserve(s.orders[r].size());
+        cp.stash_from[r].reserve(s.orders[r].size());
+    }
     std::vector<op_ref> ref_of(idx.ops.size());  // op id -> (rank, index)
     for (std::size_t r = 0; r < R; ++r)
         for (std::uint32_t id = idx.first_of_device[r]; id < idx.first_of_device[r + 1]; ++id)
@@ -372,13 +383,19 @@ inline instruction message_instruction(const compute_programs& cp, const message
 inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs) {
     const std::size_t R = cp.ops.size();
     std::vector<std::vector<placed>> out(R);
-    for (std::size_t k = 0; k < msgs.size(); ++k) {
+    {
+        std::vector<std::size_t> count(R, 0);  // 2 per message on each side, one per load at most
+        for (const message& m : msgs) count[m.producer.rank] += 2, count[m.consumer.rank] += 2;
+        for (std::size_t r = 0; r < R; ++r) out[r].reserve(count[r] + cp.microbatches);
+    }
+    // phase by phase, each in message order: every rank's list is then sorted by (phase, key)
+    // and the stable sort by anchor below completes the order (before, phase, key)
+    for (std::size_t k = 0; k < msgs.size(); ++k) out[msgs[k].producer.rank].push_back({msgs[k].producer.index + 1, 0, placed::send_start, k});
+    for (std::size_t k = 0; k < msgs.size(); ++k) out[msgs[k].consumer.rank].push_back({msgs[k].recv_anchor, 1, placed::recv_start, k});
+    for (std::size_t k = 0; k < msgs.size(); ++k) {  // (a message's two waits are on two ranks)
         const message& m = msgs[k];
-        const std::uint32_t a = m.producer.rank, b = m.consumer.rank;
-        out[a].push_back({m.producer.index + 1, 0, placed::send_start, k});
-        out[b].push_back({m.recv_anchor, 1, placed::recv_start, k});
-        out[b].push_back({m.consumer.index, 2, placed::recv_wait, k});
-        out[a].push_back({m.send_anchor, 2, placed::send_wait, k});
+        out[m.consumer.rank].push_back({m.consumer.index, 2, placed::recv_wait, k});
+        out[m.producer.rank].push_back({m.send_anchor, 2, placed::send_wait, k});
     }
     // load_microbatch before the first forward of each micro-batch on the first / last stage's rank
     const std::size_t V = cp.stages;
@@ -391,18 +408,8 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
             out[r].push_back({i, 3, placed::load, c.microbatch});
         }
     }
-    for (std::size_t r = 0; r < R; ++r) {  // by (before, phase, key), unique per rank
-        auto& v = out[r];
-        counting_sort(v, cp.ops[r].size() + 1, [](const placed& x) { return x.before; });
-        for (std::size_t k = 1; k < v.size(); ++k) {  // the few of one anchor by (phase, key)
-            std::size_t j = k;
-            const auto less = [](const placed& x, const placed& y) { return x.phase != y.phase ? x.phase < y.phase : x.key < y.key; };
-            if (v[j - 1].before != v[k].before || !less(v[k], v[j - 1])) continue;
-            const placed x = v[k];
-            for (; j > 0 && v[j - 1].before == x.before && less(x, v[j - 1]); --j) v[j] = v[j - 1];
-            v[j] = x;
-        }
-    }
+    for (std::size_t r = 0; r < R; ++r)  // by (before, phase, key), unique per rank (see above)
+        counting_sort(out[r], cp.ops[r].size() + 1, [](const placed& x) { return x.before; });
     return out;
 }
 
@@ -471,6 +478,7 @@ inline void insert_communication_into(std::vector<rank_program>& progs, const co
         instruction step;
         step.kind = instr_kind::optimizer_step;
         p.instructions.push_back(step);
+        if (opt.microbatch_offset == 0) continue;
         for (auto& ins : p.instructions) ins.microbatch += opt.microbatch_offset;
         for (auto& b : p.buffers) b.microbatch += opt.microbatch_offset;
     }

@@ -345,7 +345,10 @@ struct buffer_walk {
     buffer_walk(const rank_view& r, reporter& re)
         : rv(r), rep(re), state(r.p.buffers.size(), unborn), holds(r.p.buffers.size()),
           in_flight(r.p.buffers.size(), 0), birth(r.p.buffers.size(), 0), death(r.p.buffers.size(), 0),
-          is_work(r.p.buffers.size(), 0) {}
+          is_work(r.p.buffers.size(), 0) {
+        born.reserve(r.p.buffers.size());  // each slot is born and dies at most once
+        died.reserve(r.p.buffers.size());
+    }
 
     [[gnu::cold, gnu::noinline]] void bad(std::uint32_t i, const std::string& m) {
         rep(rv.rank, i, "buffer", describe(rv.p.instructions[i]) + ": " + m);
@@ -435,37 +438,52 @@ struct buffer_walk {
             for (; j > 0 && birth[born[j - 1]] == birth[x] && born[j - 1] > x; --j) born[j] = born[j - 1];
             born[j] = x;
         }
-        const auto& buf = rv.p.buffers;
+        sweep_arena();
+    }
+
+private:
+    /// finish()'s sweep. The buffers that die before a birth are marked and dropped together
+    /// in one pass over the few live ones before that birth is checked.
+    void sweep_arena() {
+        enum : char { out, live, dying };
         struct span_t {
             std::uint64_t begin, end;
             std::uint32_t slot;
         };
-        std::vector<span_t> active;  // by offset (few: a linear scan beats a binary search)
-        std::vector<char> in_active(state.size(), 0);
+        const auto& buf = rv.p.buffers;
+        std::vector<span_t> spans(born.size() + 1);  // the live ones, by offset: active[0 .. n)
+        span_t* const active = spans.data();
+        std::size_t n = 0;  // (few: a linear scan beats a binary search)
+        std::vector<char> mark(state.size(), out);
         std::size_t d = 0;
         for (const std::uint32_t s : born) {
             const buffer& b = buf[s];
             if (b.size_bytes == 0) continue;
+            bool drop = false;
             for (; d < died.size() && death[died[d]] < birth[s]; ++d)  // the buffers dead before s's birth
-                if (const std::uint32_t q = died[d]; in_active[q]) {
-                    std::size_t k = 0;
-                    while (active[k].slot != q) ++k;
-                    active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
-                    in_active[q] = 0;
+                if (char& m = mark[died[d]]; m == live) m = dying, drop = true;
+            if (drop) {
+                std::size_t kept = 0;
+                for (std::size_t k = 0; k < n; ++k) {
+                    if (mark[active[k].slot] == dying) mark[active[k].slot] = out;
+                    else active[kept++] = active[k];
                 }
+                n = kept;
+            }
             const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s};
             std::size_t at = 0;  // the first live buffer at or above s's offset
-            while (at < active.size() && active[at].begin < e.begin) ++at;
+            while (at < n && active[at].begin < e.begin) ++at;
             const auto overlaps = [&](const span_t& q) { return e.begin < q.end && q.begin < e.end; };
             std::uint32_t hit = no_slot;
             if (at > 0 && overlaps(active[at - 1])) hit = active[at - 1].slot;
-            else if (at < active.size() && overlaps(active[at])) hit = active[at].slot;
+            else if (at < n && overlaps(active[at])) hit = active[at].slot;
             if (hit != no_slot) {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
                 continue;
             }
-            active.insert(active.begin() + static_cast<std::ptrdiff_t>(at), e);
-            in_active[s] = 1;
+            for (std::size_t k = n++; k > at; --k) active[k] = active[k - 1];
+            active[at] = e;
+            mark[s] = live;
         }
     }
 };
@@ -489,14 +507,14 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
         if (!is_builtin(x.kind)) continue;
         const std::uint32_t j = x.microbatch, v = x.stage;
         unit_state* u = (is_compute(x.kind) || x.kind == instr_kind::load_microbatch) ? &units[rv.unit_of(v, j)] : nullptr;
-        const content prev_act = v == 0 ? content{} : content{content::activation, j, v - 1};
+        const auto prev_act = [&] { return v == 0 ? content{} : content{content::activation, j, v - 1}; };
         switch (x.kind) {
             case instr_kind::forward:
                 ++u->nfwd;
                 u->fwd = static_cast<std::int32_t>(i);
                 u->checkpoint = x.mode == static_cast<std::uint8_t>(forward_mode::checkpoint);
                 if (x.mode > 1) w.bad(i, "unknown forward mode");
-                w.read(i, x.in, prev_act, "input activation");
+                w.read(i, x.in, prev_act(), "input activation");
                 w.expect_slot(i, x.out, v + 1 < V, "output activation");
                 w.expect_slot(i, x.stash, !u->checkpoint, "stash");
                 w.write(i, x.out, {content::activation, j, v}, buffer_walk::ready);
@@ -506,7 +524,7 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
             case instr_kind::recompute:
                 ++u->nrec;
                 u->rec = static_cast<std::int32_t>(i);
-                w.read(i, x.in, prev_act, "checkpoint");
+                w.read(i, x.in, prev_act(), "checkpoint");
                 w.expect_slot(i, x.stash, true, "stash");
                 w.write(i, x.stash, {content::stash, j, v}, buffer_walk::ready);
                 w.scratch(i, x.work);
@@ -723,24 +741,56 @@ inline void check_header(const plan_header& h, std::uint32_t rank, reporter& rep
     check_microbatch_table(h, rank, rep);
 }
 
+/// What the structure pass notes of a program for the later rules: whether there is anything
+/// for the clock and overlap rules to check, and whether check_end() would find nothing wrong
+/// (the facts it reads: the reduce_gradients and optimizer_step, the last backward and work).
+struct program_facts {
+    bool clocks = false, overlaps = false;
+    std::uint32_t reduces = 0, steps = 0;
+    std::int64_t reduce = -1, step = -1, last_bwd = -1, last_work = -1;
+    std::uint8_t reduce_mode = 0;
+
+    void note(const instruction& x, std::uint32_t i) {
+        const instr_kind k = x.kind;
+        clocks |= (k == instr_kind::set_frequency) | (x.clock_mhz != 0);
+        overlaps |= k == instr_kind::overlap_f_b;
+        if (k == instr_kind::reduce_gradients) ++reduces, reduce = i, reduce_mode = x.mode;
+        else if (k == instr_kind::optimizer_step) ++steps, step = i;
+        else if (is_compute(k) || is_message(k)) {
+            last_work = i;
+            if (k == instr_kind::backward || k == instr_kind::backward_weight) last_bwd = i;
+        }
+    }
+    /// Whether check_end() reports nothing for these facts.
+    [[nodiscard]] bool end_ok(const plan_header& h) const {
+        const auto want = h.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
+        return reduces == 1 && steps == 1 && reduce_mode == static_cast<std::uint8_t>(want) && step > reduce &&
+               last_bwd < reduce && last_work < reduce;
+    }
+};
+
 /// Every rule that concerns one rank alone; leaves the rank's message pairing in `pairs`.
 inline void check_rank(const plan_header& h, const placement_tables& t, const rank_program& p, reporter& rep,
                        const validate_options& opt, wait_pairing& pairs) {
     const rank_view rv(h, p, t);
     const std::size_t before = rep.seen;
     check_arena_figures(p, rep);
-    for (std::uint32_t i = 0; i < p.instructions.size(); ++i)
-        if (!structure_ok(rv, p.instructions[i])) check_structure(rv, i, rep);
+    program_facts facts;
+    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {
+        const instruction& x = p.instructions[i];
+        if (!structure_ok(rv, x)) check_structure(rv, i, rep);
+        facts.note(x, i);
+    }
     check_arena(rv, rep);
     if (rep.seen != before) return;  // the walks below index with these fields
-    check_clocks(rv, opt, rep);
-    check_overlaps(rv, rep);
+    if (facts.clocks) check_clocks(rv, opt, rep);
+    if (facts.overlaps) check_overlaps(rv, rep);
     if (!enough_compute(rv, rep)) return;  // bounds chunks x M by the program's length
     check_pairing(rv, rep, pairs);
     std::vector<unit_state> units(std::size_t(h.chunks) * h.microbatches.size());
     walk_rank(rv, rep, units);
     check_units(rv, units, rep);
-    check_end(rv, rep);
+    if (!facts.end_ok(h)) check_end(rv, rep);
 }
 
 /// match: the k-th start on each side of every pair agree.
