@@ -123,7 +123,8 @@ struct planner_options {
     /// besides the preferred and available ones. When there are more, each extra split is first
     /// screened by one quick simulation (on the order search's structured starts only) with the
     /// kind of the fastest candidate so far — the first V kind runs on the preferred and
-    /// available splits before the screen, so a V kind screens when a V leads — and the best by
+    /// available splits before the screen, so a V kind screens when a V leads and no kind on the
+    /// configuration itself can beat it by its lower bound (else zb-h1 screens) — and the best by
     /// that makespan are kept (ties: the earlier split).
     std::size_t scheduled_extra_splits = 1;
     /// Polish: when the chosen candidate's simulated makespan is more than this factor over its
@@ -952,7 +953,8 @@ private:
     /// Schedules group `g` (the gi-th) into `best`: the V kinds first, one kind at a time (each
     /// may prune the next), then the kinds on the configuration itself (run_tasks()), on its first
     /// `always` splits and the extra splits screen() keeps. The extras are screened with the kind
-    /// of the fastest candidate after the first V kind ran on the `always` splits.
+    /// of the fastest candidate after the first V kind ran on the `always` splits, when it may
+    /// win (screen_leader()).
     void run_group(const std::vector<named_split>& splits, scenario_sets& scs, const split_group& g, std::size_t gi,
                    std::vector<candidate_report>& reports, choice& best) {
         const auto ks = kinds();
@@ -968,7 +970,7 @@ private:
             for (std::size_t k : always) tasks.push_back({k, *first_v, rank(k, std::size_t(first_v - ks.begin()))});
             run_tasks(splits, scs, tasks, reports, best);
         }
-        const std::vector<std::size_t> extras = screen(splits, scs, g, best.kind);
+        const std::vector<std::size_t> extras = screen(splits, scs, g, screen_leader(splits, scs, ks, always, best));
         std::vector<std::size_t> all = always;
         all.insert(all.end(), extras.begin(), extras.end());
         for (std::size_t i = 0; i < ks.size(); ++i) {
@@ -982,6 +984,22 @@ private:
             for (std::size_t i = 0; i < ks.size(); ++i)
                 if (ks[i].config == 0) tasks.push_back({k, ks[i], rank(k, i)});
         run_tasks(splits, scs, tasks, reports, best);
+    }
+
+    /// The kind that screens the extra splits (screen()): that of the fastest candidate so far
+    /// (`best`), but a V kind only while its makespan is below every lower bound of the kinds on
+    /// the configuration itself on the `always` splits, i.e. while no one-chunk kind can win
+    /// there; otherwise nullptr (screening_kind()). A V ranks the extra splits otherwise than
+    /// the one-chunk kind that wins on them (GPT-6.7B 65k seed 2 at 17250 MB: zb-v kept fill
+    /// weight 0.5, on which zb-h1 wins with 3043.7 ms; zb-h1 keeps 0.25, 3021.8 ms).
+    kind_t screen_leader(const std::vector<named_split>& splits, scenario_sets& scs, const std::vector<candidate_kind>& ks,
+                         const std::vector<std::size_t>& always, const choice& best) const {
+        if (best.kind == nullptr || config_index(*best.kind) == 0) return best.kind;
+        for (const candidate_kind& c : ks)
+            if (c.config == 0)
+                for (std::size_t k : always)
+                    if (!(best.makespan_ms < candidate_bound_ms(splits, scs, c, k))) return nullptr;
+        return best.kind;
     }
 
     /// A lower bound on the makespan of kind `c` on split `k` (max over replicas): lower_bound()
