@@ -168,7 +168,7 @@ TEST_CASE("solve_range_split equals brute force on random cost rows") {
     }
 }
 
-TEST_CASE("range_costs: repeated borrowed rows give the split and suffix minima of copied rows") {
+TEST_CASE("range_costs: repeated borrowed rows give the split, suffix minima and prefix maxima of copied rows") {
     // The sorted decoder-only order borrows one table row per sample length for runs of items.
     std::mt19937_64 rng(777);
     std::uniform_real_distribution<double> cost(0.1, 10.0);
@@ -198,7 +198,14 @@ TEST_CASE("range_costs: repeated borrowed rows give the split and suffix minima 
             if (borrowed.monotone(i)) continue;
             const auto x = borrowed.suffix_min(i), y = copied.suffix_min(i);
             CHECK(std::equal(x.begin(), x.end(), y.begin(), y.end()));
-            CHECK(borrowed.rising_head(i) == copied.rising_head(i));
+            const auto u = borrowed.prefix_max(i), v = copied.prefix_max(i);
+            CHECK(std::equal(u.begin(), u.end(), v.begin(), v.end()));
+            // Prefix maxima and suffix minima of the row itself.
+            const auto row = copied.row_costs(i);
+            for (std::size_t m = 0; m < row.size(); ++m) {
+                CHECK(v[m] == *std::max_element(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(m) + 1));
+                CHECK(y[m] == *std::min_element(row.begin() + static_cast<std::ptrdiff_t>(m), row.end()));
+            }
         }
         INFO("trial " << trial);
         // Capped solves (runs of borrowed rows share their cut, next cost and masked costs, also
