@@ -847,3 +847,16 @@ TEST_CASE("exact_split reweighted splits: the result is unchanged; each is near-
         CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
     }
 }
+
+TEST_CASE("range_split: first_above finds std::upper_bound's index in sorted costs") {
+    std::mt19937_64 rng(2024);
+    for (int trial = 0; trial < 500; ++trial) {
+        std::vector<double> a(rng() % 12);
+        for (double& x : a) x = static_cast<double>(rng() % 8);
+        std::sort(a.begin(), a.end());
+        for (double x = -1.0; x <= 9.0; x += 0.5) {
+            const auto want = static_cast<std::size_t>(std::upper_bound(a.begin(), a.end(), x) - a.begin());
+            REQUIRE(pb::detail::first_above(a.data(), a.size(), x) == want);
+        }
+    }
+}

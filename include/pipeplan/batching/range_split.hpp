@@ -179,6 +179,19 @@ struct capped_solution {
     [[nodiscard]] bool feasible() const noexcept { return std::isfinite(sum); }
 };
 
+/// The first index of the sorted `a[0, n)` whose value is > x (n: none), as std::upper_bound,
+/// without a branch per step (the costs searched are data the branch predictor cannot learn).
+inline std::size_t first_above(const double* a, std::size_t n, double x) noexcept {
+    if (n == 0) return 0;
+    const double* base = a;
+    while (n > 1) {
+        const std::size_t half = n / 2;
+        base = base[half - 1] <= x ? base + half : base;
+        n -= half;
+    }
+    return static_cast<std::size_t>(base - a) + (*base <= x ? 1 : 0);
+}
+
 /// Row i's ranges under `cap`: sets `cut` (the ranges m < cut are those a capped solve scans) and
 /// `clear` (<= cut: the ranges m < clear all cost <= cap) and returns the smallest cost above the
 /// cap among the ranges m < cut and the first range past them (infinity: none). Monotone rows stop
@@ -189,14 +202,14 @@ inline double capped_row_cut(const range_costs& rc, std::size_t i, double cap, s
     const auto row = rc.row_costs(i);
     const double* t = row.data();
     if (rc.monotone(i)) {
-        cut = clear = static_cast<std::size_t>(std::upper_bound(row.begin(), row.end(), cap) - row.begin());
+        cut = clear = first_above(t, row.size(), cap);
         return cut < row.size() ? t[cut] : inf;
     }
     const auto sm = rc.suffix_min(i);
-    cut = static_cast<std::size_t>(std::upper_bound(sm.begin(), sm.end(), cap) - sm.begin());
+    cut = first_above(sm.data(), sm.size(), cap);
     double next = cut < row.size() ? sm[cut] : inf;
     const double* pm = rc.prefix_max(i).data();
-    clear = static_cast<std::size_t>(std::upper_bound(pm, pm + cut, cap) - pm);
+    clear = first_above(pm, cut, cap);
     for (std::size_t m = clear; m < cut; ++m)
         if (t[m] > cap) next = std::min(next, t[m]);
     return next;
