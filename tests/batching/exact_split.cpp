@@ -168,7 +168,7 @@ TEST_CASE("solve_range_split equals brute force on random cost rows") {
     }
 }
 
-TEST_CASE("range_costs: repeated borrowed rows give the split and suffix minima of copied rows") {
+TEST_CASE("range_costs: repeated borrowed rows give the split, suffix minima and prefix maxima of copied rows") {
     // The sorted decoder-only order borrows one table row per sample length for runs of items.
     std::mt19937_64 rng(777);
     std::uniform_real_distribution<double> cost(0.1, 10.0);
@@ -198,7 +198,14 @@ TEST_CASE("range_costs: repeated borrowed rows give the split and suffix minima 
             if (borrowed.monotone(i)) continue;
             const auto x = borrowed.suffix_min(i), y = copied.suffix_min(i);
             CHECK(std::equal(x.begin(), x.end(), y.begin(), y.end()));
-            CHECK(borrowed.rising_head(i) == copied.rising_head(i));
+            const auto u = borrowed.prefix_max(i), v = copied.prefix_max(i);
+            CHECK(std::equal(u.begin(), u.end(), v.begin(), v.end()));
+            // Prefix maxima and suffix minima of the row itself.
+            const auto row = copied.row_costs(i);
+            for (std::size_t m = 0; m < row.size(); ++m) {
+                CHECK(v[m] == *std::max_element(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(m) + 1));
+                CHECK(y[m] == *std::min_element(row.begin() + static_cast<std::ptrdiff_t>(m), row.end()));
+            }
         }
         INFO("trial " << trial);
         // Capped solves (runs of borrowed rows share their cut, next cost and masked costs, also
@@ -838,5 +845,18 @@ TEST_CASE("exact_split reweighted splits: the result is unchanged; each is near-
         CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
         opt.fill_weights = {std::numeric_limits<double>::infinity()};
         CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
+    }
+}
+
+TEST_CASE("range_split: first_above finds std::upper_bound's index in sorted costs") {
+    std::mt19937_64 rng(2024);
+    for (int trial = 0; trial < 500; ++trial) {
+        std::vector<double> a(rng() % 12);
+        for (double& x : a) x = static_cast<double>(rng() % 8);
+        std::sort(a.begin(), a.end());
+        for (double x = -1.0; x <= 9.0; x += 0.5) {
+            const auto want = static_cast<std::size_t>(std::upper_bound(a.begin(), a.end(), x) - a.begin());
+            REQUIRE(pb::detail::first_above(a.data(), a.size(), x) == want);
+        }
     }
 }

@@ -76,7 +76,7 @@ public:
                 rw.end = true;
                 break;
             }
-            rw.costs.push_back(e.value());
+            rw.costs.push_back(e.value_or(microbatch_cost{}));  // ok() checked above
             ++costs_;
         }
         if (static_cast<int>(rw.costs.size()) < m) return nullptr;

@@ -165,18 +165,24 @@ template <cost_model Model>
                 buf.push_back(v);
             }
         } else {
+            // Stretches of ranges with the same running maxima (E, D) read one table row: copy
+            // each stretch from it, up to the first size that does not fit.
             int e = 0, d = 0;
-            typename detail::shape_tables<Model>::entry* row = nullptr;
-            for (int m = 1; m <= remaining; ++m) {
+            for (int m = 1; m <= remaining;) {
                 const auto& s = sh(i + static_cast<std::size_t>(m) - 1);
-                if (row == nullptr || s.seqlen_tokens > e || s.dec_seqlen_tokens > d) {
-                    e = std::max(e, s.seqlen_tokens);
-                    d = std::max(d, s.dec_seqlen_tokens);
-                    row = &tables.get(e, d);
+                e = std::max(e, s.seqlen_tokens);
+                d = std::max(d, s.dec_seqlen_tokens);
+                int end = m + 1;  // the stretch is m .. end - 1
+                while (end <= remaining) {
+                    const auto& x = sh(i + static_cast<std::size_t>(end) - 1);
+                    if (x.seqlen_tokens > e || x.dec_seqlen_tokens > d) break;
+                    ++end;
                 }
-                double t = 0;
-                if (!tables.at(*row, e, d, m, t)) break;
-                buf.push_back(t);
+                const std::vector<double>& t = tables.row(e, d, end - 1);
+                const int fit = std::min(end - 1, static_cast<int>(t.size()));
+                if (fit >= m) buf.insert(buf.end(), t.begin() + (m - 1), t.begin() + fit);
+                if (fit < end - 1) break;
+                m = end;
             }
         }
         entries += static_cast<long long>(buf.size());

@@ -61,6 +61,9 @@ inline void two_opt_path(std::vector<std::pair<int, int>>& pts, std::size_t wind
         return 4 * std::llabs(static_cast<long long>(pts[a].first) - pts[b].first) +
                dec_weight * std::llabs(static_cast<long long>(pts[a].second) - pts[b].second);
     };
+    // edge[k] = d(k, k + 1) of the current path, kept up to date across reversals.
+    std::vector<long long> edge(n - 1);
+    for (std::size_t k = 0; k + 1 < n; ++k) edge[k] = d(k, k + 1);
     for (int pass = 0; pass < max_passes; ++pass) {
         bool improved = false;
         // Reverse pts[i+1..j]; edges (i, i+1) and (j, j+1) are replaced by (i, j) and (i+1, j+1).
@@ -68,11 +71,12 @@ inline void two_opt_path(std::vector<std::pair<int, int>>& pts, std::size_t wind
         for (std::size_t i = 0; i + 2 < n; ++i) {
             const std::size_t jmax = window ? std::min(n - 1, i + 1 + window) : n - 1;
             for (std::size_t j = i + 2; j <= jmax; ++j) {
-                long long delta = d(i, j) - d(i, i + 1);
-                if (j + 1 < n) delta += d(i + 1, j + 1) - d(j, j + 1);
+                long long delta = d(i, j) - edge[i];
+                if (j + 1 < n) delta += d(i + 1, j + 1) - edge[j];
                 if (delta < 0) {
                     std::reverse(pts.begin() + static_cast<std::ptrdiff_t>(i + 1),
                                  pts.begin() + static_cast<std::ptrdiff_t>(j + 1));
+                    for (std::size_t k = i; k <= j && k + 1 < n; ++k) edge[k] = d(k, k + 1);
                     improved = true;
                 }
             }

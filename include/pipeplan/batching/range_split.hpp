@@ -87,13 +87,14 @@ public:
                 if (m > 0 && r.data[m] < r.data[m - 1]) r.monotone = false;
             }
         }
-        // Suffix minima of the rows that are not monotone: a cap's feasible ranges all lie
-        // before the first suffix minimum above it (suffix minima are non-decreasing). One
-        // allocation, kept across finalize() calls and left uninitialised: every entry is
+        // Suffix minima and prefix maxima of the rows that are not monotone: a cap's feasible
+        // ranges all lie before the first suffix minimum above it, and every cost above it before
+        // that lies at or after the first prefix maximum above it (both are sorted). One
+        // allocation each, kept across finalize() calls and left uninitialised: every entry is
         // written below (a 1M-sample table is O(n·L) doubles; zeroing it first doubled its cost).
         // A borrowed row equal to the previous one (same costs, same length: the sorted
         // decoder-only order's rows of one sample length) shares its entries and its checks, so
-        // the checks and the table are O(distinct rows · L) rather than O(n·L).
+        // the checks and the tables are O(distinct rows · L) rather than O(n·L).
         std::size_t total = 0;
         for (std::size_t i = 0; i < n; ++i) {
             row& r = rows_[i];
@@ -102,20 +103,18 @@ public:
         }
         if (total > suffix_capacity_) {
             suffix_min_.reset(new double[total]);
+            prefix_max_.reset(new double[total]);
             suffix_capacity_ = total;
         }
         for (std::size_t i = 0; i < n; ++i) {
-            row& r = rows_[i];
-            if (r.monotone) continue;
-            if (r.same_as_previous) {
-                r.rising_head = rows_[i - 1].rising_head;
-                continue;
-            }
+            const row& r = rows_[i];
+            if (r.monotone || r.same_as_previous) continue;
             double* sm = suffix_min_.get() + r.suffix_offset;
+            double* pm = prefix_max_.get() + r.suffix_offset;
             double low = std::numeric_limits<double>::infinity();
             for (int m = r.len; m-- > 0;) sm[m] = low = std::min(low, r.data[m]);
-            r.rising_head = 1;
-            while (r.rising_head < r.len && r.data[r.rising_head] >= r.data[r.rising_head - 1]) ++r.rising_head;
+            double high = -std::numeric_limits<double>::infinity();
+            for (int m = 0; m < r.len; ++m) pm[m] = high = std::max(high, r.data[m]);
         }
         finalized_ = true;
     }
@@ -123,8 +122,10 @@ public:
     [[nodiscard]] std::span<const double> suffix_min(std::size_t i) const {
         return {suffix_min_.get() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
     }
-    /// Length of row i's non-decreasing head: t(i, 1..h) is sorted (after finalize()).
-    [[nodiscard]] std::size_t rising_head(std::size_t i) const { return static_cast<std::size_t>(rows_[i].rising_head); }
+    /// Row i's prefix maxima, max t(i, 1..m) (after finalize(); rows that are not monotone).
+    [[nodiscard]] std::span<const double> prefix_max(std::size_t i) const {
+        return {prefix_max_.get() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
+    }
     [[nodiscard]] bool finalized() const noexcept { return finalized_; }
     [[nodiscard]] std::size_t size() const noexcept { return rows_.size(); }
     /// t(i, m) for m = 1..len(i) (after finalize()).
@@ -142,12 +143,12 @@ private:
         const double* data = nullptr;
         int len = 0;
         bool monotone = true;
-        std::size_t suffix_offset = 0;  ///< into suffix_min_ (rows that are not monotone)
-        int rising_head = 0;            ///< rows that are not monotone: length of the sorted head
+        std::size_t suffix_offset = 0;  ///< into suffix_min_ and prefix_max_ (rows that are not monotone)
         bool same_as_previous = false;  ///< borrows the previous row's costs and length
     };
     std::vector<double> storage_;
     std::unique_ptr<double[]> suffix_min_;  ///< rows that are not monotone, at their suffix_offset
+    std::unique_ptr<double[]> prefix_max_;  ///< rows that are not monotone, at their suffix_offset
     std::size_t suffix_capacity_ = 0;
     std::vector<row> rows_;
     bool finalized_ = false;
@@ -178,26 +179,48 @@ struct capped_solution {
     [[nodiscard]] bool feasible() const noexcept { return std::isfinite(sum); }
 };
 
+/// The first index of the sorted `a[0, n)` whose value is > x (n: none), as std::upper_bound,
+/// without a branch per step (the costs searched are data the branch predictor cannot learn).
+inline std::size_t first_above(const double* a, std::size_t n, double x) noexcept {
+    if (n == 0) return 0;
+    const double* base = a;
+    while (n > 1) {
+        const std::size_t half = n / 2;
+        base = base[half - 1] <= x ? base + half : base;
+        n -= half;
+    }
+    return static_cast<std::size_t>(base - a) + (*base <= x ? 1 : 0);
+}
+
 /// Row i's ranges under `cap`: sets `cut` (the ranges m < cut are those a capped solve scans) and
-/// returns the smallest cost above the cap among them and the first range past them (infinity:
-/// none). Monotone rows stop at the first t > cap; other rows at the first suffix minimum above the
-/// cap, and a cost above the cap before that lies past the last head entry <= the cap (the head is
-/// sorted; past the head, a dip of the row may bring costs back under the cap).
-inline double capped_row_cut(const range_costs& rc, std::size_t i, double cap, std::size_t& cut) {
+/// `clear` (<= cut: the ranges m < clear all cost <= cap) and returns the smallest cost above the
+/// cap among the ranges m < cut and the first range past them (infinity: none). Monotone rows stop
+/// at the first t > cap (clear = cut); other rows at the first suffix minimum above the cap, and
+/// their costs above the cap before that lie at or after the first prefix maximum above it.
+inline double capped_row_cut(const range_costs& rc, std::size_t i, double cap, std::size_t& cut, std::size_t& clear) {
     constexpr double inf = std::numeric_limits<double>::infinity();
     const auto row = rc.row_costs(i);
     const double* t = row.data();
     if (rc.monotone(i)) {
-        cut = static_cast<std::size_t>(std::upper_bound(row.begin(), row.end(), cap) - row.begin());
+        cut = clear = first_above(t, row.size(), cap);
         return cut < row.size() ? t[cut] : inf;
     }
     const auto sm = rc.suffix_min(i);
-    cut = static_cast<std::size_t>(std::upper_bound(sm.begin(), sm.end(), cap) - sm.begin());
+    cut = first_above(sm.data(), sm.size(), cap);
     double next = cut < row.size() ? sm[cut] : inf;
-    const std::size_t head = std::min(rc.rising_head(i), cut);
-    for (std::size_t m = static_cast<std::size_t>(std::upper_bound(t, t + head, cap) - t); m < cut; ++m)
+    const double* pm = rc.prefix_max(i).data();
+    clear = first_above(pm, cut, cap);
+    for (std::size_t m = clear; m < cut; ++m)
         if (t[m] > cap) next = std::min(next, t[m]);
     return next;
+}
+
+/// out[m] = min(out[m], fi + t[m]) for m < clear, and the same for clear <= m < cut where
+/// t[m] <= cap (two branch-free loops the compiler vectorises; fi is finite, so fi + inf = inf).
+inline void relax_row(double* out, const double* t, double fi, double cap, std::size_t clear, std::size_t cut) noexcept {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    for (std::size_t m = 0; m < clear; ++m) out[m] = std::min(out[m], fi + t[m]);
+    for (std::size_t m = clear; m < cut; ++m) out[m] = std::min(out[m], fi + (t[m] <= cap ? t[m] : inf));
 }
 
 /// min Σ t over splits whose ranges all have t ≤ cap. The forward pass keeps only the
@@ -214,10 +237,9 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
     // Rows equal to the previous one (range_costs::same_as_previous: a run of one sample length
     // in the sorted order) share the cut, the smallest cost above the cap and the costs scanned,
     // found once per run: for a row that is not monotone and starts a run of two or more, its
-    // costs up to the cut with those above the cap made infinite, so that every row's scan is the
-    // same branch-free, vectorised loop. A row alone (most encoder-decoder rows) scans its own
-    // costs with the cap test instead of copying them first.
-    std::size_t cut = 0;
+    // costs up to the cut with those above the cap made infinite. A row alone (most
+    // encoder-decoder rows) relaxes its own costs, those past `clear` with the cap test.
+    std::size_t cut = 0, clear = 0;
     bool have_cut = false;
     const double* t = nullptr;
     std::vector<double> masked;
@@ -227,21 +249,21 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
         if (fi == inf) continue;
         double* out = f.data() + i + 1;
         if (!have_cut) {
-            next_cap = std::min(next_cap, capped_row_cut(rc, i, cap, cut));
+            next_cap = std::min(next_cap, capped_row_cut(rc, i, cap, cut, clear));
             have_cut = true;
             t = rc.row_costs(i).data();
-            if (!rc.monotone(i)) {
+            if (clear < cut) {
                 if (i + 1 == n || !rc.same_as_previous(i + 1)) {
-                    for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], t[m] <= cap ? fi + t[m] : inf);
+                    relax_row(out, t, fi, cap, clear, cut);
                     continue;
                 }
                 masked.assign(t, t + cut);
-                for (double& x : masked)
-                    if (x > cap) x = inf;
+                for (std::size_t m = clear; m < cut; ++m)
+                    if (masked[m] > cap) masked[m] = inf;
                 t = masked.data();
             }
         }
-        for (std::size_t m = 0; m < cut; ++m) out[m] = std::min(out[m], fi + t[m]);
+        relax_row(out, t, fi, cap, cut, cut);
     }
     capped_solution s;
     s.next_cap = next_cap;

@@ -342,7 +342,7 @@ private:
         const bool layer = c == component::encoder || c == component::decoder;
         part out;
         const auto take = [&](const estimate<double>& e, double& into) {
-            if (e.ok()) into = e.value();
+            if (e.ok()) into = e.value_or(0.0);  // value() would keep its throwing path out of line
             else if (layer || e.status() != estimate_status::unsupported)
                 out.status = std::max(out.status, e.status());
         };

@@ -203,6 +203,9 @@ public:
         std::array<std::size_t, all_cost_metrics.size()> which{};
         std::array<const profile_grid*, all_cost_metrics.size()> grids{};
         profile_grid::located_lengths lengths;
+        /// The last mbs cell's corner values (evaluate(prepared, mbs) fills it): a prepared
+        /// query is evaluated from one thread at a time.
+        mutable profile_grid::mbs_cell_memo memo;
     };
 
     /// Prepares `q` (its mbs is ignored) for evaluate(prepared, mbs).
@@ -210,6 +213,7 @@ public:
         out.q = q;
         out.slot = -1;
         out.count = 0;
+        out.memo = {};
         const int t = tp_slot(q.tp);
         if (t < 0 || static_cast<std::size_t>(q.recompute) >= recompute_modes ||
             static_cast<std::size_t>(q.comp) >= components)
@@ -239,7 +243,7 @@ public:
         layer_cost c;
         std::array<estimate<double>*, metrics> slots{&c.forward_ms, &c.backward_ms, &c.stored_mb, &c.peak_mb};
         std::array<estimate<double>, metrics> results{};
-        profile_grid::at_shared_located(p.grids.data(), p.count, mbs, p.lengths, scheme_, results.data());
+        profile_grid::at_shared_located(p.grids.data(), p.count, mbs, p.lengths, scheme_, results.data(), &p.memo);
         for (std::size_t i = 0; i < p.count; ++i) *slots[p.which[i]] = results[i];
         return c;
     }

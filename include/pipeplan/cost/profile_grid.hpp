@@ -237,6 +237,23 @@ public:
         std::array<double, axes> t{};
         std::array<std::array<double, 2>, axes> w_a{}, w_b{};  // see make_stencil()
         estimate_status status = estimate_status::ok;
+        /// quadratic_shape: the (s, d) corners of the cell in stencil order (shape_stencil()),
+        /// each with its intercept and slope weight and its offset in the grids' values.
+        std::array<double, 4> corner_wa{}, corner_wb{};
+        std::array<std::size_t, 4> corner_offset{};
+        std::uint32_t corners = 0;
+        bool on_grid = false;  ///< both lengths on grid points (or independent)
+    };
+
+    /// What at_shared_located() keeps between calls at the same located lengths (one per
+    /// prepared query, so not shared between threads): the last mbs cell and, per grid, its
+    /// corner values (pricing m = 1, 2, ... meets each mbs cell many times in a row).
+    struct mbs_cell_memo {
+        static constexpr std::size_t max_grids = 4;
+        static constexpr std::uint32_t none = 0xffffffffU;
+        std::uint32_t lo = none;  ///< the cell's lower mbs index (none: nothing kept)
+        std::array<std::array<double, 8>, max_grids> values;  ///< per grid: each corner's (lo, hi) values
+        std::array<bool, max_grids> complete{};  ///< no corner value of the grid is NaN
     };
 
     /// Locates (s, d) on axes 1 and 2 of this grid (and of every grid with the same axes).
@@ -252,29 +269,49 @@ public:
             }
         }
         for (std::size_t k = 1; k < axes; ++k) out.lo[k] = b[k].lo, out.hi[k] = b[k].hi, out.t[k] = b[k].t;
-        if (scheme == interpolation_scheme::quadratic_shape) length_weights(b, out.w_a, out.w_b);
+        out.on_grid = on_grid_point(b);  // axis 0's bracket is {0, 0}: on a grid point
+        out.corners = 0;
+        if (scheme != interpolation_scheme::quadratic_shape) return;
+        length_weights(b, out.w_a, out.w_b);
+        for (unsigned corner = 0; corner < 4; ++corner) {  // as shape_stencil() walks them
+            const unsigned u1 = corner & 1U, u2 = (corner >> 1) & 1U;
+            if ((u1 && b[1].lo == b[1].hi) || (u2 && b[2].lo == b[2].hi)) continue;
+            out.corner_wa[out.corners] = out.w_a[1][u1] * out.w_a[2][u2];
+            out.corner_wb[out.corners] = out.w_b[1][u1] * out.w_b[2][u2];
+            out.corner_offset[out.corners++] =
+                (u1 ? b[1].hi : b[1].lo) * stride_[1] + (u2 ? b[2].hi : b[2].lo) * stride_[2];
+        }
     }
 
     /// at_shared(grids, count, mbs, s, d, scheme, out), bit for bit, with (s, d) located by
     /// grids[0]->locate_lengths(s, d, scheme, lengths).
+    /// `memo` (optional, one per `lengths`, reset to mbs_cell_memo{} whenever `lengths` change)
+    /// keeps the mbs cell's corner values between calls; the answers are the same without it.
     static void at_shared_located(const profile_grid* const* grids, std::size_t count, double mbs,
                                   const located_lengths& lengths, interpolation_scheme scheme,
-                                  estimate<double>* out) noexcept {
+                                  estimate<double>* out, mbs_cell_memo* memo = nullptr) noexcept {
         if (count == 0) return;
         std::array<bracket, axes> b{};
-        estimate_status st = grids[0]->locate(0, mbs, scheme, b[0]);
+        const profile_grid& g0 = *grids[0];
+        // Inside the memo's cell (strictly between its mbs values) locate() finds that cell.
+        const bool in_cell = memo && memo->lo != mbs_cell_memo::none && scheme == interpolation_scheme::quadratic_shape &&
+                             mbs >= 1.0 && g0.axis_value(0, memo->lo) < mbs && mbs < g0.axis_value(0, memo->lo + 1);
+        estimate_status st = estimate_status::ok;
+        if (in_cell) b[0] = {memo->lo, memo->lo + 1, g0.local(0, memo->lo, memo->lo + 1, mbs, scheme)};
+        else st = g0.locate(0, mbs, scheme, b[0]);
         if (st == estimate_status::ok) st = lengths.status;
         if (st != estimate_status::ok) {
             for (std::size_t i = 0; i < count; ++i) out[i] = estimate<double>::failed(st);
             return;
         }
         for (std::size_t k = 1; k < axes; ++k) b[k] = {lengths.lo[k], lengths.hi[k], lengths.t[k]};
-        const profile_grid& g0 = *grids[0];
+        const bool shape = scheme == interpolation_scheme::quadratic_shape && b[0].lo != b[0].hi &&
+                           !(lengths.on_grid && (b[0].t == 0 || b[0].t == 1));
+        if (shape && memo && count <= mbs_cell_memo::max_grids)
+            return shape_located(grids, count, b, lengths, *memo, out);
         stencil sc;
-        if (scheme == interpolation_scheme::quadratic_shape && !g0.on_grid_point(b) && b[0].lo != b[0].hi)
-            g0.shape_stencil(b, lengths.w_a, lengths.w_b, sc);
-        else
-            g0.make_stencil(b, scheme, sc);
+        if (shape) g0.shape_stencil(b, lengths.w_a, lengths.w_b, sc);
+        else g0.make_stencil(b, scheme, sc);
         for (std::size_t i = 0; i < count; ++i) out[i] = grids[i]->apply(sc, b, scheme, true);
     }
 
@@ -463,6 +500,52 @@ private:
         }
         st.exact = false;
         st.shape = true;
+    }
+
+    // at_shared_located()'s quadratic_shape stencil (off the grid points, two mbs corners) from
+    // the lengths' corners and the memo's corner values: shape_stencil() + apply(), the same
+    // floating-point operations in the same order; a grid with a NaN corner takes apply().
+    static void shape_located(const profile_grid* const* grids, std::size_t count, const std::array<bracket, axes>& b,
+                              const located_lengths& lengths, mbs_cell_memo& memo, estimate<double>* out) noexcept {
+        const profile_grid& g0 = *grids[0];
+        const std::size_t lo0 = b[0].lo * g0.stride_[0], hi0 = b[0].hi * g0.stride_[0];
+        const std::uint32_t corners = lengths.corners;
+        if (memo.lo != b[0].lo) {
+            memo.lo = b[0].lo;
+            for (std::size_t i = 0; i < count; ++i) {
+                bool complete = true;
+                for (std::uint32_t u = 0; u < corners; ++u) {
+                    const double* v = grids[i]->values_.data() + lengths.corner_offset[u];
+                    memo.values[i][2 * u] = v[lo0];
+                    memo.values[i][2 * u + 1] = v[hi0];
+                    complete = complete && !std::isnan(v[lo0]) && !std::isnan(v[hi0]);
+                }
+                memo.complete[i] = complete;
+            }
+        }
+        const double m0 = g0.axis_value(0, b[0].lo), m1 = g0.axis_value(0, b[0].hi);
+        const double m = m0 + b[0].t * (m1 - m0);
+        const double inv_dm = 1.0 / (m1 - m0);
+        std::array<double, 8> w;  // per corner: weight of f(m0), of f(m1)
+        for (std::uint32_t u = 0; u < corners; ++u) {
+            const double wa = lengths.corner_wa[u];
+            const double c = (lengths.corner_wb[u] * m - wa * m0) * inv_dm;
+            w[2 * u] = wa - c;
+            w[2 * u + 1] = c;
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+            if (!memo.complete[i]) {
+                stencil sc;
+                g0.shape_stencil(b, lengths.w_a, lengths.w_b, sc);
+                out[i] = grids[i]->apply(sc, b, interpolation_scheme::quadratic_shape, true);
+                continue;
+            }
+            // apply() leaves out the entries of weight 0; adding w · v = ±0 for them instead
+            // changes no sum but a zero one, which takes the fallback either way.
+            double sum = 0;
+            for (std::uint32_t e = 0; e < 2 * corners; ++e) sum += w[e] * memo.values[i][e];
+            out[i] = sum > 0 ? estimate<double>(sum) : grids[i]->combine(b, interpolation_scheme::linear, true);
+        }
     }
 
     // Applies a stencil to this grid; falls back (ragged cell, non-positive shape value) as the
