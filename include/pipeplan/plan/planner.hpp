@@ -571,7 +571,6 @@ private:
         double over_ms;             ///< the makespan of the plan under the smallest such budget that gave one
         double under_mb = 0.0;      ///< the largest budget whose plan fits, or (until one fits) without a plan
         bool fitted = false;
-        double best_ms = std::numeric_limits<double>::infinity();  ///< the fastest plan that fits
         double step_mb = 0.0;
         /// every plan so far had memory_replan_gain_microbatches micro-batches or more, and none
         /// was faster than a plan made under a larger budget
@@ -586,8 +585,9 @@ private:
             seen.emplace_back(budget_mb, makespan_ms);
         }
 
-        /// The budget to try next; nullopt when the search is done.
-        [[nodiscard]] std::optional<double> next(double excess_mb) {
+        /// The budget to try next, `best_ms` the fastest plan that fits so far; nullopt when the
+        /// search is done.
+        [[nodiscard]] std::optional<double> next(double excess_mb, double best_ms) {
             const double tolerance_mb = replan_tolerance * device_mb;
             if (over_mb - under_mb <= tolerance_mb) return std::nullopt;
             if (gain > 0.0 && fitted && monotone && best_ms - over_ms <= gain * best_ms) return std::nullopt;
@@ -630,7 +630,7 @@ private:
         std::string last = "the plan under a budget of " + std::to_string(device_mb) + " MB needs " + std::to_string(need_mb) +
                            " MB (arena + model state) on some rank";
         std::size_t attempts = 1;
-        for (std::optional<double> b; attempts <= opt_.memory_replans && (b = s.next(need_mb - device_mb)); ++attempts) {
+        for (std::optional<double> b; attempts <= opt_.memory_replans && (b = s.next(need_mb - device_mb, best ? best->makespan_ms : 0.0)); ++attempts) {
             budget_mb_ = *b;
             try {
                 plan_result r = replan(plan_once, device_mb);
@@ -645,7 +645,6 @@ private:
                 }
                 s.under_mb = *b;
                 s.fitted = true;
-                s.best_ms = std::min(s.best_ms, r.makespan_ms);
                 if (!best || r.makespan_ms < best->makespan_ms) best = std::move(r);
             } catch (const error& e) {
                 if (s.fitted) s.over_mb = *b; else s.under_mb = *b;  // no plan here: search above
