@@ -345,10 +345,8 @@ public:
         }
         // Orders seen for the first time (or other than the kept ones): run as the devices allow.
         st.has_steps = false;
-        if (!structure_builder(st, ws_.structure_tables, start_clocks(), timeline, sc_, sched_, ws_.keep_structure).run()) {
-            st.has_steps = false;
-            return false;
-        }
+        if (!structure_builder(st, ws_.structure_tables, start_clocks(), timeline, sc_, sched_, ws_.keep_structure).run())
+            return false;  // (has_steps stays false: the builder sets it only when it succeeds)
         (void)record(false);
         finish(r, opt);
         return true;
