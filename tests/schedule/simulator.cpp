@@ -307,3 +307,10 @@ TEST_CASE("simulator: a reused workspace keeps the structure of the orders and n
     CHECK(errors > 0);            // some swaps deadlock or are refused
     CHECK(errors * 2 < compared);
 }
+
+TEST_CASE("simulator: the recording pass's branch-free comparison of times is operator== on doubles") {
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    const std::vector<double> values{0.0, -0.0, 1.5, 1.5 + 1e-15, 4000.0, inf, nan};
+    for (const double a : values)
+        for (const double b : values) CHECK(detail::equal_as_one(a, b) == (a == b ? 1 : 0));
+}
