@@ -344,3 +344,10 @@ TEST_CASE("link_channels: per-link queues equal a map of links, dense and listed
     CHECK(links.is_free());
     CHECK(links.arrival(3.0, 0, 1, 100.0) == 3.0);
 }
+
+TEST_CASE("simulator: the recording pass's branch-free comparison of times is operator== on doubles") {
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    const std::vector<double> values{0.0, -0.0, 1.5, 1.5 + 1e-15, 4000.0, inf, nan};
+    for (const double a : values)
+        for (const double b : values) CHECK(detail::equal_as_one(a, b) == (a == b ? 1 : 0));
+}

@@ -128,10 +128,11 @@ inline void build_nodes(const op_index& idx, const scenario& sc, double w, std::
 /// starts at `row`) and returns where the next point goes: {start, during} and {end, after}; a
 /// step of zero length, when the op starts as the previous one ended, is replaced by the op's
 /// own. Without a branch: whether an op starts as the previous one ended is data, which a
-/// branch would mispredict about every other op.
+/// branch would mispredict about every other op (equal_as_one(); the row's first point, {0,
+/// model state}, is written before any op, so curve[-1] is always a point of the row).
 [[gnu::always_inline]] inline memory_point* add_steps(memory_point* curve, const memory_point* row, double start_ms,
                                                       double end_ms, double during_mb, double after_mb) noexcept {
-    curve -= static_cast<std::ptrdiff_t>(curve - row > 1 && curve[-1].time_ms == start_ms);
+    curve -= static_cast<std::ptrdiff_t>(curve - row > 1) & equal_as_one(curve[-1].time_ms, start_ms);
     curve[0] = {start_ms, during_mb};
     curve[1] = {end_ms, after_mb};
     return curve + 2;

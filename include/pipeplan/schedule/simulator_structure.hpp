@@ -33,6 +33,10 @@
 #include "pipeplan/schedule/scenario.hpp"
 #include "pipeplan/schedule/timing.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace pipeplan::schedule {
 
 /// When one op ran.
@@ -62,6 +66,17 @@ namespace pipeplan::schedule::detail {
 template <int write = 0>
 [[gnu::always_inline]] inline void prefetch_line(std::uintptr_t at) noexcept {
     __builtin_prefetch(reinterpret_cast<const void*>(at), write);
+}
+
+/// 1 when `a == b` (as doubles: NaN never, −0 == +0), else 0, without a branch: g++ 12 compiles
+/// the comparison of two doubles into an integer as two jumps (zero and parity flags), which
+/// the recording pass would mispredict about every other op.
+[[nodiscard, gnu::always_inline]] inline std::ptrdiff_t equal_as_one(double a, double b) noexcept {
+#if defined(__SSE2__)
+    return _mm_cvtsi128_si32(_mm_castpd_si128(_mm_cmpeq_sd(_mm_set_sd(a), _mm_set_sd(b)))) & 1;
+#else
+    return a == b;
+#endif
 }
 
 /// An op's kind, with a B told apart by what ran before it on its (stage, micro-batch): what it
@@ -254,7 +269,7 @@ private:
         ++w.span;
         w.busy_ms += end_ms - start_ms;
         if (w.curve) {
-            w.curve -= static_cast<std::ptrdiff_t>(w.last_end_ms == start_ms);
+            w.curve -= equal_as_one(w.last_end_ms, start_ms);
             w.curve[0] = {start_ms, during_mb};
             w.curve[1] = {end_ms, w.state_mb + w.stored_mb};
             w.curve += 2;
