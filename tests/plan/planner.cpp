@@ -240,6 +240,9 @@ TEST_CASE("planner: runner-up splits are extra candidates; the plan is never slo
     o.fill_weights.clear();
     o.scheduled_extra_splits = 2;  // every runner-up in full: no screening
     o.polish_evaluations = 0;      // "never slower" is about the candidate sets (the polish follows the winner)
+    // 1F1B stays above its lower bound, so the runner-ups' bounds do not prune them (a V that
+    // reaches its bound prunes runner-ups whose bound equals it up to rounding).
+    o.schedule = schedule::schedule_name::one_f_one_b;
     const auto base = plan_iteration(gpt(), batch, o);
     o.alternative_splits = 2;
     const auto more = plan_iteration(gpt(), batch, o);
