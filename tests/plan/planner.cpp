@@ -39,6 +39,15 @@ planner_options gpt_options(int stages = 4, int chunks = 1, int dp = 1) {
     return o;
 }
 
+/// GPT-6.7B on 4 stages of 8 layers at 36000 MB, 24 evaluations per order search (the CLI's).
+planner_options gpt_65k_options() {
+    planner_options o = gpt_options();
+    o.config.layers_per_stage = 8;
+    o.config.device_memory_mb = 36000;
+    o.order_search_evaluations = 24;
+    return o;
+}
+
 const analytic_cost_model& gpt() {
     static const analytic_cost_model m = make_analytic_model("gpt-6.7b");
     return m;
@@ -152,10 +161,7 @@ TEST_CASE("planner: errors — thrown, and as values from the non-throwing entry
 TEST_CASE("planner: real GPT-6.7B profiles, 65k-token batches: near the lower bound, arena near the live set" * PIPEPLAN_NEEDS_DATA()) {
     const auto dir = test::shared_data_dir();
     const auto model = profile_cost_model::load(*dir / "cost_models", "gpt_6.7b", interpolation_mode::recommended);
-    auto o = gpt_options();
-    o.config.layers_per_stage = 8;
-    o.config.device_memory_mb = 36000;
-    o.order_search_evaluations = 24;
+    const planner_options o = gpt_65k_options();
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
         const auto batch = test::draw_batch("superni_gpt.csv", 65536, seed);
         const auto r = plan_iteration(model, batch, o);
@@ -234,6 +240,9 @@ TEST_CASE("planner: runner-up splits are extra candidates; the plan is never slo
     o.fill_weights.clear();
     o.scheduled_extra_splits = 2;  // every runner-up in full: no screening
     o.polish_evaluations = 0;      // "never slower" is about the candidate sets (the polish follows the winner)
+    // 1F1B stays above its lower bound, so the runner-ups' bounds do not prune them (a V that
+    // reaches its bound prunes runner-ups whose bound equals it up to rounding).
+    o.schedule = schedule::schedule_name::one_f_one_b;
     const auto base = plan_iteration(gpt(), batch, o);
     o.alternative_splits = 2;
     const auto more = plan_iteration(gpt(), batch, o);
@@ -535,6 +544,23 @@ TEST_CASE("planner: real GPT-6.7B batches at S = 4, 8, 16: the V candidates neve
         CHECK(r.makespan_ms >= r.lower_bound_ms * (1 - 1e-12));
         for (std::size_t k = 0; k < r.arena_mb.size(); ++k) CHECK(r.arena_mb[k] + r.model_state_mb[k] <= 36000);
     }
+}
+
+TEST_CASE("planner: a plan at its lower bound (up to rounding) leaves the V kinds after it unscheduled" * PIPEPLAN_NEEDS_DATA()) {
+    const auto dir = test::shared_data_dir();
+    const auto model = profile_cost_model::load(*dir / "cost_models", "gpt_6.7b", interpolation_mode::recommended);
+    auto o = gpt_65k_options();
+    o.split.lengths.max_seqlen_tokens = o.split.lengths.max_dec_seqlen_tokens = 4096;  // as `pipeplan plan`'s
+    std::size_t at_bound = 0;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {  // `pipeplan plan --tokens 65536 --seed N`'s batches
+        const plan_result r = plan_iteration(model, test::draw_batch("superni_gpt.csv", 65536, seed), o);
+        const candidate_report& chosen = r.candidates[r.chosen];
+        INFO("seed " << seed << ": " << chosen.name << " on " << chosen.split << ", " << r.makespan_ms << " ms, bound " << r.lower_bound_ms);
+        if (chosen.name != "zb-v" || r.makespan_ms > r.lower_bound_ms * (1 + 1e-12)) continue;
+        ++at_bound;  // seed 5 reads 4e-13 ms above the bound its V kinds share
+        for (const candidate_report& c : r.candidates) CHECK_FALSE((c.split == chosen.split && c.name != "zb-v"));
+    }
+    CHECK(at_bound >= 4);
 }
 
 TEST_CASE("planner: dualpipe-v is a candidate only under a measured overlap factor < 1; never slower for it") {

@@ -1017,15 +1017,24 @@ private:
         return bound_ms;
     }
 
+    /// How far (relative) a lower bound may read below a makespan that reaches it (run_tasks()):
+    /// rounding of sums of a few thousand durations in two orders, ~1e-14 (10 ulps of 2 s here);
+    /// a candidate pruned by this margin could win by at most 2 ns of a 2 s plan.
+    static constexpr double bound_rounding = 1e-12;
+
     /// Schedules those of the `tasks` that may still beat `best` by their lower bound (in
     /// parallel), reports them in that order, and keeps in `best` the fastest feasible one (ties:
-    /// the lower rank).
+    /// the lower rank). A bound within bound_rounding of the best makespan counts as reached: the
+    /// bound sums the micro-batches in the split's order, the makespan in the scheduled one, so
+    /// one at the bound may read a few ulps above it (GPT-6.7B 65k seed 5: zb-v 2182.7736306762699
+    /// ms, the V's bound 2182.7736306762695 ms: v-half and v-min cannot win there).
     void run_tasks(const std::vector<named_split>& splits, scenario_sets& scs, const std::vector<task>& all,
                    std::vector<candidate_report>& reports, choice& best) {
         std::vector<task> tasks;
+        const double reached_ms = best.makespan_ms * (1.0 - bound_rounding);
         for (const task& t : all) {
             const double bound_ms = candidate_bound_ms(splits, scs, t.kind, t.split);
-            if (bound_ms < best.makespan_ms || (bound_ms == best.makespan_ms && t.rank < best.rank)) tasks.push_back(t);
+            if (bound_ms < reached_ms || (bound_ms <= best.makespan_ms && t.rank < best.rank)) tasks.push_back(t);
         }
         std::vector<candidate_run> runs(tasks.size());
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks.size(), opt_.threads)));
