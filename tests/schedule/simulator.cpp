@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -12,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "check.hpp"
+#include "pipeplan/core/random.hpp"
 #include "pipeplan/schedule.hpp"
+#include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/scenario_json.hpp"
 
 using namespace pipeplan::schedule;
@@ -306,4 +309,38 @@ TEST_CASE("simulator: a reused workspace keeps the structure of the orders and n
     CHECK(checked > 0);
     CHECK(errors > 0);            // some swaps deadlock or are refused
     CHECK(errors * 2 < compared);
+}
+
+TEST_CASE("link_channels: per-link queues equal a map of links, dense and listed, across resets") {
+    network_model nw;
+    nw.latency_ms = 0.25;
+    nw.bandwidth_gbps = 8.0;  // 1 MB = 1 ms on the wire
+    nw.intra_node_latency_ms = 0.125;
+    nw.intra_node_bandwidth_gbps = 16.0;
+    nw.devices_per_node = 4;
+    link_channels links;
+    pipeplan::splitmix64 rng(11);
+    for (const std::size_t devices : {1100u, 8u, 300u, 256u, 1100u, 257u}) {
+        CAPTURE(devices);
+        links.reset(devices, nw);
+        std::map<std::pair<std::size_t, std::size_t>, double> free_ms;  // the reference: every link its own entry
+        for (int k = 0; k < 4000; ++k) {
+            const std::size_t from = rng.below(devices);
+            // mostly the pipeline's neighbours, sometimes any device (a long list)
+            const std::size_t to = rng.below(4) != 0 ? (from + 1 + rng.below(2)) % devices : rng.below(devices);
+            const double t = static_cast<double>(rng.below(2000)) / 4.0, size_mb = static_cast<double>(rng.below(9)) / 2.0;
+            double want = t;
+            if (from != to) {
+                double& f = free_ms[{from, to}];
+                const double depart = std::max(t, f);
+                f = depart + nw.wire_ms(size_mb, from, to);
+                want = f + nw.latency(from, to);
+            }
+            REQUIRE(links.arrival(t, from, to, size_mb) == want);
+        }
+    }
+    network_model free_net;
+    links.reset(1100, free_net);
+    CHECK(links.is_free());
+    CHECK(links.arrival(3.0, 0, 1, 100.0) == 3.0);
 }

@@ -232,15 +232,21 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
     return arena;
 }
 
-/// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
-/// list): the position is counted without branches (where a search would mispredict), then
-/// the tail moves up by one place. Returns n + 1.
-inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
-    std::size_t at = 0;
-    for (std::size_t k = 0; k < n; ++k) at += sp[k].begin <= e.begin;
+/// Inserts `e` at position `at` of the `n` spans at `sp` (room for n + 1): the tail moves up
+/// by one place. Returns n + 1.
+inline std::size_t insert_at(placed_span* sp, std::size_t n, std::size_t at, const placed_span& e) {
     for (std::size_t k = n; k > at; --k) sp[k] = sp[k - 1];
     sp[at] = e;
     return n + 1;
+}
+
+/// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
+/// list): the position is counted without branches (where a search would mispredict), after
+/// the spans that begin at or below e's begin. Returns n + 1.
+inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < n; ++k) at += sp[k].begin <= e.begin;
+    return insert_at(sp, n, at, e);
 }
 
 /// Scratch of place_rest(), kept across calls (its vectors only grow).
@@ -280,22 +286,27 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
             }
             n = kept;
         }
-        if (offset[i] == unplaced) {
+        std::size_t at = n;  // b's place in `live` (by address), found with its gap
+        const bool placed_before = offset[i] != unplaced;  // (by the search)
+        if (!placed_before) {
             std::size_t n_later = 0;
             for (std::size_t j = next_placed[i + 1]; j < items.size() && items[j].first <= b.last; j = next_placed[j + 1])
                 n_later = insert_sorted(later, n_later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
-            // smallest gap between the buffers of live and later (both by address), merged
+            // smallest gap between the buffers of live and later (both by address), merged;
+            // the live buffers visited before it end at or below its bottom, the others
+            // begin above it: their count is b's place in `live`
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
             const std::uint64_t need = b.size_bytes;  // (> 0: an empty gap never fits)
+            std::size_t k = 0;
             const auto visit = [&](const placed_span& e) {  // (selects, not branches: the gaps come in no order)
                 const std::uint64_t gap = std::max(e.begin, cursor) - cursor;
                 const std::uint64_t fit = gap >= need ? gap : UINT64_MAX;
                 const bool better = fit < best_gap;
                 pos = better ? cursor : pos;
+                at = better ? k : at;
                 best_gap = better ? fit : best_gap;
                 cursor = std::max(cursor, e.end);
             };
-            std::size_t k = 0;
             for (std::size_t l = 0; l < n_later; ++l) {  // usually none
                 for (; k < n && live[k].begin < later[l].begin; ++k) visit(live[k]);
                 visit(later[l]);
@@ -307,7 +318,11 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
         // only a buffer that a later-born one meets joins `live` (not a workspace, say, dead
         // before the next birth: the items come by first use)
         if (i + 1 == items.size() || items[i + 1].first > b.last) continue;
-        n = insert_sorted(live, n, {offset[i], offset[i] + b.size_bytes, b.last, i});
+        if (placed_before) {  // its place among the live buffers (as insert_sorted() counts it)
+            at = 0;
+            for (std::size_t k = 0; k < n; ++k) at += live[k].begin <= offset[i];
+        }
+        n = insert_at(live, n, at, {offset[i], offset[i] + b.size_bytes, b.last, i});
         next_death = std::min(next_death, b.last);
     }
     return arena;
@@ -368,6 +383,7 @@ private:
     struct candidate {
         std::uint64_t arena, gap, hash, pos;
         std::uint32_t state, seq;
+        std::uint32_t at;  ///< its place among the state's spans, by address
     };
     struct trail_node {
         std::uint32_t parent;
@@ -401,31 +417,22 @@ private:
         }
     }
 
-    /// Calls visit(begin, end) for each gap of state s below max(ceiling, its arena so far)
-    /// (and for empty ones between touching buffers).
+    /// Calls visit(begin, end, k) for each gap of state s below max(ceiling, its arena so far)
+    /// (and for empty ones between touching buffers), k the number of its spans below the gap
+    /// (an item placed in a gap that fits goes at place k of the spans, by address). Returns
+    /// the highest end of its spans.
     template <class Visit>
-    void each_gap(std::uint32_t s, Visit&& visit) const {
+    std::uint64_t each_gap(std::uint32_t s, Visit&& visit) const {
         const state& st = states_[s];
         const placed_span* sp = &spans_[std::size_t(s) * cap_];
         const std::uint64_t roof = std::max(ceiling_, st.arena);
         std::uint64_t low = 0;
         for (std::uint32_t k = 0; k < st.live; ++k) {  // (empty gaps too: no branch; visits ignore them)
-            visit(low, std::max(low, sp[k].begin));
+            visit(low, std::max(low, sp[k].begin), k);
             low = std::max(low, sp[k].end);
         }
-        if (roof > low) visit(low, roof);
-    }
-
-    /// The highest end of state s's live buffers.
-    [[nodiscard]] std::uint64_t top(std::uint32_t s) const {
-        std::uint64_t t = 0;
-        for (std::uint32_t k = 0; k < states_[s].live; ++k) t = std::max(t, spans_[std::size_t(s) * cap_ + k].end);
-        return t;
-    }
-
-    /// Inserts a span into a state's spans (kept sorted by address).
-    static void insert_span(placed_span* sp, std::uint32_t& live, const placed_span& e) {
-        live = static_cast<std::uint32_t>(insert_sorted(sp, live, e));
+        if (roof > low) visit(low, roof, st.live);
+        return low;
     }
 
     /// A small item, placed in state s without branching: the bottom of the smallest gap that
@@ -433,15 +440,17 @@ private:
     void place_best_gap(std::uint32_t s, std::uint32_t i) {
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t best_gap = UINT64_MAX, pos = 0;
-        each_gap(s, [&](std::uint64_t a, std::uint64_t b) {  // (selects, not branches)
+        std::uint32_t at = 0;
+        const std::uint64_t top = each_gap(s, [&](std::uint64_t a, std::uint64_t b, std::uint32_t k) {  // (selects, not branches)
             const std::uint64_t fit = b - a >= need ? b - a : UINT64_MAX;
             const bool better = fit < best_gap;
             pos = better ? a : pos;
+            at = better ? k : at;
             best_gap = better ? fit : best_gap;
         });
-        if (best_gap == UINT64_MAX) pos = top(s);
         state& st = states_[s];
-        insert_span(&spans_[std::size_t(s) * cap_], st.live, {pos, pos + need, items_[i].last, i});
+        if (best_gap == UINT64_MAX) pos = top, at = st.live;
+        st.live = static_cast<std::uint32_t>(insert_at(&spans_[std::size_t(s) * cap_], st.live, at, {pos, pos + need, items_[i].last, i}));
         st.arena = std::max(st.arena, pos + need);
         st.hash += mix(pos, i);
         trail_.push_back({st.trail, pos});
@@ -456,23 +465,23 @@ private:
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t g1 = 0, g2 = 0;  // the two largest gaps
         fitting_.clear();
-        each_gap(s, [&](std::uint64_t a, std::uint64_t b) {
+        const std::uint64_t top = each_gap(s, [&](std::uint64_t a, std::uint64_t b, std::uint32_t k) {
             const std::uint64_t g = b - a;
             if (g > g1) g2 = g1, g1 = g;
             else if (g > g2) g2 = g;
-            if (g >= need) fitting_.push_back({a, b, 0, 0});
+            if (g >= need) fitting_.push_back({a, b, 0, k});
         });
-        const auto add = [&](std::uint64_t pos, std::uint64_t gap_len) {
+        const auto add = [&](std::uint64_t pos, std::uint64_t gap_len, std::uint32_t at) {
             const std::uint64_t others = gap_len == g1 ? g2 : g1;
             const std::uint64_t left = gap_len >= need ? gap_len - need : 0;
             candidates_.push_back({std::max(st.arena, pos + need), std::max(others, left), st.hash + mix(pos, i), pos, s,
-                                   static_cast<std::uint32_t>(candidates_.size())});
+                                   static_cast<std::uint32_t>(candidates_.size()), at});
         };
-        for (const placed_span& g : fitting_) {
-            add(g.begin, g.end - g.begin);
-            if (g.end - need != g.begin) add(g.end - need, g.end - g.begin);
+        for (const placed_span& g : fitting_) {  // (at either end of a gap: after the spans below it)
+            add(g.begin, g.end - g.begin, g.item);
+            if (g.end - need != g.begin) add(g.end - need, g.end - g.begin, g.item);
         }
-        if (fitting_.empty()) add(top(s), 0);  // above everything
+        if (fitting_.empty()) add(top, 0, st.live);  // above everything
     }
 
     /// Keeps the best `width` distinct candidates (smallest arena, then largest free gap, then
@@ -498,11 +507,11 @@ private:
             const placed_span* src = &spans_[std::size_t(x.state) * cap_];
             placed_span* dst = &next_spans_[next_states_.size() * cap_];
             const placed_span e{x.pos, x.pos + b.size_bytes, b.last, i};
-            std::uint32_t n = from.live;
-            std::copy(src, src + n, dst);
-            insert_span(dst, n, e);
+            std::copy(src, src + x.at, dst);
+            dst[x.at] = e;
+            std::copy(src + x.at, src + from.live, dst + x.at + 1);
             trail_.push_back({from.trail, x.pos});
-            next_states_.push_back({x.arena, x.hash, static_cast<std::uint32_t>(trail_.size() - 1), n});
+            next_states_.push_back({x.arena, x.hash, static_cast<std::uint32_t>(trail_.size() - 1), from.live + 1});
         }
         states_.swap(next_states_);
         spans_.swap(next_spans_);
@@ -515,7 +524,7 @@ private:
     std::vector<state> states_, next_states_;
     std::vector<placed_span> spans_, next_spans_;
     std::vector<candidate> candidates_;
-    std::vector<placed_span> fitting_;  // propose()'s gaps that fit
+    std::vector<placed_span> fitting_;  // propose()'s gaps that fit (`item`: each_gap()'s k)
     std::vector<trail_node> trail_;
 };
 

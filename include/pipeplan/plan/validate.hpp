@@ -602,33 +602,6 @@ inline void check_units(const rank_view& rv, const std::vector<unit_state>& unit
     }
 }
 
-/// reduce: one reduce_gradients after the last backward, then one optimizer_step, then nothing.
-inline void check_end(const rank_view& rv, reporter& rep) {
-    const auto& prog = rv.p.instructions;
-    std::int64_t reduce = -1, step = -1, last_bwd = -1, last_work = -1;
-    for (std::uint32_t i = 0; i < prog.size(); ++i) {
-        const instr_kind k = prog[i].kind;
-        if (k == instr_kind::reduce_gradients) {
-            if (reduce >= 0) rep(rv.rank, i, "reduce", "reduce_gradients twice");
-            reduce = i;
-            const auto want = rv.h.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
-            if (prog[i].mode != static_cast<std::uint8_t>(want))
-                rep(rv.rank, i, "reduce", std::string("reduce_gradients should be ") +
-                                              (want == reduce_mode::reduce_scatter ? "reduce_scatter (ZeRO >= 2)" : "all_reduce"));
-        } else if (k == instr_kind::optimizer_step) {
-            if (step >= 0) rep(rv.rank, i, "reduce", "optimizer_step twice");
-            step = i;
-            if (reduce < 0) rep(rv.rank, i, "reduce", "optimizer_step before reduce_gradients");
-        }
-        if (k == instr_kind::backward || k == instr_kind::backward_weight) last_bwd = i;
-        if (is_compute(k) || is_message(k)) last_work = i;
-    }
-    if (reduce < 0) rep(rv.rank, violation::whole_program, "reduce", "no reduce_gradients");
-    else if (last_bwd > reduce) rep(rv.rank, static_cast<std::uint32_t>(last_bwd), "reduce", "backward after reduce_gradients");
-    else if (last_work > reduce) rep(rv.rank, static_cast<std::uint32_t>(last_work), "reduce", "compute or message after reduce_gradients");
-    if (step < 0) rep(rv.rank, violation::whole_program, "reduce", "no optimizer_step");
-}
-
 /// compute, before the per-unit walk: every (held stage, micro-batch of the replica) needs a
 /// forward and a backward, so a program shorter than 2 x chunks x M cannot pass; one violation
 /// says so (a header from a file may claim millions of chunks: the walk stays O(instructions)).
@@ -742,32 +715,49 @@ inline void check_header(const plan_header& h, std::uint32_t rank, reporter& rep
 }
 
 /// What the structure pass notes of a program for the later rules: whether there is anything
-/// for the clock and overlap rules to check, and whether check_end() would find nothing wrong
-/// (the facts it reads: the reduce_gradients and optimizer_step, the last backward and work).
+/// for the clock and overlap rules to check, and what the reduce rule reads (check_end()).
 struct program_facts {
     bool clocks = false, overlaps = false;
-    std::uint32_t reduces = 0, steps = 0;
-    std::int64_t reduce = -1, step = -1, last_bwd = -1, last_work = -1;
-    std::uint8_t reduce_mode = 0;
+    std::vector<std::uint32_t> ends;  ///< the reduce_gradients and optimizer_steps, in program order
+    std::int64_t last_bwd = -1, last_work = -1;  ///< the last backward(_weight); the last compute op or message
 
     void note(const instruction& x, std::uint32_t i) {
         const instr_kind k = x.kind;
         clocks |= (k == instr_kind::set_frequency) | (x.clock_mhz != 0);
         overlaps |= k == instr_kind::overlap_f_b;
-        if (k == instr_kind::reduce_gradients) ++reduces, reduce = i, reduce_mode = x.mode;
-        else if (k == instr_kind::optimizer_step) ++steps, step = i;
+        if (k == instr_kind::reduce_gradients || k == instr_kind::optimizer_step) ends.push_back(i);
         else if (is_compute(k) || is_message(k)) {
             last_work = i;
             if (k == instr_kind::backward || k == instr_kind::backward_weight) last_bwd = i;
         }
     }
-    /// Whether check_end() reports nothing for these facts.
-    [[nodiscard]] bool end_ok(const plan_header& h) const {
-        const auto want = h.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
-        return reduces == 1 && steps == 1 && reduce_mode == static_cast<std::uint8_t>(want) && step > reduce &&
-               last_bwd < reduce && last_work < reduce;
-    }
 };
+
+/// reduce: one reduce_gradients after the last backward, then one optimizer_step, then
+/// nothing (from the facts the structure pass noted).
+inline void check_end(const rank_view& rv, const program_facts& facts, reporter& rep) {
+    const auto& prog = rv.p.instructions;
+    std::int64_t reduce = -1, step = -1;
+    for (const std::uint32_t i : facts.ends) {
+        if (prog[i].kind == instr_kind::reduce_gradients) {
+            if (reduce >= 0) rep(rv.rank, i, "reduce", "reduce_gradients twice");
+            reduce = i;
+            const auto want = rv.h.zero_stage >= 2 ? reduce_mode::reduce_scatter : reduce_mode::all_reduce;
+            if (prog[i].mode != static_cast<std::uint8_t>(want))
+                rep(rv.rank, i, "reduce", std::string("reduce_gradients should be ") +
+                                              (want == reduce_mode::reduce_scatter ? "reduce_scatter (ZeRO >= 2)" : "all_reduce"));
+        } else {
+            if (step >= 0) rep(rv.rank, i, "reduce", "optimizer_step twice");
+            step = i;
+            if (reduce < 0) rep(rv.rank, i, "reduce", "optimizer_step before reduce_gradients");
+        }
+    }
+    if (reduce < 0) rep(rv.rank, violation::whole_program, "reduce", "no reduce_gradients");
+    else if (facts.last_bwd > reduce) rep(rv.rank, static_cast<std::uint32_t>(facts.last_bwd), "reduce", "backward after reduce_gradients");
+    else if (facts.last_work > reduce)
+        rep(rv.rank, static_cast<std::uint32_t>(facts.last_work), "reduce", "compute or message after reduce_gradients");
+    if (step < 0) rep(rv.rank, violation::whole_program, "reduce", "no optimizer_step");
+}
 
 /// Every rule that concerns one rank alone; leaves the rank's message pairing in `pairs`.
 inline void check_rank(const plan_header& h, const placement_tables& t, const rank_program& p, reporter& rep,
@@ -790,7 +780,7 @@ inline void check_rank(const plan_header& h, const placement_tables& t, const ra
     std::vector<unit_state> units(std::size_t(h.chunks) * h.microbatches.size());
     walk_rank(rv, rep, units);
     check_units(rv, units, rep);
-    if (!facts.end_ok(h)) check_end(rv, rep);
+    check_end(rv, facts, rep);
 }
 
 /// match: the k-th start on each side of every pair agree.
