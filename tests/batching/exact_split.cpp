@@ -672,7 +672,7 @@ TEST_CASE("exact_split is deterministic") {
     CHECK(a.objective_ms == b.objective_ms);
 }
 
-TEST_CASE("exact_split with a shape cost cache equals exact_split without one, across batches and ladders") {
+TEST_CASE("exact_split with a shape cost cache and an order memo equals exact_split without them, across batches, orders and ladders") {
     int compared = 0;
     for (const bool enc_dec : {false, true}) {
         table_cost_model model;
@@ -682,6 +682,7 @@ TEST_CASE("exact_split with a shape cost cache equals exact_split without one, a
         cfg.stages = 4;
         cfg.device_memory_mb = 5000;
         pb::shape_cost_cache cache;
+        pb::order_memo memo;  // the orders of the batch last split (kept across its two ladders)
         std::mt19937_64 rng(enc_dec ? 11 : 12);
         for (int it = 0; it < 6; ++it) {
             const auto batch = random_batch(rng, 40 + static_cast<int>(rng() % 80));
@@ -693,13 +694,17 @@ TEST_CASE("exact_split with a shape cost cache equals exact_split without one, a
                 pb::split_options opt;
                 opt.limit_ladder = {kind};
                 opt.accounting = it % 2 == 0 ? pb::accounting_mode::pipeplan : pb::accounting_mode::dynapipe;
+                opt.order = it % 3 == 1 ? pb::ordering_method::lexicographic : pb::ordering_method::automatic;
                 const auto plain = pb::exact_split(model, batch, cfg, opt);
-                const auto cached = pb::exact_split(model, batch, cfg, opt, nullptr, &cache);
+                const auto cached = pb::exact_split(model, batch, cfg, opt, nullptr, &cache, nullptr, nullptr, &memo);
                 INFO("enc_dec " << enc_dec << " iteration " << it);
                 CHECK(cached.microbatches == plain.microbatches);
                 CHECK(cached.objective_ms == plain.objective_ms);
                 CHECK(cached.limit == plain.limit);
                 CHECK(cached.recompute == plain.recompute);
+                CHECK(memo.filled);
+                CHECK(memo.method == opt.order);
+                CHECK(memo.orders.size() == (enc_dec && opt.order == pb::ordering_method::automatic ? 5U : 1U));
                 ++compared;
             }
         }
@@ -859,4 +864,66 @@ TEST_CASE("range_split: first_above finds std::upper_bound's index in sorted cos
             REQUIRE(pb::detail::first_above(a.data(), a.size(), x) == want);
         }
     }
+}
+
+namespace {
+/// table_cost_model whose stored memory is not monotone in mbs: sizes 2 and 3 of long encoder
+/// lengths store 10^6× more (they do not fit, larger sizes would).
+struct spiky_memory_model : table_cost_model {
+    [[nodiscard]] pipeplan::layer_cost evaluate(const pipeplan::layer_query& q) const {
+        pipeplan::layer_cost c = table_cost_model::evaluate(q);
+        if ((q.mbs == 2 || q.mbs == 3) && q.seqlen_tokens >= 300 && c.stored_mb.ok())
+            c.stored_mb = c.stored_mb.value() * 1e6;
+        return c;
+    }
+};
+
+/// Reads rows of shape tables to random sizes and checks each entry from a random size on and
+/// each row's length against shape-by-shape pricing (a row stops at the first size that does
+/// not fit, even where larger sizes would).
+template <class Model>
+void check_shape_tables(const Model& model, pb::shape_cost_cache* cache) {
+    std::mt19937_64 rng(cache ? 21 : 22);
+    const auto batch = random_batch(rng, 60);
+    pb::pipeline_config cfg;
+    cfg.stages = 4;
+    cfg.device_memory_mb = 5000;
+    pb::split_context<Model> ctx(model, batch, cfg, pb::split_options{});
+    ctx.use_cache(cache);
+    std::size_t read = 0;
+    for (const auto& rung : ctx.ladder()) {
+        pb::detail::shape_tables<Model> tables(ctx, rung);
+        for (int k = 0; k < 400; ++k) {
+            const int e = 50 * (1 + static_cast<int>(rng() % 10)), d = 8 * (1 + static_cast<int>(rng() % 6));
+            const int from = 1 + static_cast<int>(rng() % 30), to = from + static_cast<int>(rng() % 20);
+            const std::vector<double>& t = tables.row(e, d, to);
+            int fit = 0;  // the first sizes that fit, shape by shape
+            while (fit < to) {
+                const auto c = ctx.evaluator().evaluate(pb::microbatch_shape{fit + 1, e, d}, rung.recompute);
+                if (!c.ok() || !rung.fits(c.value())) break;
+                ++fit;
+            }
+            INFO("e " << e << " d " << d << " from " << from << " to " << to);
+            REQUIRE(std::min(static_cast<int>(t.size()), to) == fit);
+            for (int m = from; m <= fit; ++m, ++read)
+                REQUIRE(t[static_cast<std::size_t>(m) - 1] ==
+                        ctx.evaluator().evaluate(pb::microbatch_shape{m, e, d}, rung.recompute).value().time_ms);
+        }
+    }
+    CHECK(read > 1000);
+}
+}  // namespace
+
+TEST_CASE("shape tables: each time and each row's end equal shape-by-shape pricing, memory monotone or not") {
+    table_cost_model smooth;
+    smooth.encoder_decoder = true;
+    spiky_memory_model spiky;
+    spiky.encoder_decoder = true;
+    check_shape_tables(smooth, nullptr);
+    check_shape_tables(spiky, nullptr);
+    pb::shape_cost_cache cache;
+    check_shape_tables(smooth, &cache);
+    pb::shape_cost_cache other;
+    check_shape_tables(spiky, &other);
+    CHECK(cache.size() > 0);
 }

@@ -133,6 +133,13 @@ template <cost_model Model>
     for (std::size_t i = 1; head_padded && i < n; ++i) head_padded = sh(i).seqlen_tokens <= sh(i - 1).seqlen_tokens;
     entries = 0;
     std::vector<double> buf;
+    // The order's lengths in one array each (the stretch scans below read them K times each).
+    std::vector<int> len_e, len_d;
+    if (!head_padded) {
+        len_e.resize(n);
+        len_d.resize(n);
+        for (std::size_t p = 0; p < n; ++p) len_e[p] = sh(p).seqlen_tokens, len_d[p] = sh(p).dec_seqlen_tokens;
+    }
     // The table row of the current run of one length (sorted order: a length's first row asks
     // for the most entries, so the later rows of its run need no lookup).
     const std::vector<double>* run_row = nullptr;
@@ -150,8 +157,8 @@ template <cost_model Model>
             entries += len;
             continue;
         }
-        buf.clear();
         if (pack && head_padded) {
+            buf.clear();
             const int cap = sh(i).seqlen_tokens;
             const auto& t = tables.row(cap, 0, remaining);
             const int k = static_cast<int>(t.size());
@@ -164,29 +171,30 @@ template <cost_model Model>
                 if (m <= k) v = std::min(v, t[static_cast<std::size_t>(m) - 1]);
                 buf.push_back(v);
             }
+            entries += static_cast<long long>(buf.size());
+            rc.add_row(buf);
         } else {
             // Stretches of ranges with the same running maxima (E, D) read one table row: copy
             // each stretch from it, up to the first size that does not fit.
+            rc.start_row();
+            const int* row_e = len_e.data() + i;  // row_e[m - 1]: the m-th sample of the range
+            const int* row_d = len_d.data() + i;
             int e = 0, d = 0;
             for (int m = 1; m <= remaining;) {
-                const auto& s = sh(i + static_cast<std::size_t>(m) - 1);
-                e = std::max(e, s.seqlen_tokens);
-                d = std::max(d, s.dec_seqlen_tokens);
+                e = std::max(e, row_e[m - 1]);
+                d = std::max(d, row_d[m - 1]);
                 int end = m + 1;  // the stretch is m .. end - 1
-                while (end <= remaining) {
-                    const auto& x = sh(i + static_cast<std::size_t>(end) - 1);
-                    if (x.seqlen_tokens > e || x.dec_seqlen_tokens > d) break;
-                    ++end;
-                }
+                while (end <= remaining && row_e[end - 1] <= e && row_d[end - 1] <= d) ++end;
                 const std::vector<double>& t = tables.row(e, d, end - 1);
                 const int fit = std::min(end - 1, static_cast<int>(t.size()));
-                if (fit >= m) buf.insert(buf.end(), t.begin() + (m - 1), t.begin() + fit);
+                if (fit >= m) {
+                    rc.append_to_row(std::span<const double>(t.data() + (m - 1), static_cast<std::size_t>(fit - m + 1)));
+                    entries += fit - m + 1;
+                }
                 if (fit < end - 1) break;
                 m = end;
             }
         }
-        entries += static_cast<long long>(buf.size());
-        rc.add_row(buf);
     }
     return rc;
 }
@@ -323,6 +331,49 @@ void refine_chain(const std::vector<sample_shape>& shapes, split_result start, i
 
 }  // namespace detail
 
+/// The orders exact_split solves first (automatic_candidate_orders for the default
+/// encoder-decoder search, else order_samples' one order), kept for later splits of the same
+/// samples: the planner's splits of one batch (preferred and available memory, each
+/// recomputation mode, each memory re-plan) differ in their limits, not in their orders.
+/// exact_split reuses the orders while the samples' shapes, the model kind and the ordering
+/// method are those they were made for, and otherwise makes and keeps new ones; its result is
+/// the same with or without a memo.
+struct order_memo {
+    std::vector<sample_shape> shapes;  ///< the padded shapes the orders were made for
+    bool encoder_decoder = false;
+    ordering_method method = ordering_method::automatic;
+    bool filled = false;
+    std::vector<std::vector<int>> orders;
+};
+
+namespace detail {
+
+/// The initial orders of `shapes` (see order_memo): the memo's when it holds them, else made
+/// into the memo (or into `local` without one).
+inline const std::vector<std::vector<int>>& initial_orders(std::span<const sample_shape> shapes, bool enc_dec,
+                                                           ordering_method method, order_memo* memo,
+                                                           std::vector<std::vector<int>>& local) {
+    if (memo && memo->filled && memo->encoder_decoder == enc_dec && memo->method == method &&
+        std::equal(shapes.begin(), shapes.end(), memo->shapes.begin(), memo->shapes.end()))
+        return memo->orders;
+    std::vector<std::vector<int>>& out = memo ? memo->orders : local;
+    out.clear();
+    if (enc_dec && method == ordering_method::automatic) {
+        for (auto& c : automatic_candidate_orders(shapes)) out.push_back(std::move(c.ids));
+    } else {
+        out.push_back(order_samples(shapes, enc_dec, method));
+    }
+    if (memo) {
+        memo->shapes.assign(shapes.begin(), shapes.end());
+        memo->encoder_decoder = enc_dec;
+        memo->method = method;
+        memo->filled = true;
+    }
+    return out;
+}
+
+}  // namespace detail
+
 /// Splits `batch` into micro-batches minimising (S − 1) · t_max / C + Σ t / dp exactly over the
 /// contiguous partitions of the chosen order, under the first rung of the memory ladder where
 /// a split exists. Encoder-decoder with ordering `automatic`: the automatic_candidate_orders
@@ -339,6 +390,7 @@ void refine_chain(const std::vector<sample_shape>& shapes, split_result start, i
 /// final order under the chosen rung with the fill term weighted by w (w < 1: fewer, larger
 /// micro-batches; a planner whose schedules put light micro-batches at the pipeline's ends pays
 /// less than (S − 1) · t_max / C of fill and drain, so it compares these by simulation too).
+/// `orders_memo` (optional, order_memo) keeps the initial orders for later splits of the same samples.
 /// Throws split_error (empty batch, sample too long, model states, no feasible split) or
 /// invalid_argument (configuration, options, token counts).
 template <cost_model Model>
@@ -346,7 +398,7 @@ template <cost_model Model>
                                     const split_options& options = {}, exact_split_stats* stats = nullptr,
                                     shape_cost_cache* cache = nullptr,
                                     std::vector<split_result>* alternatives = nullptr,
-                                    std::vector<split_result>* reweighted = nullptr) {
+                                    std::vector<split_result>* reweighted = nullptr, order_memo* orders_memo = nullptr) {
     split_context<Model> ctx(model, batch, config, options);
     ctx.use_cache(cache);
     const bool enc_dec = ctx.evaluator().encoder_decoder();
@@ -355,12 +407,9 @@ template <cost_model Model>
         throw invalid_argument("packing inside micro-batches needs the sorted order (got '" +
                                std::string(to_string(options.order)) + "')");
     const bool refine = enc_dec && options.order == ordering_method::automatic;
-    std::vector<std::vector<int>> orders;
-    if (refine) {
-        for (auto& c : automatic_candidate_orders(ctx.shapes())) orders.push_back(std::move(c.ids));
-    } else {
-        orders.push_back(order_samples(ctx.shapes(), enc_dec, options.order));
-    }
+    std::vector<std::vector<int>> local_orders;
+    const std::vector<std::vector<int>>& orders =
+        detail::initial_orders(ctx.shapes(), enc_dec, options.order, orders_memo, local_orders);
     for (const auto& rung : ctx.ladder()) {
         if (!ctx.singletons_fit(rung)) continue;
         split_result best;

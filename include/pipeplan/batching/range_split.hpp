@@ -47,12 +47,20 @@ public:
     void reserve(std::size_t rows) { rows_.reserve(rows); }
     /// Appends row i (a copy is kept).
     void add_row(std::span<const double> costs) {
+        start_row();
+        append_to_row(costs);
+    }
+    /// Appends row i, empty: append_to_row() adds its costs (copies kept), without a buffer.
+    void start_row() {
         row r;
         r.offset = storage_.size();
-        r.len = static_cast<int>(costs.size());
-        storage_.insert(storage_.end(), costs.begin(), costs.end());
         rows_.push_back(r);
         finalized_ = false;
+    }
+    /// Appends `costs` to the last row (one that start_row() or add_row() began).
+    void append_to_row(std::span<const double> costs) {
+        storage_.insert(storage_.end(), costs.begin(), costs.end());
+        rows_.back().len += static_cast<int>(costs.size());
     }
     /// Appends row i, borrowing `costs` (which must outlive this object).
     void add_borrowed_row(const double* costs, int len) {

@@ -334,7 +334,7 @@ private:
         std::vector<batching::split_result> runner_ups, reweighted;
         batching::split_result pref = batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_,
                                                          opt_.alternative_splits > 0 ? &runner_ups : nullptr,
-                                                         opt_.fill_weights.empty() ? nullptr : &reweighted);
+                                                         opt_.fill_weights.empty() ? nullptr : &reweighted, &orders_);
         const auto add = [&](std::string name, batching::split_result&& s) {
             for (std::size_t k = 0; k < splits.size(); ++k)  // (in this group: the same micro-batches)
                 if (splits[k].second.microbatches == s.microbatches && (k >= g.begin || splits[k].second.recompute == s.recompute))
@@ -527,6 +527,7 @@ private:
     planner_options opt_;
     std::vector<schedule::simulation_workspace> ws_;  ///< one per worker thread
     batching::shape_cost_cache costs_;  ///< shape costs shared by the splits of every iteration
+    batching::order_memo orders_;       ///< the splits' initial sample orders of the batch last split
     /// The schedules' memory limit: the device memory, or less while within_memory() re-plans.
     double budget_mb_ = opt_.config.device_memory_mb;
 
@@ -543,7 +544,8 @@ private:
                              preferred.recompute == recompute_mode::none;
         if (bounded) so.objective_bound_ms = preferred.objective_ms;
         try {
-            batching::split_result alt = batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_);
+            batching::split_result alt =
+                batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_, nullptr, nullptr, &orders_);
             if (alt.microbatches == preferred.microbatches) return std::nullopt;
             if (bounded && !(alt.objective_ms < preferred.objective_ms)) return std::nullopt;
             return alt;
