@@ -342,8 +342,7 @@ struct order_memo {
     std::vector<sample_shape> shapes;  ///< the padded shapes the orders were made for
     bool encoder_decoder = false;
     ordering_method method = ordering_method::automatic;
-    bool filled = false;
-    std::vector<std::vector<int>> orders;
+    std::vector<std::vector<int>> orders;  ///< empty until a split made them
 };
 
 namespace detail {
@@ -353,7 +352,7 @@ namespace detail {
 inline const std::vector<std::vector<int>>& initial_orders(std::span<const sample_shape> shapes, bool enc_dec,
                                                            ordering_method method, order_memo* memo,
                                                            std::vector<std::vector<int>>& local) {
-    if (memo && memo->filled && memo->encoder_decoder == enc_dec && memo->method == method &&
+    if (memo && !memo->orders.empty() && memo->encoder_decoder == enc_dec && memo->method == method &&
         std::equal(shapes.begin(), shapes.end(), memo->shapes.begin(), memo->shapes.end()))
         return memo->orders;
     std::vector<std::vector<int>>& out = memo ? memo->orders : local;
@@ -367,7 +366,6 @@ inline const std::vector<std::vector<int>>& initial_orders(std::span<const sampl
         memo->shapes.assign(shapes.begin(), shapes.end());
         memo->encoder_decoder = enc_dec;
         memo->method = method;
-        memo->filled = true;
     }
     return out;
 }
