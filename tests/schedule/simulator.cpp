@@ -191,6 +191,43 @@ TEST_CASE("simulator: the one-pass replay, the free-network sweep and the event 
     CHECK(compared >= 12 * 4 * 5);
 }
 
+// The one-pass replay's memory: the devices' curves back to back in the result (rows of at most
+// 2 points per op and 1 more, no gaps), and tables of exactly the four op classes' slots (no
+// slot for the input that does not exist, which would spill the F and B tables into another
+// page where they fill whole pages).
+TEST_CASE("simulator: the one-pass replay writes the curves back to back and keeps no extra table slot") {
+    simulation_workspace ws;
+    simulation_result r;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed)
+        for (std::size_t S : {2u, 4u, 8u}) {
+            const std::size_t M = 4 + (seed * 5 + S) % 19;
+            CAPTURE(seed);
+            CAPTURE(S);
+            const scenario sc = random_scenario(S, M, seed);
+            zb_h1 zb;
+            zb.w_share = 0.3;
+            for (const pipeline_schedule& sched : {one_f_one_b{}(sc), gpipe{}(sc), zb(sc)}) {
+                CAPTURE(sched.name);
+                REQUIRE(detail::order_sweep(ws, sc, sched).run(r, {}));
+                CHECK(ws.structure_tables.done.size() == 4 * S * M);
+                REQUIRE(r.memory_mb.size() == S);
+                std::size_t points = 0;
+                for (std::size_t d = 0; d < S; ++d) {
+                    CHECK(r.memory_mb[d].size() <= 2 * sched.orders[d].size() + 1);
+                    if (d > 0) CHECK(r.memory_mb[d].data() == r.memory_mb[d - 1].data() + r.memory_mb[d - 1].size());
+                    points += r.memory_mb[d].size();
+                }
+                CHECK(r.memory_mb.used() == points);
+                const simulation_result fresh = simulate(sc, sched);  // and the same curves as a fresh run
+                for (std::size_t d = 0; d < S; ++d)
+                    CHECK(std::equal(r.memory_mb[d].begin(), r.memory_mb[d].end(), fresh.memory_mb[d].begin(),
+                                     fresh.memory_mb[d].end(), [](const memory_point& a, const memory_point& b) {
+                                         return std::memcmp(&a, &b, sizeof a) == 0;
+                                     }));
+            }
+        }
+}
+
 // Every built-in schedule of the registry on random unequal
 // micro-batches, with and without a memory limit that binds: the one-pass replay equals the
 // event replay bit for bit, with the timeline and curve and without them.

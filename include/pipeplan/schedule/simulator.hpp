@@ -371,7 +371,7 @@ private:
         }
         tl[0] = op_timing{};
         timeline_ = tl;
-        curve_ = opt.record_memory_curve ? r.memory_mb.start(D, sweep_structure::curve_of(N, D)) : nullptr;
+        curve_ = opt.record_memory_curve ? r.memory_mb.start(D, sweep_structure::curve_points(N, D)) : nullptr;
         return tl;
     }
 
@@ -393,6 +393,7 @@ private:
         std::vector<device_walk>& walks = ws_.times.walks;
         walks.resize(st.D);
         bool same = true;
+        memory_point* curve = curve_;  // device d's curve starts where device d - 1's ended
         for (std::size_t d = 0; d < st.D; ++d) {
             device_walk& w = walks[d];
             w = device_walk{};
@@ -400,8 +401,8 @@ private:
                 w.state_mb += sc_.model_state_mb[sched_.placement.stage_of(d, ch)];
             w.peak_mb = w.state_mb;
             w.span = w.peak_span = sweep_structure::span_of(st.first_op[d], d);
-            if (curve_) {
-                w.curve = curve_ + sweep_structure::curve_of(st.first_op[d], d);
+            if (curve) {
+                w.curve = curve;
                 *w.curve++ = {0.0, w.state_mb};
             }
             const op_timing* entries = timeline_ + w.span;
@@ -414,6 +415,7 @@ private:
             else
                 same &= verify ? record_device<false, true>(rec, w, entries, codes, n, order)
                                : record_device<false, false>(rec, w, entries, codes, n, order);
+            curve = w.curve;
         }
         return same;
     }
@@ -437,7 +439,7 @@ private:
             r.final_memory_mb[d] = w.state_mb + w.stored_mb;
             makespan = std::max(makespan, ws_.times.clocks[d].free_ms);
             if (opt.record_timeline) r.timeline.add_row(timeline_ + row, timeline_ + w.span);
-            if (curve_) r.memory_mb.add_row(curve_ + sweep_structure::curve_of(st.first_op[d], d), w.curve);
+            if (curve_) r.memory_mb.end_row(w.curve);
         }
         r.makespan_ms = makespan;
     }

@@ -128,12 +128,9 @@ struct sweep_structure {
     [[nodiscard]] static constexpr std::uint32_t span_of(std::size_t id, std::size_t d) noexcept {
         return static_cast<std::uint32_t>(id + 1 + d * span_stagger);
     }
-    /// Where device d's memory curve starts (at most 2 points per op and 1 more), staggered as
-    /// the timeline's rows.
-    static constexpr std::size_t curve_stagger = 5;
-    [[nodiscard]] static constexpr std::size_t curve_of(std::size_t first, std::size_t d) noexcept {
-        return 2 * first + d * (1 + curve_stagger);
-    }
+    /// The most points the memory curves of `n` ops on D devices have: 2 per op and 1 per device
+    /// (the recording pass writes the devices' curves one after the other, back to back).
+    [[nodiscard]] static constexpr std::size_t curve_points(std::size_t n, std::size_t D) noexcept { return 2 * n + D; }
 
     /// Sets the shape of `sched` on `sc` (no steps); false when it has too many ops (2^29 timeline
     /// entries).
@@ -345,7 +342,6 @@ private:
     enum op_class : std::uint8_t { fwd = 0, bwd = 1, rec = 2, wgt = 3 };
     static constexpr std::size_t none = SIZE_MAX;
     static constexpr std::uint32_t unfinished = UINT32_MAX;
-    static constexpr std::size_t zero_ = 0;
 
     [[nodiscard]] static constexpr std::size_t kind_index(op_kind k) noexcept { return static_cast<std::size_t>(k); }
     [[nodiscard]] static constexpr op_class class_of(op_kind k) noexcept {
@@ -358,12 +354,14 @@ private:
         }
         return fwd;
     }
-    /// Slot 0 is the input that does not exist (done at entry 0); class c's table follows at 1 + c·V·M.
+    /// Class c's table is at c·V·M. (There is no slot for the input that does not exist: a
+    /// one-slot table would take a page of its own where the F and B tables fill whole pages,
+    /// as 1F1B's at S 64, M 4096 fill one 2 MiB page; slots_of() says when an op has no input.)
     struct dims {
         std::size_t V, M;
     };
     [[nodiscard, gnu::always_inline]] static std::size_t slot(dims n, op_kind k, std::size_t stage, std::size_t mb) noexcept {
-        return 1 + (class_of(k) * n.V + stage) * n.M + mb;
+        return (class_of(k) * n.V + stage) * n.M + mb;
     }
 
     /// Sizes the steps and the tables (the forward and backward classes unfinished; R and W on
@@ -390,10 +388,9 @@ private:
             step_level_p_ = scratch_.step_level.data();
         }
         const std::size_t keys = V_ * M_;
-        reserve_scratch(done_, 1 + 4 * keys);
-        done_.resize(1 + 4 * keys);  // R and W only written when opened
-        done_[zero_] = 0;
-        std::fill_n(done_.begin() + 1, 2 * keys, unfinished);
+        reserve_scratch(done_, 4 * keys);
+        done_.resize(4 * keys);  // R and W only written when opened
+        std::fill_n(done_.begin(), 2 * keys, unfinished);
         blocked_on_.assign(D, none);
         waits_.assign(D, 0);
         done_p_ = done_.data();
@@ -434,7 +431,7 @@ private:
     void open_class(op_class c) {
         if (opened_[c]) return;
         opened_[c] = true;
-        std::fill_n(done_.begin() + static_cast<std::ptrdiff_t>(1 + c * V_ * M_), V_ * M_, unfinished);
+        std::fill_n(done_.begin() + static_cast<std::ptrdiff_t>(c * V_ * M_), V_ * M_, unfinished);
     }
     /// The checkpoint flags (structure_scratch), zeroed on the first f.
     std::uint8_t* checkpoint_flags() {
@@ -446,16 +443,20 @@ private:
     }
     [[nodiscard]] std::uint8_t flags(std::size_t k) const noexcept { return checkpointed_ ? checkpoint_[k] : 0; }
 
-    /// Op `o`'s table slots: its inputs' (0 when it has none) and its own.
+    /// Op `o`'s table slots: its inputs' and its own. An op with one input has its slot as both
+    /// (the later of two equal ends is that end); `inputs` is false for an op with none (a forward
+    /// of stage 0, whose inputs are entry 0's: then cross and local are not slots).
     struct op_slots {
         std::size_t cross, local, own;
+        bool inputs;
     };
     [[nodiscard, gnu::always_inline]] static op_slots slots_of(dims n, op o, std::uint8_t fl) noexcept {
         const cross_target from = cross_producer(o, n.V);
-        const std::size_t cross = from.has ? slot(n, from.to.kind, from.to.stage, from.to.microbatch) : zero_;
         const std::optional<op_kind> local_kind = local_producer(o.kind, (fl & 2) != 0);
-        const std::size_t local = local_kind ? slot(n, *local_kind, o.stage, o.microbatch) : zero_;
-        return {cross, local, slot(n, o.kind, o.stage, o.microbatch)};
+        const std::size_t own = slot(n, o.kind, o.stage, o.microbatch);
+        const std::size_t local = local_kind ? slot(n, *local_kind, o.stage, o.microbatch) : own;
+        const std::size_t cross = from.has ? slot(n, from.to.kind, from.to.stage, from.to.microbatch) : local;
+        return {cross, local_kind ? local : cross, own, from.has || local_kind.has_value()};
     }
 
     enum class outcome : std::uint8_t { ran, waits, refused };
@@ -486,7 +487,7 @@ private:
         // them a few ops ahead (in a schedule of prefetch_from_ops ops or more; a smaller one
         // stays in the caches).
         const std::uintptr_t rows[] = {address_of(sc_.forward_ms.data()), address_of(sc_.backward_ms.data())};
-        const std::uintptr_t done_rows[] = {address_of(done_p_ + 1), address_of(done_p_ + 1 + n.V * n.M)};
+        const std::uintptr_t done_rows[] = {address_of(done_p_), address_of(done_p_ + n.V * n.M)};
         const std::uintptr_t entries = address_of(timeline_ + row);
         const std::uintptr_t codes = address_of(code_p_ + row);
         for (; r == outcome::ran && p < size; ++p) {
@@ -538,7 +539,11 @@ private:
         const op x{K, o.microbatch, o.stage};  // o, with its kind known to the compiler
         const std::uint8_t fl = K == op_kind::B || K == op_kind::R ? flags(k) : 0;
         const op_slots s = slots_of(n, x, fl);
-        const std::uint32_t cross = done_p_[s.cross], local = done_p_[s.local];
+        std::uint32_t cross = 0, local = 0;  // entry 0: the input that does not exist, ended at 0
+        if (s.inputs) {
+            cross = done_p_[s.cross];
+            local = done_p_[s.local];
+        }
         if (cross == unfinished || local == unfinished) {
             blocked_on_[d] = cross == unfinished ? s.cross : s.local;
             return outcome::waits;
