@@ -277,6 +277,55 @@ TEST_CASE("plan_buffers: placements against the brute-force optimum on tiny inst
     CHECK(worst_beam <= 1.5);
 }
 
+namespace {
+
+/// A rank program of `microbatches` FIFO stashes as a long 1F1B plan has them: micro-batch m's
+/// forward (instruction 2m) writes its stash (size by runs of equal micro-batches, as a
+/// length-sorted batch has) with a workspace of half its size; its backward, `in_flight`
+/// micro-batches later (instruction 2(m + in_flight) + 1), reads the stash and frees it.
+rank_program fifo_stash_program(std::size_t microbatches, std::uint32_t in_flight, std::uint64_t seed) {
+    splitmix64 rng(seed);
+    rank_program p;
+    std::uint64_t unit_bytes = 0;
+    std::vector<std::uint64_t> stash_bytes;
+    while (stash_bytes.size() < microbatches) {
+        unit_bytes = (1 + rng.below(4)) << 20;
+        for (std::uint64_t k = 20 + rng.below(60); k-- > 0 && stash_bytes.size() < microbatches;) stash_bytes.push_back(unit_bytes);
+    }
+    p.instructions.resize(2 * (microbatches + in_flight));
+    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) p.instructions[i].kind = instr_kind::forward;
+    for (std::uint32_t m = 0; m < microbatches; ++m) {
+        const auto stash = static_cast<std::uint32_t>(p.buffers.size());
+        p.buffers.push_back({0, stash_bytes[m], buffer_role::stash, m, 0});
+        p.buffers.push_back({0, stash_bytes[m] / 2, buffer_role::workspace, m, 0});
+        p.instructions[2 * m].stash = stash;
+        p.instructions[2 * m].work = stash + 1;
+        p.instructions[2 * (m + in_flight) + 1].in = stash;
+    }
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("plan_buffers: long FIFO stash programs get an arena within 0.5% of the live set") {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        rank_program p = fifo_stash_program(5000, 4 + static_cast<std::uint32_t>(seed), seed);  // (10,000 buffers: a long plan)
+        const std::vector<lifetime> life = insert_frees(p);
+        assign_offsets(p, life);
+        CAPTURE(seed);
+        CHECK(p.arena_bytes >= p.live_peak_bytes);
+        CHECK(p.arena_bytes <= p.live_peak_bytes + p.live_peak_bytes / 200);
+        std::vector<std::uint32_t> by_birth(p.buffers.size());  // no two buffers overlap in time and space
+        for (std::uint32_t s = 0; s < by_birth.size(); ++s) by_birth[s] = s;
+        std::sort(by_birth.begin(), by_birth.end(), [&](std::uint32_t a, std::uint32_t b) { return life[a].first < life[b].first; });
+        for (std::size_t a = 0; a < by_birth.size(); ++a)
+            for (std::size_t b = a + 1; b < by_birth.size() && life[by_birth[b]].first <= life[by_birth[a]].last; ++b) {
+                const buffer &x = p.buffers[by_birth[a]], &y = p.buffers[by_birth[b]];
+                CHECK((x.offset_bytes + x.size_bytes <= y.offset_bytes || y.offset_bytes + y.size_bytes <= x.offset_bytes));
+            }
+    }
+}
+
 TEST_CASE("lower: every schedule gives a valid plan") {
     for (std::uint64_t seed = 1; seed <= 8; ++seed) {
         const auto sc = test::random_scenario(1 + seed % 5, 1 + seed * 2 % 9, seed);

@@ -21,7 +21,13 @@
 // buffers' offsets). Buffers below a size threshold are left out of the search and placed
 // afterwards by best fit around the others. Each step costs O(width x live buffers). A few
 // such searches (beam_stages: wider, or with decisions for smaller buffers) run in turn until
-// one leaves the arena within 8% of the live set: 1.00-1.08x on real plans.
+// one leaves the arena within 8% of the live set: 1.00-1.08x on real plans of up to a few
+// hundred micro-batches. On long plans (thousands) the searches drift to 1.02-1.15x; there
+// (8,192 placed buffers or more), where they leave the arena more than 0.5% above the live
+// set, place_stashes_in_lanes() puts
+// the stashes in lanes (one stash at a time per lane, each as large as its largest stash),
+// which a stage's FIFO stashes of runs of equal sizes fill up to their live set, and the
+// smaller arena is kept.
 //
 // The arena is the highest end; `live_peak_bytes` — the largest total size of buffers live at
 // one instruction — is a lower bound on any arena, and the planner's arena is never below it
@@ -655,10 +661,93 @@ inline std::uint64_t place_items(std::span<const placement_item> items, std::siz
     return place_items(items, live_extents(items, instructions), max_beam_width, offset);
 }
 
+/// Places the items whose `lane_class` is not `no_lane` in lanes, in time order: a lane is an
+/// address range that holds one item at a time, as large as its largest item; each item takes
+/// the free lane of its class whose size is the smallest at or above its own (else the
+/// largest free one, which grows; else a new one). The lanes lie one above the other in the
+/// order they were opened, those of `top_lane_class` above the others; the other items are left
+/// `unplaced`. Returns the lanes' total size. O(items x lanes).
+inline constexpr std::uint32_t no_lane = UINT32_MAX, top_lane_class = no_lane - 1;
+inline std::uint64_t place_in_lanes(std::span<const placement_item> items, std::span<const std::uint32_t> lane_class,
+                                    std::vector<std::uint64_t>& offset) {
+    struct lane {
+        std::uint64_t size_bytes = 0;
+        std::uint32_t last = 0, lane_class = 0;
+    };
+    std::vector<lane> lanes;
+    std::vector<std::uint32_t> lane_of(items.size(), no_lane);
+    for (std::uint32_t i = 0; i < items.size(); ++i) {
+        if (lane_class[i] == no_lane) continue;
+        const placement_item& b = items[i];
+        std::size_t best = lanes.size();
+        for (std::size_t k = 0; k < lanes.size(); ++k) {
+            const lane& l = lanes[k];
+            if (l.lane_class != lane_class[i] || l.last >= b.first) continue;  // another class's, or busy
+            if (best == lanes.size()) { best = k; continue; }
+            const bool fits = l.size_bytes >= b.size_bytes, best_fits = lanes[best].size_bytes >= b.size_bytes;
+            if (fits != best_fits ? fits : (fits ? l.size_bytes < lanes[best].size_bytes : l.size_bytes > lanes[best].size_bytes))
+                best = k;
+        }
+        if (best == lanes.size()) lanes.push_back({0, 0, lane_class[i]});
+        lanes[best].size_bytes = std::max(lanes[best].size_bytes, b.size_bytes);
+        lanes[best].last = b.last;
+        lane_of[i] = static_cast<std::uint32_t>(best);
+    }
+    // the lanes one above the other, as opened, those of class top_lane_class above the others
+    std::vector<std::uint32_t> order(lanes.size());
+    for (std::uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_partition(order.begin(), order.end(), [&](std::uint32_t k) { return lanes[k].lane_class != top_lane_class; });
+    std::vector<std::uint64_t> base(lanes.size(), 0);
+    std::uint64_t top = 0;
+    for (const std::uint32_t k : order) base[k] = top, top += lanes[k].size_bytes;
+    offset.assign(items.size(), unplaced);
+    for (std::size_t i = 0; i < items.size(); ++i)
+        if (lane_of[i] != no_lane) offset[i] = base[lane_of[i]];
+    return top;
+}
+
+/// The lane placements that place_items() misses on long pipeline plans: a rank's stashes in
+/// lanes (all in one class, or one class per stage), with or without its workspaces in lanes
+/// of their own above them, the other buffers by place_rest() around the lanes. On a plan of
+/// thousands of micro-batches the stashes of one stage are mostly of a few sizes and die in
+/// the order they were born, so their lanes are as large as their largest live set, where the
+/// beam search drifts 5-15% above it. Returns the smallest arena of the four with its offsets
+/// in `offset` (by item).
+inline std::uint64_t place_stashes_in_lanes(std::span<const placement_item> items, std::span<const buffer> buffers,
+                                            std::vector<std::uint64_t>& offset) {
+    std::vector<std::uint32_t> lane_class(items.size());
+    std::vector<std::uint64_t> trial;
+    rest_scratch rest;
+    std::uint64_t best = UINT64_MAX;
+    for (const bool by_stage : {false, true})
+        for (const bool workspace_lanes : {false, true}) {
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                const buffer& b = buffers[items[i].slot];
+                lane_class[i] = b.role == buffer_role::stash                            ? (by_stage ? b.stage : 0)
+                                : workspace_lanes && b.role == buffer_role::workspace ? top_lane_class
+                                                                                      : no_lane;
+            }
+            place_in_lanes(items, lane_class, trial);
+            const std::uint64_t arena = place_rest(items, trial, rest);
+            if (arena < best) best = arena, offset.swap(trial);
+        }
+    return best;
+}
+
+/// Programs of at least `lanes_min_items` placed buffers (long plans: some 1,500 micro-batches
+/// per rank and more) whose place_items() arena exceeds the live set by more than
+/// `lanes_above_per_mille` per mille also try place_stashes_in_lanes(), and keep the smaller
+/// arena. (Shorter programs do not: there the searches reach 1.00-1.08x, and the lanes' time
+/// sweep would cost half again as much as the placement of BM_lower_validate/8/64.)
+inline constexpr std::size_t lanes_min_items = 8192;
+inline constexpr std::uint64_t lanes_above_per_mille = 5;
+
 }  // namespace detail
 
-/// Assigns offsets (pass 4b) with detail::place_items() and sets arena_bytes and
-/// live_peak_bytes; `life` is buffer_lifetimes(p).
+/// Assigns offsets (pass 4b) with detail::place_items() (and, on long programs where that
+/// arena exceeds the live set by more than detail::lanes_above_per_mille, with
+/// detail::place_stashes_in_lanes()) and sets arena_bytes and live_peak_bytes; `life` is
+/// buffer_lifetimes(p).
 inline void assign_offsets(rank_program& p, const std::vector<lifetime>& life, std::uint64_t alignment_bytes = 256,
                            std::size_t max_beam_width = 96) {
     const std::vector<detail::placement_item> items = detail::placement_items(p, life, alignment_bytes);
@@ -666,7 +755,13 @@ inline void assign_offsets(rank_program& p, const std::vector<lifetime>& life, s
     for (std::size_t i = 0; i < items.size(); ++i) raw_bytes[i] = p.buffers[items[i].slot].size_bytes;
     const detail::live_extent live = detail::live_extents(items, p.instructions.size(), raw_bytes);
     std::vector<std::uint64_t> offset;
-    const std::uint64_t arena = detail::place_items(items, live, max_beam_width, offset);
+    std::uint64_t arena = detail::place_items(items, live, max_beam_width, offset);
+    if (max_beam_width > 0 && items.size() >= detail::lanes_min_items &&
+        arena > live.aligned_bytes + live.aligned_bytes / 1000 * detail::lanes_above_per_mille) {
+        std::vector<std::uint64_t> lanes;
+        const std::uint64_t in_lanes = detail::place_stashes_in_lanes(items, p.buffers, lanes);
+        if (in_lanes < arena) arena = in_lanes, offset.swap(lanes);
+    }
     for (buffer& b : p.buffers) b.offset_bytes = 0;
     for (std::size_t i = 0; i < items.size(); ++i) p.buffers[items[i].slot].offset_bytes = offset[i];
     p.arena_bytes = arena;
