@@ -80,7 +80,8 @@ struct simulation_options {
     /// The event replay (a network with links) stops once a device's op start plus the
     /// durations of its ops from there on exceeds this (with a relative margin of 1e-9): the
     /// makespan is then sure to exceed it, simulation_result::makespan_ms is infinite and the
-    /// rest of the result is not filled. Infinite, or a free network: the replay runs to its end.
+    /// rest of the result is not filled (nor is a deadlock after that point reported). Infinite,
+    /// or a free network: the replay runs to its end.
     double give_up_above_ms = std::numeric_limits<double>::infinity();
 };
 
