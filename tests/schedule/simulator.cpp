@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -224,6 +225,47 @@ TEST_CASE("simulator: the one-pass replay writes the curves back to back and kee
                                  }));
         }
     }
+}
+
+// simulation_options::give_up_above_ms: the event replay (links) stops only when the makespan
+// is sure to exceed the cut, and otherwise gives the full replay's result bit for bit.
+TEST_CASE("simulator: the replay with links gives up only above give_up_above_ms") {
+    simulation_workspace ws;
+    simulation_result full, cut_run;
+    std::size_t gave_up = 0, compared = 0;
+    for (std::uint64_t seed = 1; seed <= 12; ++seed)
+        for (std::size_t S : {2u, 3u, 5u}) {
+            const std::size_t M = 1 + (seed * 7 + S) % 17;
+            CAPTURE(seed);
+            CAPTURE(S);
+            CAPTURE(M);
+            const scenario sc = random_scenario(S, M, seed, true);
+            zb_h1 zb;
+            zb.w_share = 0.3;
+            std::vector<std::pair<scenario, pipeline_schedule>> runs{{sc, gpipe{}(sc)}, {sc, one_f_one_b{}(sc)}, {sc, zb(sc)}};
+            const scenario vs = split_into_chunks(sc, 2);
+            runs.emplace_back(vs, interleaved_1f1b{2}(vs));
+            for (const auto& [s, sched] : runs) {
+                CAPTURE(sched.name);
+                simulation_options opt;
+                opt.compute_lower_bound = false;
+                simulate_into(full, s, sched, opt, ws);
+                for (const double f : {0.0, 0.5, 0.97, 0.999, 1.0, 1.03}) {
+                    CAPTURE(f);
+                    opt.give_up_above_ms = f * full.makespan_ms;
+                    simulate_into(cut_run, s, sched, opt, ws);
+                    if (std::isinf(cut_run.makespan_ms)) {
+                        CHECK(full.makespan_ms > opt.give_up_above_ms);
+                        ++gave_up;
+                    } else {
+                        check_identical(cut_run, full);
+                        ++compared;
+                    }
+                }
+            }
+        }
+    CHECK(gave_up > 12 * 3 * 4);
+    CHECK(compared > 12 * 3 * 4);
 }
 
 // Every built-in schedule of the registry on random unequal

@@ -77,6 +77,12 @@ struct simulation_options {
     /// in order, then device 1's, ... (the order of pipeline_schedule::orders). Empty = the
     /// scenario's durations. Used to replay plans that change op speeds (energy/).
     std::span<const double> duration_ms{};
+    /// The event replay (a network with links) stops once a device's op start plus the
+    /// durations of its ops from there on exceeds this (with a relative margin of 1e-9): the
+    /// makespan is then sure to exceed it, simulation_result::makespan_ms is infinite and the
+    /// rest of the result is not filled (nor is a deadlock after that point reported). Infinite,
+    /// or a free network: the replay runs to its end.
+    double give_up_above_ms = std::numeric_limits<double>::infinity();
 };
 
 /// A schedule that cannot run to its end: `device` waits forever at `position` (0-based) of
@@ -151,6 +157,7 @@ struct simulation_workspace {
     std::vector<std::uint32_t> pending;
     huge_page_vector<double> held;  ///< [stage · M + micro-batch]: activations held (recording)
     std::vector<double> dev_free;
+    std::vector<double> left_ms;  ///< the replay with links: per device, durations of ops not started
     std::vector<std::uint32_t> pos, work;
     link_channels links;
     /// The free-network replay's order of the last schedule's ops (detail::order_sweep), the tables
@@ -251,12 +258,23 @@ inline void run_free_network(simulation_workspace& ws, std::size_t D) {
 /// Start times with link contention: links serialize messages in send order, so completions
 /// are processed in time order (ties by op id) and the order of sends is the order of
 /// completion times. An overlapped pair is one event (its forward's id). Leaves
-/// ws.nodes[i].ready = start.
-inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_model& model) {
+/// ws.nodes[i].ready = start. Returns false when it gave up above `give_up_ms` (a margin
+/// included; simulation_options::give_up_above_ms): a device's op start plus the durations of
+/// its ops from there on exceeds it (each device runs its ops one after the other).
+inline bool run_with_links(simulation_workspace& ws, std::size_t D, const op_model& model,
+                           double give_up_ms = std::numeric_limits<double>::infinity()) {
     const op_index& idx = ws.idx;
     std::vector<sim_node>& nodes = ws.nodes;
     std::vector<std::uint32_t>& pending = ws.pending;
     std::vector<char> busy(D, 0);
+    const bool may_give_up = std::isfinite(give_up_ms);
+    bool gave_up = false;
+    std::vector<double>& left_ms = ws.left_ms;  // per device, the durations of its ops not started
+    left_ms.assign(D, 0.0);
+    if (may_give_up)
+        for (std::size_t d = 0; d < D; ++d)
+            for (std::uint32_t i = idx.first_of_device[d]; i < idx.first_of_device[d + 1]; i += idx.pair_head(i) ? 2 : 1)
+                left_ms[d] += nodes[i].dur;
     using event = std::pair<double, std::uint32_t>;
     std::vector<event> heap_storage;
     heap_storage.reserve(D + 1);
@@ -270,6 +288,10 @@ inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_mod
         if (pair) nodes[i + 1].ready = nodes[i].ready;
         busy[d] = 1;
         events.emplace(nodes[i].ready + nodes[i].dur, i);
+        if (may_give_up) {
+            gave_up = gave_up || nodes[i].ready + left_ms[d] > give_up_ms;
+            left_ms[d] -= nodes[i].dur;
+        }
     };
     auto send = [&](std::size_t i, double t, std::size_t d) {
         const sim_node& n = nodes[i];
@@ -284,6 +306,7 @@ inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_mod
     };
     for (std::size_t d = 0; d < D; ++d) try_start(d);
     while (!events.empty()) {
+        if (gave_up) return false;
         const auto [t, i] = events.top();
         events.pop();
         const std::size_t d = idx.device_of_stage[idx.ops[i].stage];
@@ -295,6 +318,7 @@ inline void run_with_links(simulation_workspace& ws, std::size_t D, const op_mod
         if (pair) send(i + 1, t, d);
         try_start(d);
     }
+    return !gave_up;
 }
 
 /// Throws schedule_deadlock naming the first device that did not reach the end of its order.
@@ -548,8 +572,9 @@ enum class replay_method : std::uint8_t { orders, sweep, events };
 
 /// The general replay: indexes the ops (op_index, which names a malformed schedule), builds the
 /// per-op model and finds the start times by `method` (free network) or with links; leaves
-/// ws.nodes[i] = {start, duration} for op id i.
-inline void replay_indexed(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched,
+/// ws.nodes[i] = {start, duration} for op id i. Returns false when the replay with links gave up
+/// (simulation_options::give_up_above_ms; the start times are then partial).
+inline bool replay_indexed(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched,
                            const simulation_options& opt, const op_model& model, replay_method method) {
     ws.idx.build(sc, sched);
     const std::size_t D = sched.placement.devices();
@@ -559,9 +584,14 @@ inline void replay_indexed(simulation_workspace& ws, const scenario& sc, const p
     ws.links.reset(D, sc.network);  // per ordered device pair, the time the link is free again
     ws.pos.assign(D, 0);
     ws.dev_free.assign(D, 0.0);
-    if (method != replay_method::events && sc.network.is_free()) run_free_network(ws, D);
-    else run_with_links(ws, D, model);
+    if (method != replay_method::events && sc.network.is_free()) {
+        run_free_network(ws, D);
+    } else if (const double cut = opt.give_up_above_ms;
+               !run_with_links(ws, D, model, std::isfinite(cut) ? cut + 1e-9 * std::fabs(cut) : cut)) {
+        return false;
+    }
     check_finished(ws, sched, D);
+    return true;
 }
 
 /// The indexed replay's recording: record_device() per device from the start times and
@@ -601,7 +631,10 @@ inline void simulate_into_by(simulation_result& r, const scenario& sc, const pip
     const bool swept = method == replay_method::orders && sc.network.is_free() && opt.duration_ms.empty() &&
                        order_sweep(ws, sc, sched).run(r, opt);
     if (!swept) {
-        replay_indexed(ws, sc, sched, opt, model, method);
+        if (!replay_indexed(ws, sc, sched, opt, model, method)) {
+            r.makespan_ms = std::numeric_limits<double>::infinity();  // above opt.give_up_above_ms
+            return;
+        }
         record_indexed(r, sc, sched, opt, ws, model);
     }
     r.bubble_fraction.assign(D, 0.0);

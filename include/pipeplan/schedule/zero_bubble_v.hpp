@@ -224,7 +224,11 @@ struct zb_v {
 
 private:
     // `orders` (ZB-V's table, a V-Half or V-Min building block) replace s's when their replay
-    // is shorter and its peak fits the memory limit and `peak_cap_mb`; returns that peak.
+    // is shorter and its peak fits the memory limit and `peak_cap_mb`; returns that peak. The
+    // quick form's replay gives up once it is sure to end after `makespan_ms` or above
+    // give_up_above_ms (simulation_options::give_up_above_ms; the peak returned is then 0): the
+    // orders are then not kept, or kept with a makespan above the cut, which an order search
+    // drops as it drops the infinite makespan reported instead.
     double keep_if_better(const scenario& sc, pipeline_schedule& s, double& makespan_ms, device_orders orders,
                           double peak_cap_mb) const {
         std::swap(s.orders, orders);  // `orders` holds the discovered ones while s is simulated
@@ -232,6 +236,7 @@ private:
         thread_local simulation_result r;
         simulation_options so;
         so.record_timeline = so.record_memory_curve = so.compute_lower_bound = false;
+        if (quick) so.give_up_above_ms = std::min(makespan_ms, give_up_above_ms);
         simulate_into(r, sc, s, so, ws);  // the scenario was validated by its maker
         const double peak = *std::max_element(r.peak_memory_mb.begin(), r.peak_memory_mb.end());
         if (r.makespan_ms < makespan_ms && peak <= memory_limit_mb + 1e-9 && peak <= peak_cap_mb + 1e-9)
