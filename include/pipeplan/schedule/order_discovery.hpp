@@ -574,8 +574,7 @@ private:
         out_.stalled = false;
         out_.gave_up = false;
         left_work_ = work_;
-        const double cut = pol.give_up_above_ms;
-        give_up_ms_ = std::isfinite(cut) ? cut + 1e-9 * std::fabs(cut) : std::numeric_limits<double>::infinity();
+        give_up_ms_ = give_up_past_ms(pol.give_up_above_ms);
         out_.orders.resize(D_);
         for (std::size_t d = 0; d < D_; ++d) {
             out_.orders[d].clear();

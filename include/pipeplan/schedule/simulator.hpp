@@ -270,11 +270,12 @@ inline bool run_with_links(simulation_workspace& ws, std::size_t D, const op_mod
     const bool may_give_up = std::isfinite(give_up_ms);
     bool gave_up = false;
     std::vector<double>& left_ms = ws.left_ms;  // per device, the durations of its ops not started
-    left_ms.assign(D, 0.0);
-    if (may_give_up)
+    if (may_give_up) {
+        left_ms.assign(D, 0.0);
         for (std::size_t d = 0; d < D; ++d)
             for (std::uint32_t i = idx.first_of_device[d]; i < idx.first_of_device[d + 1]; i += idx.pair_head(i) ? 2 : 1)
                 left_ms[d] += nodes[i].dur;
+    }
     using event = std::pair<double, std::uint32_t>;
     std::vector<event> heap_storage;
     heap_storage.reserve(D + 1);
@@ -586,8 +587,7 @@ inline bool replay_indexed(simulation_workspace& ws, const scenario& sc, const p
     ws.dev_free.assign(D, 0.0);
     if (method != replay_method::events && sc.network.is_free()) {
         run_free_network(ws, D);
-    } else if (const double cut = opt.give_up_above_ms;
-               !run_with_links(ws, D, model, std::isfinite(cut) ? cut + 1e-9 * std::fabs(cut) : cut)) {
+    } else if (!run_with_links(ws, D, model, give_up_past_ms(opt.give_up_above_ms))) {
         return false;
     }
     check_finished(ws, sched, D);

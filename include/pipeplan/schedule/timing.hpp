@@ -29,7 +29,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "pipeplan/schedule/op.hpp"
@@ -161,5 +163,14 @@ struct cross_target {
 [[nodiscard]] constexpr std::uint8_t input_count(op o, std::size_t stages) noexcept {
     return static_cast<std::uint8_t>((cross_producer(o, stages).has ? 1 : 0) + (local_producer(o.kind, false) ? 1 : 0));
 }
+
+namespace detail {
+/// The time past which a replay or discovery that may give up (discovery_policy /
+/// simulation_options::give_up_above_ms) gives up: `cut_ms` plus a relative 1e-9, so that a run
+/// ending at the cut up to rounding still runs to its end; infinite when `cut_ms` is.
+[[nodiscard]] inline double give_up_past_ms(double cut_ms) noexcept {
+    return std::isfinite(cut_ms) ? cut_ms + 1e-9 * std::fabs(cut_ms) : std::numeric_limits<double>::infinity();
+}
+}  // namespace detail
 
 }  // namespace pipeplan::schedule
