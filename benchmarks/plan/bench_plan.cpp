@@ -153,8 +153,8 @@ void run_drawn(benchmark::State& state, long long tokens, std::uint64_t seed) {
 
 void BM_plan_gpt_drawn_fresh(benchmark::State& s) { run_drawn(s, s.range(0), 1); }
 /// The batch and the work of `pipeplan plan ... --tokens 65536 --seed range(0)` (GPT-6.7B 65k,
-/// S 4, the CLI's `planning_ms.total`): seeds 1-5 cost 84, 87, 69, 120 and 125 M instructions,
-/// BM_plan_gpt_fresh's batch 62.5 M (callgrind, `--toggle-collect='*within_memory*'`).
+/// S 4, the CLI's `planning_ms.total`): seeds 1-5 cost 73.5, 75.6, 60.1, 91.2 and 72.9 M
+/// instructions (callgrind, `--toggle-collect='*within_memory*'`, release build).
 void BM_plan_gpt_cli_fresh(benchmark::State& s) { run_drawn(s, 65536, static_cast<std::uint64_t>(s.range(0))); }
 
 /// One `pipeplan plan` run of a deep pipeline: GPT-6.7B, one layer per stage, S = range(0)

@@ -313,6 +313,45 @@ TEST_CASE("simulator: every registered schedule replays in one pass as the event
     CHECK(one_pass * 2 >= compared / 2);
 }
 
+namespace kept_workspace {
+// `sched` with two neighbouring ops swapped on one device (picked by `seed`).
+pipeline_schedule with_neighbours_swapped(pipeline_schedule sched, std::uint64_t seed) {
+    std::vector<op>& order = sched.orders[seed % sched.orders.size()];
+    const std::size_t at = seed % (order.size() - 1);
+    std::swap(order[at], order[at + 1]);
+    return sched;
+}
+// Replays schedules with one kept workspace (by `method`) and each with a fresh one (the event
+// replay): the same result, or the same error. Counts the comparisons and the errors.
+struct kept_against_fresh {
+    detail::replay_method method;
+    simulation_workspace reused;
+    std::size_t compared = 0, errors = 0;
+    explicit kept_against_fresh(detail::replay_method m) : method(m) {}
+    void operator()(const scenario& s, const pipeline_schedule& sched) {
+        simulation_result a, b;
+        std::string error_a, error_b;
+        try {
+            detail::simulate_into_by(a, s, sched, {}, reused, method);
+        } catch (const pipeplan::invalid_argument& e) {
+            error_a = e.what();
+        }
+        try {
+            simulation_workspace fresh;
+            detail::simulate_into_by(b, s, sched, {}, fresh, detail::replay_method::events);
+        } catch (const pipeplan::invalid_argument& e) {
+            error_b = e.what();
+        }
+        CHECK(error_a == error_b);
+        if (error_a.empty() && error_b.empty()) check_identical(a, b);
+        errors += error_a.empty() ? 0 : 1;
+        ++compared;
+    }
+};
+}  // namespace kept_workspace
+using kept_workspace::kept_against_fresh;
+using kept_workspace::with_neighbours_swapped;
+
 // A kept workspace keeps the replay order (the steps) of the last schedule's orders and times
 // the next schedule with orders of the same shape and ends from them, checking every op: the same
 // schedule on another scenario of the same shape (other durations and memory), and a schedule
@@ -322,27 +361,10 @@ TEST_CASE("simulator: every registered schedule replays in one pass as the event
 // same error.
 TEST_CASE("simulator: a reused workspace keeps the structure of the orders and notices any change") {
     using detail::replay_method;
-    simulation_workspace reused;
-    std::size_t compared = 0, schedules = 0, kept = 0, errors = 0, checked = 0;
-    auto replay = [&](const scenario& s, const pipeline_schedule& sched) {
-        simulation_result a, b;
-        std::string error_a, error_b;
-        try {
-            detail::simulate_into_by(a, s, sched, {}, reused, replay_method::orders);
-        } catch (const pipeplan::invalid_argument& e) {
-            error_a = e.what();
-        }
-        try {
-            simulation_workspace fresh;
-            detail::simulate_into_by(b, s, sched, {}, fresh, replay_method::events);
-        } catch (const pipeplan::invalid_argument& e) {
-            error_b = e.what();
-        }
-        CHECK(error_a == error_b);
-        if (error_a.empty() && error_b.empty()) check_identical(a, b);
-        errors += error_a.empty() ? 0 : 1;
-        ++compared;
-    };
+    kept_against_fresh check(replay_method::orders);
+    simulation_workspace& reused = check.reused;
+    std::size_t schedules = 0, kept = 0, checked = 0;
+    auto replay = [&](const scenario& s, const pipeline_schedule& sched) { check(s, sched); };
     for (std::uint64_t seed = 1; seed <= 8; ++seed)
         for (std::size_t S : {2u, 4u, 6u}) {
             const std::size_t M = 2 + (seed * 5 + S) % 13;
@@ -366,11 +388,7 @@ TEST_CASE("simulator: a reused workspace keeps the structure of the orders and n
                 CHECK(reused.structure.has_steps);
                 replay(s, sched);
                 replay(o, sched);
-                pipeline_schedule swapped = sched;
-                std::vector<op>& order = swapped.orders[seed % swapped.orders.size()];
-                const std::size_t at = seed % (order.size() - 1);
-                std::swap(order[at], order[at + 1]);
-                replay(s, swapped);
+                replay(s, with_neighbours_swapped(sched, seed));
                 replay(s, sched);  // and back
                 pipeline_schedule middle = sched;  // the same first and last ops, another middle
                 std::vector<op>& inner = middle.orders[(seed + 1) % middle.orders.size()];
@@ -384,8 +402,53 @@ TEST_CASE("simulator: a reused workspace keeps the structure of the orders and n
         }
     CHECK(kept == schedules);  // every schedule's steps were kept
     CHECK(checked > 0);
-    CHECK(errors > 0);            // some swaps deadlock or are refused
-    CHECK(errors * 2 < compared);
+    CHECK(check.errors > 0);  // some swaps deadlock or are refused
+    CHECK(check.errors * 2 < check.compared);
+}
+
+// The event replay keeps the op index of the last orders (op_index::build_if_changed) while the
+// shape and the orders stay: a kept workspace replaying one schedule on scenarios of the same shape,
+// a schedule with two ops swapped (which may deadlock or be refused), the schedule again, one of
+// another micro-batch count and one on other chunks must give what a fresh workspace gives, or
+// the same error.
+TEST_CASE("simulator: the event replay reuses the op index only for the same orders and shape") {
+    using detail::replay_method;
+    kept_against_fresh check(replay_method::events);
+    std::size_t kept = 0;
+    auto replay = [&](const scenario& s, const pipeline_schedule& sched) {
+        kept += check.reused.idx.holds(s, sched) ? 1 : 0;
+        check(s, sched);
+    };
+    for (std::uint64_t seed = 1; seed <= 6; ++seed)
+        for (std::size_t S : {2u, 4u}) {
+            const std::size_t M = 2 + (seed * 5 + S) % 11;
+            CAPTURE(seed);
+            CAPTURE(S);
+            const scenario sc = random_scenario(S, M, seed, true);
+            const scenario other = random_scenario(S, M, seed + 100, true);  // same shape, other values
+            const scenario fewer = random_scenario(S, M - 1, seed, true);
+            zb_h1 zb;
+            zb.w_share = 0.4;
+            const zb_v v;
+            const scenario vs = split_into_v_chunks(sc), vo = split_into_v_chunks(other);
+            for (const auto& [s, o, sched] : {std::tuple{sc, other, one_f_one_b{}(sc)}, std::tuple{sc, other, zb(sc)},
+                                              std::tuple{vs, vo, v(vs)}}) {
+                CAPTURE(sched.name);
+                replay(s, sched);
+                replay(o, sched);  // the index kept, other durations
+                replay(s, sched);
+                replay(s, with_neighbours_swapped(sched, seed));
+                replay(s, sched);  // and back
+                pipeline_schedule unsplit = sched;  // the same orders without a B/W split
+                unsplit.w_share = 0.0;
+                if (sched.w_share > 0.0) replay(s, unsplit);  // refused: W ops without a split
+                replay(fewer, one_f_one_b{}(fewer));
+                replay(s, sched);
+            }
+        }
+    CHECK(kept >= 3 * 12 * 2);  // the replays on `other` and the second on `sc`
+    CHECK(check.errors > 0);
+    CHECK(check.errors * 2 < check.compared);
 }
 
 TEST_CASE("link_channels: per-link queues equal a map of links, dense and listed, across resets") {

@@ -577,7 +577,7 @@ enum class replay_method : std::uint8_t { orders, sweep, events };
 /// (simulation_options::give_up_above_ms; the start times are then partial).
 inline bool replay_indexed(simulation_workspace& ws, const scenario& sc, const pipeline_schedule& sched,
                            const simulation_options& opt, const op_model& model, replay_method method) {
-    ws.idx.build(sc, sched);
+    ws.idx.build_if_changed(sc, sched);
     const std::size_t D = sched.placement.devices();
     build_nodes(ws.idx, sc, sched.w_share, ws.nodes, ws.pending);
     apply_durations(ws.nodes, opt, sched);

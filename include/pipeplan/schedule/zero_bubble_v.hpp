@@ -189,19 +189,22 @@ struct zb_v {
         pol.max_pending_w = max_pending_w;
         pol.held_limit_mb = v_activation_limits_mb(sc, s.placement, activation_share);
         if (quick) pol.give_up_above_ms = give_up_above_ms;
-        discovery_result best = best_preference(sc, s.placement, pol, quick);
+        detail::order_discovery& engine = detail::discovery_engine();  // prepared once for both policies
+        const detail::engine_release release(engine);
+        engine.prepare(sc, s.placement, pol.w_share);
+        discovery_result best = best_preference(engine, pol, quick);
         if (best.stalled || best.gave_up) {
             discovery_policy per_mb = pol;  // the per-micro-batch reservation, which cannot stall
             per_mb.stage_memory = false;
             per_mb.held_limit_mb.clear();
             const auto S = static_cast<double>(s.placement.devices());
             per_mb.inflight_limit = {static_cast<std::size_t>(std::max(1.0, std::ceil(activation_share * S - 1e-9)))};
-            discovery_result fallback = best_preference(sc, s.placement, per_mb, quick);
+            discovery_result fallback = best_preference(engine, per_mb, quick);
             // A run that gave up may have stalled: then the fallback's makespan is the discovery's,
             // and when that does not exceed the cut, the stage-memory run decides in full.
             if (best.gave_up && !fallback.gave_up) {
                 pol.give_up_above_ms = std::numeric_limits<double>::infinity();
-                best = best_preference(sc, s.placement, pol, quick);
+                best = best_preference(engine, pol, quick);
                 if (best.stalled) best = std::move(fallback);
             } else if (best.stalled || fallback.gave_up) {
                 best = std::move(fallback);
@@ -247,13 +250,9 @@ private:
     }
     // The shortest of the three uniform preferences' runs, or of the first alone when `first_only`
     // (the first on ties; a stalled run only when all stall; one that gave up only when all
-    // stall or give up, and then marked as given up).
-    static discovery_result best_preference(const scenario& sc, const stage_placement& pl, discovery_policy pol,
-                                            bool first_only) {
+    // stall or give up, and then marked as given up), on the `engine` prepared for the scenario.
+    static discovery_result best_preference(detail::order_discovery& engine, discovery_policy pol, bool first_only) {
         using pref = discovery_policy::preference;
-        detail::order_discovery& engine = detail::discovery_engine();
-        const detail::engine_release release(engine);
-        engine.prepare(sc, pl, pol.w_share);
         discovery_result best;
         best.stalled = true;
         best.makespan_ms = std::numeric_limits<double>::infinity();
