@@ -222,8 +222,10 @@ inline double capped_row_cut(const range_costs& rc, std::size_t i, double cap, s
     const auto sm = rc.suffix_min(i);
     cut = first_above(sm.data(), sm.size(), cap);
     double next = cut < row.size() ? sm[cut] : inf;
+    // The first prefix maximum above the cap: at or just before the cut (small dips).
     const double* pm = rc.prefix_max(i).data();
-    clear = first_above(pm, cut, cap);
+    clear = cut;
+    while (clear > 0 && pm[clear - 1] > cap) --clear;
     for (std::size_t m = clear; m < cut; ++m)
         if (t[m] > cap) next = std::min(next, t[m]);
     return next;
