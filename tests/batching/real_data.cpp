@@ -148,7 +148,7 @@ TEST_CASE("pipeplan accounting on real profiles equals the per-device sum by han
 
 TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit (both accountings, real profiles)" *
           PIPEPLAN_NEEDS_DATA()) {
-    std::size_t compared = 0, priced = 0;
+    std::size_t compared = 0, priced = 0, shared = 0;
     for (const bool t5 : {false, true}) {
         const auto& m = profile_model(t5 ? "t5_11b" : "gpt_6.7b", interpolation_mode::recommended);
         for (const auto accounting : {pb::accounting_mode::pipeplan, pb::accounting_mode::dynapipe}) {
@@ -156,24 +156,60 @@ TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit (bo
                                     ? profile_model(t5 ? "t5_11b" : "gpt_6.7b", interpolation_mode::dynapipe)
                                     : m;
             const pb::stage_cost_evaluator<profile_cost_model> ev(model, t5 ? t5_config() : gpt_config(), accounting);
+            // One memo for all the rows: T5's encoder layers and LM head share their prices
+            // between the rows of one encoder (decoder) length.
+            pb::stage_cost_evaluator<profile_cost_model>::part_memo memo;
             for (const auto r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
                 for (const int e : {1, 16, 40, 100, 128, 333, 1024, 2000, 8192, 9000})
                     for (const int d : t5 ? std::vector<int>{1, 10, 16, 77, 300, 4096, 9000} : std::vector<int>{0}) {
-                        pb::stage_cost_evaluator<profile_cost_model>::prepared_shape p;
+                        pb::stage_cost_evaluator<profile_cost_model>::prepared_shape p, with_memo;
                         ev.prepare(e, d, r, p);
+                        ev.prepare(e, d, r, with_memo, &memo);
+                        for (const auto* row : with_memo.shared) shared += row ? 1 : 0;
                         for (int mbs = 1; mbs <= 300; mbs += mbs < 40 ? 1 : 13) {
                             const auto want = ev.evaluate(pb::microbatch_shape{mbs, e, d}, r);
-                            const auto got = ev.evaluate(p, mbs);
                             ++compared;
                             priced += want.ok() ? 1 : 0;
-                            REQUIRE(got.status() == want.status());
-                            if (want.ok()) REQUIRE(got.value() == want.value());
+                            for (const auto* row : {&p, &with_memo}) {
+                                const auto got = ev.evaluate(*row, mbs);
+                                REQUIRE(got.status() == want.status());
+                                if (want.ok()) REQUIRE(got.value() == want.value());
+                            }
                         }
                     }
         }
     }
     CHECK(compared > 5000);
     CHECK(priced > compared / 10);
+    CHECK(shared > 0);
+}
+
+TEST_CASE("the profile model's canonical query drops the lengths a component's prices ignore (T5)" * PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile_model("t5_11b", interpolation_mode::recommended);
+    layer_query q;
+    q.mbs = 3;
+    q.seqlen_tokens = 200;
+    q.dec_seqlen_tokens = 77;
+    q.tp = 4;
+    q.comp = component::encoder;
+    CHECK(m.canonical_query(q).seqlen_tokens == 200);
+    CHECK(m.canonical_query(q).dec_seqlen_tokens == 0);
+    q.comp = component::decoder;
+    CHECK(m.canonical_query(q).seqlen_tokens == 200);
+    CHECK(m.canonical_query(q).dec_seqlen_tokens == 77);
+    q.comp = component::postprocess;
+    CHECK(m.canonical_query(q).seqlen_tokens == 0);
+    CHECK(m.canonical_query(q).dec_seqlen_tokens == 77);
+    for (const component c : {component::encoder, component::postprocess}) {
+        q.comp = c;
+        layer_query other = q;
+        other.seqlen_tokens = c == component::postprocess ? 4000 : 200;
+        other.dec_seqlen_tokens = c == component::encoder ? 3000 : 77;
+        const pipeplan::layer_cost a = m.evaluate(q), b = m.evaluate(other);
+        REQUIRE(a.forward_ms.ok());
+        CHECK(a.forward_ms.value() == b.forward_ms.value());
+        CHECK(a.backward_ms.value() == b.backward_ms.value());
+    }
 }
 
 TEST_CASE("dynapipe accounting on real profiles follows the published formulas" * PIPEPLAN_NEEDS_DATA()) {

@@ -65,8 +65,9 @@ public:
 
     /// The table row of (E, D), extended to at least `m` entries if it fits that far (its size
     /// may be < m: larger sizes do not fit).
-    const std::vector<double>& row(int seqlen, int dec_seqlen, int m) {
-        entry& e = get(seqlen, dec_seqlen);
+    const std::vector<double>& row(int seqlen, int dec_seqlen, int m) { return row(get(seqlen, dec_seqlen), seqlen, dec_seqlen, m); }
+    /// As above, of the entry `e` of (E, D).
+    const std::vector<double>& row(entry& e, int seqlen, int dec_seqlen, int m) {
         double t = 0;
         (void)at(e, seqlen, dec_seqlen, m, t);
         return e.t;
@@ -77,7 +78,7 @@ private:
         const auto& ev = ctx_->evaluator();
         if (!e.prepared) {
             e.prepared = std::make_unique<prepared_shape>();
-            ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared);
+            ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared, &parts_);
         }
         const auto price = [&](int mbs) { return ev.evaluate(*e.prepared, mbs); };
         shape_cost_cache* cache = ctx_->cache();
@@ -101,6 +102,7 @@ private:
     }
     const split_context<Model>* ctx_;
     memory_rung rung_;
+    typename stage_cost_evaluator<Model>::part_memo parts_;  ///< component prices the entries share
     std::unordered_map<std::uint64_t, entry> table_;
 };
 
@@ -114,6 +116,43 @@ template <cost_model Model>
 }  // namespace detail
 
 namespace detail {
+
+/// Appends the row of ranges starting at a sample to `rc` (2-D orders): stretches of ranges
+/// with the same running maxima (E, D) read one table row, each copied from it, up to the first
+/// size that does not fit. `row_e[k]`, `row_d[k]`: the lengths of the range's (k + 1)-th
+/// sample, k < remaining. Returns the row's length.
+template <cost_model Model>
+int append_2d_row(range_costs& rc, shape_tables<Model>& tables, const int* row_e, const int* row_d, int remaining) {
+    rc.start_row();
+    int e = 0, d = 0, len = 0;
+    for (int m = 1; m <= remaining;) {
+        e = std::max(e, row_e[m - 1]);
+        d = std::max(d, row_d[m - 1]);
+        // The stretch is m .. end - 1. Its scan stops at the first size that does not fit (the
+        // row ends there), pricing the table row as it goes: the same sizes are priced as by a
+        // scan to the stretch's end, without scanning past the row's end.
+        auto& entry = tables.get(e, d);
+        int known = static_cast<int>(entry.t.size());  // sizes 1 .. known fit
+        int end = m + 1;
+        while (end <= remaining && row_e[end - 1] <= e && row_d[end - 1] <= d) {
+            if (end - 1 > known) {
+                double unused = 0;
+                if (!tables.at(entry, e, d, end - 1, unused)) break;
+                known = static_cast<int>(entry.t.size());
+            }
+            ++end;
+        }
+        const std::vector<double>& t = tables.row(entry, e, d, end - 1);
+        const int fit = std::min(end - 1, static_cast<int>(t.size()));
+        if (fit >= m) {
+            rc.append_to_row(std::span<const double>(t.data() + (m - 1), static_cast<std::size_t>(fit - m + 1)));
+            len += fit - m + 1;
+        }
+        if (fit < end - 1) break;
+        m = end;
+    }
+    return len;
+}
 
 /// The range-cost rows of `order` under the tables' rung (see the file comment); sets
 /// `head_padded` (decoder-only, lengths non-increasing) and `entries` (Σ row lengths).
@@ -174,26 +213,7 @@ template <cost_model Model>
             entries += static_cast<long long>(buf.size());
             rc.add_row(buf);
         } else {
-            // Stretches of ranges with the same running maxima (E, D) read one table row: copy
-            // each stretch from it, up to the first size that does not fit.
-            rc.start_row();
-            const int* row_e = len_e.data() + i;  // row_e[m - 1]: the m-th sample of the range
-            const int* row_d = len_d.data() + i;
-            int e = 0, d = 0;
-            for (int m = 1; m <= remaining;) {
-                e = std::max(e, row_e[m - 1]);
-                d = std::max(d, row_d[m - 1]);
-                int end = m + 1;  // the stretch is m .. end - 1
-                while (end <= remaining && row_e[end - 1] <= e && row_d[end - 1] <= d) ++end;
-                const std::vector<double>& t = tables.row(e, d, end - 1);
-                const int fit = std::min(end - 1, static_cast<int>(t.size()));
-                if (fit >= m) {
-                    rc.append_to_row(std::span<const double>(t.data() + (m - 1), static_cast<std::size_t>(fit - m + 1)));
-                    entries += fit - m + 1;
-                }
-                if (fit < end - 1) break;
-                m = end;
-            }
+            entries += append_2d_row(rc, tables, len_e.data() + i, len_d.data() + i, remaining);
         }
     }
     return rc;

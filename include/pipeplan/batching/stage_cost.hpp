@@ -28,7 +28,9 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pipeplan/batching/pipeline_config.hpp"
@@ -132,6 +134,29 @@ public:
         return cost_of(p);
     }
 
+    /// Component prices shared by the prepared rows of shapes whose component queries have the
+    /// same canonical query (canonical_cost_model: e.g. T5's encoder layers, priced at (m, E)
+    /// for every decoder length D, and its LM head at (m, D)): each is priced once per
+    /// micro-batch size. Filled by evaluate(prepared, m); one per thread.
+    class part_memo {
+        friend class stage_cost_evaluator;
+        struct key {
+            int comp, seqlen, dec_seqlen, recompute;
+            friend bool operator==(const key&, const key&) noexcept = default;
+        };
+        struct key_hash {
+            std::size_t operator()(const key& k) const noexcept {
+                std::uint64_t h = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.seqlen)) << 32) |
+                                  static_cast<std::uint32_t>(k.dec_seqlen);
+                h ^= static_cast<std::uint64_t>(k.comp * 4 + k.recompute + 1) * 0x9e3779b97f4a7c15ULL;
+                h ^= h >> 29;
+                h *= 0xbf58476d1ce4e5b9ULL;
+                return static_cast<std::size_t>(h ^ (h >> 32));
+            }
+        };
+        std::unordered_map<key, std::vector<part>, key_hash> rows_;  ///< prices at m = 1, 2, ...
+    };
+
     /// The lengths and recomputation of a row of shapes (m, E, D), m = 1, 2, ..., prepared
     /// once for evaluate(prepared, m) (models satisfying prepared_cost_model look their
     /// length axes up once; others are priced by evaluate(shape, r)).
@@ -139,15 +164,28 @@ public:
         microbatch_shape shape;
         recompute_mode recompute = recompute_mode::none;
         std::array<prepared_part_t, 4> parts{};
+        /// Per component, its prices in a part_memo shared with other rows (nullptr: its own).
+        std::array<std::vector<part>*, 4> shared{};
     };
 
-    /// Prepares the shapes (m, seqlen, dec_seqlen) under `r` for evaluate(prepared, m).
-    void prepare(int seqlen, int dec_seqlen, recompute_mode r, prepared_shape& out) const {
+    /// Prepares the shapes (m, seqlen, dec_seqlen) under `r` for evaluate(prepared, m); with a
+    /// `memo`, the components whose prices ignore one of the lengths share their prices there.
+    void prepare(int seqlen, int dec_seqlen, recompute_mode r, prepared_shape& out, part_memo* memo = nullptr) const {
         out.shape = microbatch_shape{1, seqlen, dec_seqlen};
         out.recompute = r;
+        out.shared = {};
         if constexpr (prepared_cost_model<Model>) {
-            for (std::size_t c = 0; c < 4; ++c)
-                if (used_[c]) model_->prepare(query_of(static_cast<component>(c), out.shape, r), out.parts[c]);
+            for (std::size_t c = 0; c < 4; ++c) {
+                if (!used_[c]) continue;
+                const layer_query q = query_of(static_cast<component>(c), out.shape, r);
+                model_->prepare(q, out.parts[c]);
+                if constexpr (canonical_cost_model<Model>) {
+                    const layer_query k = model_->canonical_query(q);
+                    if (memo && (k.seqlen_tokens != q.seqlen_tokens || k.dec_seqlen_tokens != q.dec_seqlen_tokens))
+                        out.shared[c] = &memo->rows_[typename part_memo::key{static_cast<int>(c), k.seqlen_tokens,
+                                                                             k.dec_seqlen_tokens, static_cast<int>(r)}];
+                }
+            }
         }
     }
 
@@ -161,7 +199,14 @@ public:
             std::array<part, 4> p{};
             for (std::size_t c = 0; c < 4; ++c) {
                 if (!used_[c]) continue;
-                p[c] = part_of(static_cast<component>(c), model_->evaluate(ps.parts[c], m));
+                if (std::vector<part>* row = ps.shared[c]) {
+                    while (row->size() < static_cast<std::size_t>(m))
+                        row->push_back(part_of(static_cast<component>(c),
+                                               model_->evaluate(ps.parts[c], static_cast<int>(row->size()) + 1)));
+                    p[c] = (*row)[static_cast<std::size_t>(m) - 1];
+                } else {
+                    p[c] = part_of(static_cast<component>(c), model_->evaluate(ps.parts[c], m));
+                }
                 if (p[c].status != estimate_status::ok) return estimate<microbatch_cost>::failed(p[c].status);
             }
             return cost_of(p);

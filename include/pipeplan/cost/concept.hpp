@@ -5,7 +5,8 @@
 //   m.evaluate(layer_query)              -> layer_cost   (times in ms, memory in MB)
 //   m.parameter_mb(component, tp, mode)  -> estimate<double>  (fp16 weights of one layer, MB)
 //   m.is_encoder_decoder()               -> bool
-// and, optionally (prepared_cost_model below), m.prepare(q, p) / m.evaluate(p, mbs).
+// and, optionally (prepared_cost_model below), m.prepare(q, p) / m.evaluate(p, mbs), and
+// (canonical_cost_model) m.canonical_query(q).
 #pragma once
 
 #include <concepts>
@@ -30,6 +31,17 @@ concept prepared_cost_model = cost_model<M> && requires(const M& m, const layer_
                                                         const typename M::prepared_query& cp, int mbs) {
     m.prepare(q, p);
     { m.evaluate(cp, mbs) } -> std::convertible_to<layer_cost>;
+};
+
+/// A cost model that says which lengths a query's prices depend on: `m.canonical_query(q)` is
+/// q with each length its component's prices do not depend on set to 0 (e.g. a T5 encoder
+/// layer's prices do not depend on the decoder length), and two queries with the same
+/// canonical query are priced the same, bit for bit. Optional: the exact split prices such a
+/// component once per canonical query and micro-batch size where a model has it
+/// (profile_cost_model does).
+template <class M>
+concept canonical_cost_model = cost_model<M> && requires(const M& m, const layer_query& q) {
+    { m.canonical_query(q) } -> std::convertible_to<layer_query>;
 };
 
 }  // namespace pipeplan
