@@ -108,6 +108,10 @@ void print_summary(const plan::plan_result& r) {
         fmt::print("  memory: planned under a budget of {:.1f} MB ({} plans): at the device memory, some rank's arena + "
                    "model state did not fit\n",
                    r.budget_mb, r.memory_attempts);
+    if (r.memory_probes > 0)
+        fmt::print("  memory probes: {} plans under budgets below the kept plan's (memory binds it); the plan is the "
+                   "fastest that fits, under a budget of {:.1f} MB\n",
+                   r.memory_probes, r.budget_mb);
     const plan::plan_facts f = plan::facts_of(r);
     print_facts(f);
     fmt::print("  {:>5} {:>14} {:>15} {:>10} {:>13} {:>13} {:>11}\n", "rank", "peak_mem_mb", "model_state_mb", "arena_mb",

@@ -299,6 +299,7 @@ void bind_result(py::module_& m) {
         .def_property_readonly("model_state_mb", [](const R& r) { return r.r.model_state_mb; })
         .def_property_readonly("budget_mb", [](const R& r) { return r.r.budget_mb; })
         .def_property_readonly("memory_attempts", [](const R& r) { return r.r.memory_attempts; })
+        .def_property_readonly("memory_probes", [](const R& r) { return r.r.memory_probes; })
         .def_property_readonly("recompute", [](const R& r) { return std::string(name_of(r.r.split.recompute)); })
         .def_property_readonly("planning_ms", [](const R& r) { return planning_ms(r.r.times); })
         .def("share_of", [](const R& r, std::size_t rank) {
