@@ -170,9 +170,17 @@ struct planner_options {
     /// plan under a budget is not monotone in it (the split, the candidates and the re-plans'
     /// budgets move with it), so a smaller limit may have found a faster plan under a budget a
     /// larger limit's search never tries; the probes try some. A probe schedules only candidates
-    /// whose lower bound beats the fastest plan so far (plan_result::memory_probes). Empty = no
-    /// probes.
-    std::vector<double> memory_probe_shares = {0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32};
+    /// whose lower bound beats the fastest plan so far (plan_result::memory_probes). Empty (the
+    /// default) = no probes; recommended_memory_probe_shares() is the set measured in
+    /// docs/plans.md. Off by default: where they run, a plan costs 1.8-2.9x as much on GPT-6.7B
+    /// 65k and ~8x on T5-11B 65k (each probe re-splits).
+    std::vector<double> memory_probe_shares = {};
+
+    /// The memory probes' shares measured in docs/plans.md ("Memory probes"): 0.5, 1, 2, 4, 8,
+    /// 16 and 32 % below the kept plan's budget (`pipeplan plan --memory-probes`).
+    [[nodiscard]] static std::vector<double> recommended_memory_probe_shares() {
+        return {0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32};
+    }
 };
 
 /// One schedule tried.
