@@ -10,7 +10,7 @@ limit; then per batch the worst rise (the figure docs/plans.md quotes; 0 = monot
 
     /usr/bin/python3 benchmarks/plan/memory_sweep.py [--pipeplan build/examples/cli/pipeplan]
         [--data ../shared/data] [--models gpt,t5,t5mix] [--seeds 1,2,3] [--tokens 65536]
-        [--from-mb 10000] [--to-mb 80000] [--step-mb 500] [--quiet]
+        [--from-mb 10000] [--to-mb 80000] [--step-mb 500] [--memory-probes] [--quiet]
 """
 import argparse
 import json
@@ -46,7 +46,8 @@ def sweep(args, name, seed, tmp):
     best, worst = None, 0.0
     limit = args.from_mb
     while limit <= args.to_mb:
-        out = subprocess.run(base + ["--memory-mb", str(limit)], capture_output=True, text=True)
+        out = subprocess.run(base + ["--memory-mb", str(limit)] + (["--memory-probes"] if args.memory_probes else []),
+                             capture_output=True, text=True)
         if out.returncode != 0:
             if not args.quiet:
                 print("  %6d MB: refused" % limit)
@@ -74,6 +75,7 @@ def main():
     ap.add_argument("--from-mb", type=int, default=10000)
     ap.add_argument("--to-mb", type=int, default=80000)
     ap.add_argument("--step-mb", type=int, default=500)
+    ap.add_argument("--memory-probes", action="store_true", help="plan with `pipeplan plan --memory-probes`")
     ap.add_argument("--quiet", action="store_true", help="only the worst rise per batch")
     args = ap.parse_args()
     if not os.path.isdir(os.path.join(args.data, "cost_models")):

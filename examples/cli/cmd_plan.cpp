@@ -54,6 +54,7 @@ struct plan_cli_options {
     std::string batch, format = "binary";
     unsigned long long iteration = 0;
     unsigned threads = 1, alternative_splits = 0;
+    bool memory_probes = false;  ///< --memory-probes: planner_options::recommended_memory_probe_shares()
     std::string microbatches, out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
     // Perseus's per-computation clocks as set_frequency instructions (plan/frequency.hpp)
@@ -108,6 +109,10 @@ void print_summary(const plan::plan_result& r) {
         fmt::print("  memory: planned under a budget of {:.1f} MB ({} plans): at the device memory, some rank's arena + "
                    "model state did not fit\n",
                    r.budget_mb, r.memory_attempts);
+    if (r.memory_probes > 0)
+        fmt::print("  memory probes: {} plans under budgets below the kept plan's (memory binds it); the plan is the "
+                   "fastest that fits, under a budget of {:.1f} MB\n",
+                   r.memory_probes, r.budget_mb);
     const plan::plan_facts f = plan::facts_of(r);
     print_facts(f);
     fmt::print("  {:>5} {:>14} {:>15} {:>10} {:>13} {:>13} {:>11}\n", "rank", "peak_mem_mb", "model_state_mb", "arena_mb",
@@ -254,6 +259,7 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     plan::planner_options po = to_planner_options(o.inputs, o.iteration);
     po.threads = o.threads;
     po.alternative_splits = o.alternative_splits;
+    if (o.memory_probes) po.memory_probe_shares = plan::planner_options::recommended_memory_probe_shares();
     // --batch: errors about a sample name its line; --lengths: the --iteration-th batch drawn with the seed.
     const std::optional<csv_table> batch_table =
         o.lengths.files.empty() ? std::optional<csv_table>(csv_table::read(o.batch)) : std::nullopt;
@@ -450,6 +456,10 @@ void register_plan(CLI::App& app) {
                     "Also consider up to N runner-up splits of the exact split (0..8): each is screened by one quick simulation, the best extra split is scheduled in full (docs/plans.md)")
         ->check(integer_in(0u, 8u))
         ->capture_default_str();
+    sub->add_flag("--memory-probes", o->memory_probes,
+                  "Where memory binds a plan of fewer than 1000 micro-batches, also plan under budgets 0.5-32 % below "
+                  "its own and keep the fastest that fits (more memory is then rarely slower; where they run a plan "
+                  "costs 2-8x as much; docs/plans.md)");
     sub->add_option("--threads", o->threads,
                     "Worker threads for the candidate schedules and buffer planning (1..256); the plan is "
                     "byte-identical for every count")

@@ -163,6 +163,24 @@ struct planner_options {
     /// budget falls, while plans of tens (65k tokens) may plan 0.7 % faster under a budget
     /// 1000 MB lower, where the bound does not hold.
     std::size_t memory_replan_gain_microbatches = 1000;
+    /// Memory probes: where memory binds the plan (it needed memory re-plans, its split
+    /// recomputes, or its largest micro-batch stores at least 90 % of its stored limit) and it
+    /// has fewer than memory_replan_gain_microbatches micro-batches, plans are also made under
+    /// budgets these shares below the kept plan's budget, and the fastest that fits wins. The
+    /// plan under a budget is not monotone in it (the split, the candidates and the re-plans'
+    /// budgets move with it), so a smaller limit may have found a faster plan under a budget a
+    /// larger limit's search never tries; the probes try some. A probe schedules only candidates
+    /// whose lower bound beats the fastest plan so far (plan_result::memory_probes). Empty (the
+    /// default) = no probes; recommended_memory_probe_shares() is the set measured in
+    /// docs/plans.md. Off by default: where they run, a plan costs 1.8-2.9x as much on GPT-6.7B
+    /// 65k and ~8x on T5-11B 65k (each probe re-splits).
+    std::vector<double> memory_probe_shares = {};
+
+    /// The memory probes' shares measured in docs/plans.md ("Memory probes"): 0.5, 1, 2, 4, 8,
+    /// 16 and 32 % below the kept plan's budget (`pipeplan plan --memory-probes`).
+    [[nodiscard]] static std::vector<double> recommended_memory_probe_shares() {
+        return {0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32};
+    }
 };
 
 /// One schedule tried.
@@ -195,6 +213,7 @@ struct plan_result {
     /// made under the device memory needed more (arena + model state) than the device has.
     double budget_mb = 0.0;
     std::size_t memory_attempts = 1;          ///< plans made to find one within the device memory
+    std::size_t memory_probes = 0;            ///< plans made under smaller budgets to find a faster one (memory_probe_shares)
     planning_times times;
     /// Replica 0's scenario, schedule and simulation (for traces and charts).
     schedule::scenario scenario;
@@ -245,6 +264,9 @@ public:
         if (!(opt_.memory_replan_gain >= 0.0 && std::isfinite(opt_.memory_replan_gain)))
             throw invalid_argument("planner: the memory re-plans' gain must be finite and >= 0 (got " +
                                    std::to_string(opt_.memory_replan_gain) + ")");
+        for (double p : opt_.memory_probe_shares)
+            if (!(p > 0.0 && p < 1.0))
+                throw invalid_argument("planner: memory probe shares must lie in (0, 1) (got " + std::to_string(p) + ")");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
         for (double w : opt_.fill_weights)
@@ -530,6 +552,9 @@ private:
     batching::order_memo orders_;       ///< the splits' initial sample orders of the batch last split
     /// The schedules' memory limit: the device memory, or less while within_memory() re-plans.
     double budget_mb_ = opt_.config.device_memory_mb;
+    /// The makespan a candidate must beat to be scheduled (choose()): infinite, or while a memory
+    /// probe runs the fastest plan so far (probe_below()).
+    double beat_ms_ = std::numeric_limits<double>::infinity();
 
     /// The split under the available memory alone, when it differs from `preferred`. When the
     /// preferred split needed no recomputation, its micro-batches also fit the available rung at
@@ -621,8 +646,11 @@ private:
         } guard{opt_.config.device_memory_mb, budget_mb_, device_mb};
         plan_result first = plan_once();
         double need_mb = stamp_memory(first, device_mb);
-        first.times.total_ms = detail::ms_since(t0);
-        if (need_mb <= device_mb) return first;
+        if (need_mb <= device_mb) {
+            probe_below(plan_once, device_mb, first, false);
+            first.times.total_ms = detail::ms_since(t0);
+            return first;
+        }
         std::optional<plan_result> best;
         budget_search s{device_mb, opt_.memory_replan_gain, device_mb, first.makespan_ms};
         const auto large = [&](const plan_result& r) {
@@ -657,8 +685,51 @@ private:
             throw limit_exceeded("plan: no plan fits in " + std::to_string(device_mb) + " MB per device after " +
                                  std::to_string(attempts) + (attempts == 1 ? " plan: " : " plans: ") + last);
         best->memory_attempts = attempts;
+        probe_below(plan_once, device_mb, *best, true);
         best->times.total_ms = detail::ms_since(t0);
         return std::move(*best);
+    }
+
+    /// Whether memory binds plan `r` (planner_options::memory_probe_shares): it needed memory
+    /// re-plans (`replanned`), its split recomputes, or its largest micro-batch stores at least
+    /// probe_binds_share of the split's stored limit.
+    [[nodiscard]] static bool memory_binds(const plan_result& r, bool replanned) {
+        if (replanned || r.split.recompute != recompute_mode::none) return true;
+        double stored_mb = 0.0;
+        for (const batching::microbatch_record& m : r.split.per_microbatch) stored_mb = std::max(stored_mb, m.cost.stored_mb);
+        return r.split.memory_limit_mb > 0.0 && stored_mb >= probe_binds_share * r.split.memory_limit_mb;
+    }
+    static constexpr double probe_binds_share = 0.9;
+
+    /// The memory probes (planner_options::memory_probe_shares): where memory binds `kept` and it
+    /// has fewer than memory_replan_gain_microbatches micro-batches, plans under each budget the
+    /// shares below kept's (split's device memory and schedules' limit both), each scheduling only
+    /// candidates that beat the fastest plan so far (beat_ms_), and keeps the fastest that fits.
+    template <class F>
+    void probe_below(F& plan_once, double device_mb, plan_result& kept, bool replanned) {
+        if (opt_.memory_probe_shares.empty() || kept.plan.header.microbatches.size() >= opt_.memory_replan_gain_microbatches ||
+            !memory_binds(kept, replanned))
+            return;
+        struct reset {
+            double& beat;
+            ~reset() { beat = std::numeric_limits<double>::infinity(); }
+        } guard{beat_ms_};
+        const double from_mb = kept.budget_mb;
+        const std::size_t attempts = kept.memory_attempts;
+        std::size_t probes = 0;
+        for (double share : opt_.memory_probe_shares) {
+            budget_mb_ = opt_.config.device_memory_mb = from_mb * (1.0 - share);
+            beat_ms_ = kept.makespan_ms;
+            ++probes;
+            try {
+                plan_result r = plan_once();
+                if (stamp_memory(r, device_mb) <= device_mb && r.makespan_ms < kept.makespan_ms) kept = std::move(r);
+            } catch (const error&) {
+                // no plan under this budget beats the kept one
+            }
+        }
+        kept.memory_attempts = attempts;
+        kept.memory_probes = probes;
     }
 
     /// Records the device memory and model state in `r`'s plan header (what validate()'s memory
@@ -947,6 +1018,7 @@ private:
         scenario_sets scs(2, std::vector<std::vector<schedule::scenario>>(splits.size()));
         for (std::size_t k = 0; k < splits.size(); ++k) (void)scenarios_of(splits, scs, 0, k);
         choice best;
+        best.makespan_ms = beat_ms_;
         for (std::size_t gi = 0; gi < groups.size(); ++gi) run_group(splits, scs, groups[gi], gi, reports, best);
         return best;
     }

@@ -1,7 +1,7 @@
 // pipeplan/plan/result_json.hpp — the JSON summary of a planner's result (`pipeplan plan --json`).
 //
 //   {"schedule", "microbatches", "makespan_ms", "lower_bound_ms", "peak_memory_mb" [per rank],
-//    "arena_mb" [per rank], "live_peak_mb" [per rank], "budget_mb", "memory_attempts", "plan_bytes" [per rank: its binary rank
+//    "arena_mb" [per rank], "live_peak_mb" [per rank], "budget_mb", "memory_attempts", "memory_probes", "plan_bytes" [per rank: its binary rank
 //    plan], "planning_ms" {"split", "schedule", "lower", "validate", "total"},
 //    "candidates" [{"schedule", "split", "feasible", "makespan_ms" (null when infeasible),
 //                   "peak_memory_mb", "polished"}]}
@@ -42,6 +42,7 @@ namespace pipeplan::plan {
     j["live_peak_mb"] = r.live_peak_mb;
     j["budget_mb"] = r.budget_mb;
     j["memory_attempts"] = r.memory_attempts;
+    j["memory_probes"] = r.memory_probes;
     std::vector<std::size_t> bytes;
     for (std::size_t k = 0; k < r.plan.programs.size(); ++k) bytes.push_back(to_binary(share_of(r.plan, k)).size());
     j["plan_bytes"] = bytes;
