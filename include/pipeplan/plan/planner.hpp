@@ -327,12 +327,13 @@ private:
     }
 
     /// Whether the exact split was held back by its stored-activation limit: its largest
-    /// micro-batch stores within 1 % of the limit (memory_binds_share). Then a mode with more
-    /// recomputation stores less per micro-batch and may run fewer, larger ones faster.
-    [[nodiscard]] static bool stored_limit_binds(const batching::split_result& s) {
+    /// micro-batch stores at least `share` of the limit (by default within 1 %:
+    /// memory_binds_share). Then a mode with more recomputation stores less per micro-batch and
+    /// may run fewer, larger ones faster.
+    [[nodiscard]] static bool stored_limit_binds(const batching::split_result& s, double share = memory_binds_share) {
         double stored_mb = 0.0;
         for (const batching::microbatch_record& m : s.per_microbatch) stored_mb = std::max(stored_mb, m.cost.stored_mb);
-        return s.memory_limit_mb > 0.0 && stored_mb >= memory_binds_share * s.memory_limit_mb;
+        return s.memory_limit_mb > 0.0 && stored_mb >= share * s.memory_limit_mb;
     }
     static constexpr double memory_binds_share = 0.99;
 
@@ -694,10 +695,7 @@ private:
     /// re-plans (`replanned`), its split recomputes, or its largest micro-batch stores at least
     /// probe_binds_share of the split's stored limit.
     [[nodiscard]] static bool memory_binds(const plan_result& r, bool replanned) {
-        if (replanned || r.split.recompute != recompute_mode::none) return true;
-        double stored_mb = 0.0;
-        for (const batching::microbatch_record& m : r.split.per_microbatch) stored_mb = std::max(stored_mb, m.cost.stored_mb);
-        return r.split.memory_limit_mb > 0.0 && stored_mb >= probe_binds_share * r.split.memory_limit_mb;
+        return replanned || r.split.recompute != recompute_mode::none || stored_limit_binds(r.split, probe_binds_share);
     }
     static constexpr double probe_binds_share = 0.9;
 
