@@ -198,21 +198,13 @@ public:
     /// never located, so queries with the same canonical query are priced the same, bit for bit
     /// (canonical_cost_model). A query the profile cannot price is returned as it is.
     [[nodiscard]] layer_query canonical_query(layer_query q) const noexcept {
-        const int t = tp_slot(q.tp);
-        if (t < 0 || static_cast<std::size_t>(q.recompute) >= recompute_modes ||
-            static_cast<std::size_t>(q.comp) >= components)
-            return q;
-        const std::size_t base =
-            static_cast<std::size_t>(t) * grid_slots_per_tp +
-            (static_cast<std::size_t>(q.recompute) * components + static_cast<std::size_t>(q.comp)) * metrics;
         bool any = false, encoder_free = true, decoder_free = true;
-        for (std::size_t i = 0; i < metrics; ++i) {
-            const int g = grid_index_[base + i];
-            if (g < 0) continue;
-            const profile_grid& grid = grids_of_mode()[static_cast<std::size_t>(g)];
+        for (const cost_metric which : all_cost_metrics) {
+            const profile_grid* g = grid(q.tp, q.recompute, q.comp, which);
+            if (g == nullptr) continue;
             any = true;
-            encoder_free = encoder_free && grid.independent(1);
-            decoder_free = decoder_free && grid.independent(2);
+            encoder_free = encoder_free && g->independent(1);
+            decoder_free = decoder_free && g->independent(2);
         }
         if (!any) return q;
         if (encoder_free) q.seqlen_tokens = 0;
