@@ -326,6 +326,33 @@ TEST_CASE("plan_buffers: long FIFO stash programs get an arena within 0.5% of th
     }
 }
 
+TEST_CASE("plan_buffers: in lanes, a workspace takes the gap between the stash lanes before a small buffer living across it") {
+    // Stash lanes: A (20 units, instructions 0..10) in lane 0 at 0, B (0..2) then C (8..10)
+    // in lane 1 at 20, D (0..10) in lane 2 at 30, so [20, 30) is free during 3..7. A small
+    // buffer S (3..7) and a workspace W (5..5, as large as that gap): placed in time order (or W
+    // in a lane of its own on top) S takes the gap and W goes above the lanes (arena 45 units);
+    // W first takes the gap and S goes above the lanes: arena 37, the live peak (A + D + S + W
+    // at instruction 5).
+    constexpr std::uint64_t u = 256;
+    std::vector<buffer> buffers(6);
+    const auto add = [&](std::uint32_t slot, buffer_role role, std::uint64_t units) {
+        buffers[slot].role = role, buffers[slot].size_bytes = units * u;
+    };
+    add(0, buffer_role::stash, 20), add(1, buffer_role::stash, 10), add(2, buffer_role::stash, 5);
+    add(3, buffer_role::activation_in, 2), add(4, buffer_role::workspace, 10), add(5, buffer_role::stash, 10);
+    const std::vector<plan::detail::placement_item> items = {
+        {0, 0, 10, 20 * u}, {1, 0, 2, 10 * u}, {2, 0, 10, 5 * u}, {3, 3, 7, 2 * u}, {4, 5, 5, 10 * u}, {5, 8, 10, 10 * u}};
+    std::vector<std::uint64_t> offset;
+    const std::uint64_t arena = plan::detail::place_stashes_in_lanes(items, buffers, offset);
+    CHECK(arena == 37 * u);
+    CHECK(arena == plan::detail::aligned_live_peak(items, 11));
+    CHECK(offset[4] == 20 * u);  // W in the gap
+    for (std::size_t a = 0; a < items.size(); ++a)
+        for (std::size_t b = a + 1; b < items.size(); ++b)
+            if (items[a].first <= items[b].last && items[b].first <= items[a].last)
+                CHECK((offset[a] + items[a].size_bytes <= offset[b] || offset[b] + items[b].size_bytes <= offset[a]));
+}
+
 TEST_CASE("lower: every schedule gives a valid plan") {
     for (std::uint64_t seed = 1; seed <= 8; ++seed) {
         const auto sc = test::random_scenario(1 + seed % 5, 1 + seed * 2 % 9, seed);

@@ -24,10 +24,10 @@
 // one leaves the arena within 8% of the live set: 1.00-1.08x on real plans of up to a few
 // hundred micro-batches. On long plans (thousands) the searches drift to 1.02-1.15x; there
 // (8,192 placed buffers or more), where they leave the arena more than 0.5% above the live
-// set, place_stashes_in_lanes() puts
-// the stashes in lanes (one stash at a time per lane, each as large as its largest stash),
-// which a stage's FIFO stashes of runs of equal sizes fill up to their live set, and the
-// smaller arena is kept.
+// set, place_stashes_in_lanes() puts the stashes in lanes (one stash at a time per lane, each
+// as large as its largest stash), which a stage's FIFO stashes of runs of equal sizes fill up
+// to their live set, and the workspaces with the other buffers, in lanes above the stashes'
+// or into the gaps around them before the others; the smallest arena is kept.
 //
 // The arena is the highest end; `live_peak_bytes` — the largest total size of buffers live at
 // one instruction — is a lower bound on any arena, and the planner's arena is never below it
@@ -706,31 +706,54 @@ inline std::uint64_t place_in_lanes(std::span<const placement_item> items, std::
     return top;
 }
 
+/// place_rest() of the items `pick` selects (indices into `items`) around those `offset` already
+/// places, before any other item: they take the gaps first. The other items stay `unplaced`.
+template <class Pick>
+void place_rest_first(std::span<const placement_item> items, Pick&& pick, std::vector<std::uint64_t>& offset, rest_scratch& x) {
+    std::vector<placement_item> sub;  // (by first use, as `items`)
+    std::vector<std::uint32_t> index;
+    std::vector<std::uint64_t> sub_offset;
+    for (std::uint32_t i = 0; i < items.size(); ++i)
+        if (offset[i] != unplaced || pick(i)) sub.push_back(items[i]), index.push_back(i), sub_offset.push_back(offset[i]);
+    place_rest(sub, sub_offset, x);
+    for (std::size_t k = 0; k < index.size(); ++k) offset[index[k]] = sub_offset[k];
+}
+
+/// Where place_stashes_in_lanes() puts a rank's workspaces: with the other buffers, in lanes of
+/// their own above the stashes', or into the gaps around the stash lanes before the other
+/// buffers (a workspace lives for one op and is as large as a stash: the small buffers that live
+/// across it would otherwise take the gap it needs and push it above the lanes).
+enum class workspace_placement : std::uint8_t { with_rest, top_lanes, before_rest };
+
 /// The lane placements that place_items() misses on long pipeline plans: a rank's stashes in
-/// lanes (all in one class, or one class per stage), with or without its workspaces in lanes
-/// of their own above them, the other buffers by place_rest() around the lanes. On a plan of
-/// thousands of micro-batches the stashes of one stage are mostly of a few sizes and die in
-/// the order they were born, so their lanes are as large as their largest live set, where the
-/// beam search drifts 5-15% above it. Returns the smallest arena of the four with its offsets
-/// in `offset` (by item).
+/// lanes (all in one class, or one class per stage), its workspaces as workspace_placement
+/// says, the other buffers by place_rest() around them. On a plan of thousands of micro-batches
+/// the stashes of one stage are mostly of a few sizes and die in the order they were born, so
+/// their lanes are as large as their largest live set, where the beam search drifts 5-15%
+/// above it. Returns the smallest arena of the six (the first of equal ones, in the order
+/// by_stage × {with_rest, top_lanes}, then by_stage × before_rest) with its offsets in
+/// `offset` (by item).
 inline std::uint64_t place_stashes_in_lanes(std::span<const placement_item> items, std::span<const buffer> buffers,
                                             std::vector<std::uint64_t>& offset) {
     std::vector<std::uint32_t> lane_class(items.size());
     std::vector<std::uint64_t> trial;
     rest_scratch rest;
     std::uint64_t best = UINT64_MAX;
+    const auto role = [&](std::size_t i) { return buffers[items[i].slot].role; };
+    const auto try_lanes = [&](bool by_stage, workspace_placement work) {
+        for (std::size_t i = 0; i < items.size(); ++i)
+            lane_class[i] = role(i) == buffer_role::stash                                              ? (by_stage ? buffers[items[i].slot].stage : 0)
+                            : work == workspace_placement::top_lanes && role(i) == buffer_role::workspace ? top_lane_class
+                                                                                                        : no_lane;
+        place_in_lanes(items, lane_class, trial);
+        if (work == workspace_placement::before_rest)
+            place_rest_first(items, [&](std::size_t i) { return role(i) == buffer_role::workspace; }, trial, rest);
+        const std::uint64_t arena = place_rest(items, trial, rest);
+        if (arena < best) best = arena, offset.swap(trial);
+    };
     for (const bool by_stage : {false, true})
-        for (const bool workspace_lanes : {false, true}) {
-            for (std::size_t i = 0; i < items.size(); ++i) {
-                const buffer& b = buffers[items[i].slot];
-                lane_class[i] = b.role == buffer_role::stash                            ? (by_stage ? b.stage : 0)
-                                : workspace_lanes && b.role == buffer_role::workspace ? top_lane_class
-                                                                                      : no_lane;
-            }
-            place_in_lanes(items, lane_class, trial);
-            const std::uint64_t arena = place_rest(items, trial, rest);
-            if (arena < best) best = arena, offset.swap(trial);
-        }
+        for (const auto work : {workspace_placement::with_rest, workspace_placement::top_lanes}) try_lanes(by_stage, work);
+    for (const bool by_stage : {false, true}) try_lanes(by_stage, workspace_placement::before_rest);
     return best;
 }
 
