@@ -719,11 +719,17 @@ private:
             budget_mb_ = opt_.config.device_memory_mb = from_mb * (1.0 - share);
             beat_ms_ = kept.makespan_ms;
             ++probes;
+            // Under a probe budget "no plan here" is expected: no split fits it (split_error), no
+            // candidate beats the kept plan or fits (limit_exceeded), or the smaller budget gives
+            // a split the configuration refuses (invalid_argument, e.g. fewer micro-batches than
+            // replicas: the inputs are the kept plan's but for the budget). Anything else (an
+            // internal error) propagates.
             try {
                 plan_result r = plan_once();
                 if (stamp_memory(r, device_mb) <= device_mb && r.makespan_ms < kept.makespan_ms) kept = std::move(r);
-            } catch (const error&) {
-                // no plan under this budget beats the kept one
+            } catch (const batching::split_error&) {
+            } catch (const limit_exceeded&) {
+            } catch (const invalid_argument&) {
             }
         }
         kept.memory_attempts = attempts;
