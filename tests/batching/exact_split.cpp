@@ -242,6 +242,46 @@ TEST_CASE("range_costs: repeated borrowed rows give the split, suffix minima and
     }
 }
 
+TEST_CASE("solve_capped: long runs of one borrowed row (relaxed several rows at a time) give the per-entry F") {
+    // Runs of up to 40 equal rows of up to 60 ranges, monotone or with dips, at caps that cut
+    // the rows anywhere (also below their first cost) and at no cap.
+    std::mt19937_64 rng(4242);
+    std::uniform_real_distribution<double> cost(0.1, 10.0);
+    for (int trial = 0; trial < 60; ++trial) {
+        const int n = 1 + static_cast<int>(rng() % 400);
+        std::vector<std::vector<double>> tables;
+        pb::range_costs rc;
+        for (int i = 0; i < n;) {
+            const bool mono = rng() % 2 == 0;
+            std::vector<double> t;
+            double acc = cost(rng);
+            for (int m = 0, len = 1 + static_cast<int>(rng() % 60); m < len; ++m, acc += cost(rng) * 0.3)
+                t.push_back(mono ? acc : acc + cost(rng) * 0.5);
+            tables.push_back(std::move(t));
+            for (int run = 1 + static_cast<int>(rng() % 40); run > 0 && i < n; --run, ++i)
+                rc.add_borrowed_row(tables.back().data(), std::min(static_cast<int>(tables.back().size()), n - i));
+        }
+        rc.finalize();
+        INFO("trial " << trial);
+        std::vector<double> f;
+        std::vector<int> scratch;
+        for (int k = 0; k < 5; ++k) {
+            const auto some = rc.row_costs(rng() % rc.size());
+            const double cap = k == 0 ? std::numeric_limits<double>::infinity() : some[rng() % some.size()] - (k % 2 ? 0.0 : 0.05);
+            const auto s = pb::detail::solve_capped(rc, cap, f, scratch);
+            std::vector<double> ref(rc.size() + 1, std::numeric_limits<double>::infinity());
+            ref[0] = 0;
+            for (std::size_t i = 0; i < rc.size(); ++i) {
+                const auto t = rc.row_costs(i);
+                for (std::size_t m = 0; m < t.size() && std::isfinite(ref[i]); ++m)
+                    if (t[m] <= cap) ref[i + m + 1] = std::min(ref[i + m + 1], ref[i] + t[m]);
+            }
+            CHECK(f == ref);
+            if (std::isfinite(ref.back())) CHECK(s.sum == ref.back());
+        }
+    }
+}
+
 TEST_CASE("solve_capped: F is constant from the cap up to next_cap, a range cost above the cap") {
     // The exact search skips the caps in [c, next_cap(c)): check F there against fresh solves,
     // on rows with real-valued and with integer costs (many ties), monotone or not.
