@@ -11,10 +11,10 @@
 // stage and micro-batch counts, the placement and whether backwards are split), not on the
 // scenario's durations or memory: a workspace that is kept (simulator, order searches) also
 // writes the order as 16-byte sweep_steps, and the next run with equal orders is time_steps(),
-// one loop over them (per op a few loads, two maxima, an add and the entry). Then each device's
-// entries are read in order (record_device(): memory, busy time, peak, curve; after
-// time_steps() it also checks every op of the orders against its entry, so orders that differ
-// are found and built again). The timing pass interleaves the devices; the recording pass reads
+// one loop over them (per op a few loads, two maxima, an add, and the entry's start, end and
+// key). Then each device's entries are read in order (record_device(): memory, busy time, peak,
+// curve; after time_steps() it also checks every op of the orders against its entry's key, so
+// orders that differ are found and built again, and writes the op into the entry). The timing pass interleaves the devices; the recording pass reads
 // and writes one device's rows at a time, which the hardware prefetchers follow (recording in
 // the timing pass, 64 devices' curves and memory rows at once, measured 1.5x slower).
 // Figures: docs/schedules.md, "Simulator speed".
