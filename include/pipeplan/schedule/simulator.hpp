@@ -430,7 +430,7 @@ private:
                 w.curve = curve;
                 *w.curve++ = {0.0, w.state_mb};
             }
-            const op_timing* entries = timeline_ + w.span;
+            op_timing* entries = timeline_ + w.span;
             const op_code* codes = st.code.data() + w.span;
             const auto n = static_cast<std::uint32_t>(st.first_op[d + 1] - st.first_op[d]);
             const op* order = sched_.orders[d].data();

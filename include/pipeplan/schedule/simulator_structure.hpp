@@ -11,10 +11,10 @@
 // stage and micro-batch counts, the placement and whether backwards are split), not on the
 // scenario's durations or memory: a workspace that is kept (simulator, order searches) also
 // writes the order as 16-byte sweep_steps, and the next run with equal orders is time_steps(),
-// one loop over them (per op a few loads, two maxima, an add and the entry). Then each device's
-// entries are read in order (record_device(): memory, busy time, peak, curve; after
-// time_steps() it also checks every op of the orders against its entry, so orders that differ
-// are found and built again). The timing pass interleaves the devices; the recording pass reads
+// one loop over them (per op a few loads, two maxima, an add, and the entry's start, end and
+// key). Then each device's entries are read in order (record_device(): memory, busy time, peak,
+// curve; after time_steps() it also checks every op of the orders against its entry's key, so
+// orders that differ are found and built again, and writes the op into the entry). The timing pass interleaves the devices; the recording pass reads
 // and writes one device's rows at a time, which the hardware prefetchers follow (recording in
 // the timing pass, 64 devices' curves and memory rows at once, measured 1.5x slower).
 // Figures: docs/schedules.md, "Simulator speed".
@@ -90,14 +90,12 @@ inline constexpr std::size_t op_codes = 7;
 
 /// One op in replay order: its inputs' timeline entries (0: no input, ready at 0; else
 /// sweep_structure::span_of() of their op ids), `cross_code` the cross input's + the op's op_code
-/// · 2^29, `local` the local input's; its micro-batch and stage, side by side as in `op` (so that
-/// one 8-byte comparison checks both). Its own entry is the next of its device
-/// (device_walk::span).
+/// · 2^29, `local` the local input's; `own` its own entry (the entry before it is the op before
+/// it on its device, or, before a device's first op, one that time_steps() sets to end at 0);
+/// `key` its (stage, micro-batch) index and kind (sweep_structure::key_of()).
 struct sweep_step {
-    std::uint32_t cross_code, local, microbatch, stage;
+    std::uint32_t cross_code, local, own, key;
 };
-static_assert(offsetof(sweep_step, stage) == offsetof(sweep_step, microbatch) + 4 &&
-              offsetof(op, stage) == offsetof(op, microbatch) + 4 && sizeof(op::microbatch) == 4);
 
 /// How many steps on time_steps() prefetches what a step reads and writes.
 inline constexpr std::size_t time_ahead = 12;
@@ -118,6 +116,14 @@ struct sweep_structure {
 
     static constexpr unsigned code_shift = 29;
     static constexpr std::uint32_t span_mask = (std::uint32_t{1} << code_shift) - 1;
+
+    /// An op's key: its (stage, micro-batch) index k = stage · M + micro-batch (scenario::at(),
+    /// below 2^29 in a schedule with steps: it has 2 ops per index and fewer than 2^29 ops) + its
+    /// op_kind · 2^29. time_steps() leaves each entry's key in its o.microbatch, which the
+    /// recording pass compares with the orders' op (record_device()) before it writes the op.
+    [[nodiscard]] static constexpr std::uint32_t key_of(op_kind kind, std::size_t k) noexcept {
+        return static_cast<std::uint32_t>(k) | static_cast<std::uint32_t>(kind) << code_shift;
+    }
 
     /// Where the timeline entry of op id `id` of device d goes: after the entry of no input (0),
     /// the devices' rows, each `span_stagger` entries (160 bytes) after the previous row's end.
@@ -208,6 +214,9 @@ public:
     sweep_recorder(const scenario& sc, double w_share) noexcept
         : model_(sc, w_share), stored_(sc.stored_mb.data()), peak_(sc.peak_mb.data()) {}
 
+    [[nodiscard]] std::size_t microbatches() const noexcept { return model_.scene().microbatches; }
+    [[nodiscard]] std::size_t stages() const noexcept { return model_.scene().stages; }
+
     /// Op `o` (of code C) ran from `start_ms` to `end_ms` on the device of `w`. What its (stage,
     /// micro-batch) held before it is what the op before it there left: nothing before a
     /// forward; f before R; R, f or F before B (its code); B before W.
@@ -241,11 +250,10 @@ public:
         }
     }
 
-    /// add() for an F or a B after its F when nothing is split off (schedules of F and B only):
-    /// the same figures, without a branch on the kind.
-    [[gnu::always_inline]] void add_forward_backward(device_walk& w, const op& o, double start_ms, double end_ms) const noexcept {
-        const std::size_t k = model_.scene().at(o.microbatch, o.stage);
-        const bool backward = o.kind == op_kind::B;
+    /// add() for an F or a B (`backward`) after its F when nothing is split off (schedules of F and
+    /// B only), k its (stage, micro-batch) index: the same figures, without a branch on the kind.
+    [[gnu::always_inline]] void add_forward_backward(device_walk& w, bool backward, std::size_t k, double start_ms,
+                                                     double end_ms) const noexcept {
         const double stored = stored_[k];
         const double held_mb = backward ? stored : 0.0;   // F: nothing; B: what its F left
         const double after_mb = backward ? 0.0 : stored;  // held_after_mb(): F stored, B (no split) 0
@@ -565,7 +573,8 @@ private:
             level_p_[span] = c.level;
             max_level_ = std::max(max_level_, c.level);
             step_level_p_[count_all_] = c.level;
-            steps_p_[count_all_++] = {cross | static_cast<std::uint32_t>(code) << sweep_structure::code_shift, local, o.microbatch, o.stage};
+            steps_p_[count_all_++] = {cross | static_cast<std::uint32_t>(code) << sweep_structure::code_shift, local, span,
+                                      sweep_structure::key_of(K, k)};
         }
         done_p_[s.own] = span;
         ++count_[kind_index(K)];
@@ -667,20 +676,20 @@ inline void durations_of(const sweep_structure& st, const scenario& sc, double w
 }
 inline constexpr std::uint64_t infinity_bits = 0x7ff0000000000000;
 
-/// The timing pass over the kept steps of `st` from the devices' `clocks` into `timeline`
-/// (each entry: the op its step was built for, its start and end). False when a duration is
-/// negative (−0 included: the general replay gives the same times) or not finite, or a time
-/// overflows.
+/// The timing pass over the kept steps of `st` into `timeline`: each step's entry gets its start,
+/// end and key (in o.microbatch, sweep_structure::key_of(); the recording pass writes the op),
+/// and each device's clock in `clocks` its last end. False when a duration is negative (−0
+/// included: the general replay gives the same times) or not finite, or a time overflows.
 inline bool time_steps(const sweep_structure& st, const scenario& sc, double w, sweep_times& times, device_clock* clocks,
                        op_timing* timeline) {
     const double* table[op_codes];
     durations_of(st, sc, w, times, table);
     const std::size_t N = st.first_op[st.D];
-    const std::uint64_t M = st.M;
+    for (std::size_t d = 0; d < st.D; ++d)  // before each device's first op: ended at 0
+        timeline[sweep_structure::span_of(st.first_op[d], d) - 1] = op_timing{};
     const sweep_step* steps = st.steps.data();
-    const std::uint32_t* device_of_stage = st.device_of_stage.data();
-    static constexpr op_kind kinds[8] = {op_kind::F, op_kind::B, op_kind::W, op_kind::F_checkpoint,
-                                         op_kind::R, op_kind::B, op_kind::B, op_kind::B};  // kind_of(), by code
+    constexpr std::uint32_t mask = sweep_structure::span_mask;
+    constexpr unsigned shift = sweep_structure::code_shift;
     std::uint64_t bits = 0;  // the largest duration_bits(): without a branch
     // The steps interleave the devices, so the durations (rows per stage) and the timeline's rows
     // are many short streams that the hardware prefetchers do not follow: fetch the lines of the
@@ -688,42 +697,52 @@ inline bool time_steps(const sweep_structure& st, const scenario& sc, double w, 
     for (std::size_t t = 0; t < N; ++t) {
         const sweep_step s = steps[t];
         const sweep_step& next = steps[t + time_ahead];
-        prefetch_line(address_of(table[next.cross_code >> sweep_structure::code_shift] + next.stage * M + next.microbatch));
-        prefetch_line<1>(address_of(timeline + clocks[device_of_stage[next.stage]].span));
-        const std::uint32_t code = s.cross_code >> sweep_structure::code_shift;
-        const double dur = table[code][s.stage * M + s.microbatch];
+        prefetch_line(address_of(table[next.cross_code >> shift] + (next.key & mask)));
+        prefetch_line<1>(address_of(timeline + next.own));
+        const double dur = table[s.cross_code >> shift][s.key & mask];
         bits = std::max(bits, duration_bits(dur));
-        const double ready =
-            std::max(timeline[s.cross_code & sweep_structure::span_mask].end_ms, timeline[s.local].end_ms);
-        device_clock& c = clocks[device_of_stage[s.stage]];
-        const double start = std::max(c.free_ms, ready);
-        c.free_ms = start + dur;
-        timeline[c.span++] = {op{kinds[code], s.microbatch, s.stage}, start, c.free_ms};
+        const double start = std::max(std::max(timeline[s.cross_code & mask].end_ms, timeline[s.local].end_ms),
+                                      timeline[s.own - 1].end_ms);  // inputs there, device free
+        op_timing& e = timeline[s.own];
+        e.o.microbatch = s.key;
+        e.start_ms = start;
+        e.end_ms = start + dur;
     }
-    for (std::size_t d = 0; d < st.D; ++d) bits = std::max(bits, duration_bits(clocks[d].free_ms));
+    for (std::size_t d = 0; d < st.D; ++d) {
+        clocks[d].free_ms = timeline[sweep_structure::span_of(st.first_op[d + 1], d) - 1].end_ms;
+        bits = std::max(bits, duration_bits(clocks[d].free_ms));
+    }
     return bits < infinity_bits;
 }
 
 /// The recording pass of one device: its `n` entries from `entries` in order into `walk`
 /// (`codes[i]`: the code of entries[i]; `forward_backward`: the ops are F and B only, nothing
-/// split off, codes not read). With `verify`, also whether each op of `order` is its entry's
-/// (after time_steps(): false when the orders differ from the kept ones).
+/// split off, codes not read); `order`: the device's order, whose ops the entries are. With
+/// `verify` (after time_steps()), also whether each op of `order` has its entry's key (false when
+/// the orders differ from the kept ones: the figures are then to be dropped, but no table is read
+/// out of its range), and each entry gets its op.
 template <bool forward_backward, bool verify>
-bool record_device(const sweep_recorder& rec, device_walk& walk, const op_timing* entries, const op_code* codes,
+bool record_device(const sweep_recorder& recorder, device_walk& walk, op_timing* entries, const op_code* codes,
                    std::uint32_t n, const op* order) {
-    device_walk w = walk;  // in registers
+    device_walk w = walk;                 // in registers, as the recorder (the op's copy into its
+    const sweep_recorder rec = recorder;  // entry may alias anything: read through references,
+    const std::uint64_t M = rec.microbatches(), V = rec.stages();  // these would be loaded again)
+    constexpr unsigned shift = sweep_structure::code_shift;
     std::uint64_t differ = 0;  // or-ed: without a branch
     for (std::uint32_t i = 0; i < n; ++i) {
-        const op_timing& e = entries[i];
-        if constexpr (verify) {  // micro-batch and stage (8 bytes side by side in both), kind, no pair
-            std::uint64_t placed, expected;
-            std::memcpy(&placed, &order[i].microbatch, sizeof placed);
-            std::memcpy(&expected, &e.o.microbatch, sizeof expected);
-            differ |= (placed ^ expected) | static_cast<std::uint64_t>(order[i].kind != e.o.kind) |
-                      static_cast<std::uint64_t>(order[i].overlaps_next);
+        op_timing& e = entries[i];
+        op o = order[i];
+        std::uint64_t k = std::uint64_t{o.stage} * M + o.microbatch;
+        if constexpr (verify) {  // the key: k below 2^29 (M is), of a micro-batch in range, no pair
+            differ |= ((k | std::uint64_t{static_cast<std::uint8_t>(o.kind)} << shift) ^ e.o.microbatch) |
+                      (k | (M - 1 - o.microbatch)) >> shift | static_cast<std::uint64_t>(o.overlaps_next);
+            k = e.o.microbatch & sweep_structure::span_mask;  // the step's (stage, micro-batch): in range
+            o.microbatch = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.microbatch, M - 1));
+            o.stage = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.stage, V - 1));
         }
-        if constexpr (forward_backward) rec.add_forward_backward(w, e.o, e.start_ms, e.end_ms);
-        else rec.add(codes[i], w, e.o, e.start_ms, e.end_ms);
+        if constexpr (forward_backward) rec.add_forward_backward(w, o.kind == op_kind::B, k, e.start_ms, e.end_ms);
+        else rec.add(codes[i], w, o, e.start_ms, e.end_ms);
+        if constexpr (verify) std::memcpy(&e.o, order + i, sizeof(op));  // 16 bytes at once (by fields: each)  // 16 bytes at once (by fields: each)
     }
     walk = w;
     return differ == 0;
