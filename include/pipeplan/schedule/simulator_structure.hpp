@@ -14,9 +14,10 @@
 // one loop over them (per op a few loads, two maxima, an add, and the entry's start, end and
 // key). Then each device's entries are read in order (record_device(): memory, busy time, peak,
 // curve; after time_steps() it also checks every op of the orders against its entry's key, so
-// orders that differ are found and built again, and writes the op into the entry). The timing pass interleaves the devices; the recording pass reads
-// and writes one device's rows at a time, which the hardware prefetchers follow (recording in
-// the timing pass, 64 devices' curves and memory rows at once, measured 1.5x slower).
+// orders that differ are found and built again, and writes the op into the entry). The timing
+// pass interleaves the devices; the recording pass reads and writes one device's rows at a time,
+// which the hardware prefetchers follow (recording in the timing pass, 64 devices' curves and
+// memory rows at once, measured 1.5x slower).
 // Figures: docs/schedules.md, "Simulator speed".
 #pragma once
 
@@ -742,7 +743,8 @@ bool record_device(const sweep_recorder& recorder, device_walk& walk, op_timing*
         }
         if constexpr (forward_backward) rec.add_forward_backward(w, o.kind == op_kind::B, k, e.start_ms, e.end_ms);
         else rec.add(codes[i], w, o, e.start_ms, e.end_ms);
-        if constexpr (verify) std::memcpy(&e.o, order + i, sizeof(op));  // 16 bytes at once (by fields: each)  // 16 bytes at once (by fields: each)
+        // the op in 16 bytes at once (field by field, g++ copied it through the stack: op has padding)
+        if constexpr (verify) std::memcpy(&e.o, order + i, sizeof(op));
     }
     walk = w;
     return differ == 0;
