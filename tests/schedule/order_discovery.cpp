@@ -379,3 +379,44 @@ TEST_CASE("adaptive: skipping repeated preference candidates keeps the schedule 
         CHECK(got.orders == best.orders);
     }
 }
+
+TEST_CASE("order discovery: a per-micro-batch run that surely_gives_up() gives up (and does not throw)") {
+    // Random scenarios, linear, interleaved and V placements, in-flight limits 1-4, cuts from
+    // 0.3x to 1.1x the full run's makespan: whenever the bound says the run need not be run,
+    // the run with that cut gives up; the bound must also say so for some of them.
+    rng_t r{ps::splitmix64(4242)};
+    std::size_t sure = 0;
+    for (int iter = 0; iter < 200; ++iter) {
+        CAPTURE(iter);
+        const std::size_t D = 1 + r.below(5), chunks = 1 + r.below(2);
+        const bool v = chunks == 2 && r.below(2) == 0;
+        const ps::stage_placement pl = v ? ps::stage_placement::v_shape(D, 2)
+                                         : ps::stage_placement(chunks == 1 ? ps::placement_kind::linear
+                                                                           : ps::placement_kind::interleaved,
+                                                               D, chunks);
+        const ps::scenario sc =
+            random_discovery_scenario(r, D * chunks, 1 + r.below(20), r.below(2) == 0, r.below(3) == 0);
+        ps::discovery_policy pol;
+        if (r.below(2) == 0) pol.w_share = 0.5;
+        pol.inflight_limit = {1 + r.below(4)};
+        if (r.below(3)) pol.memory_limit_mb = single_microbatch_mb(sc, pl) * r.uni(0.9, 2.5);
+        ps::detail::order_discovery engine;
+        engine.prepare(sc, pl, pol.w_share);
+        double full_ms = 0.0;
+        try {
+            full_ms = engine.run(pol).makespan_ms;
+        } catch (const pipeplan::limit_exceeded&) {
+            pol.give_up_above_ms = 1.0;
+            CHECK_FALSE(engine.surely_gives_up(pol));  // a run that may throw must run
+            continue;
+        }
+        for (const double cut : {0.3, 0.5, 0.8, 0.99, 1.0, 1.1}) {
+            CAPTURE(cut);
+            pol.give_up_above_ms = cut * full_ms;
+            if (!engine.surely_gives_up(pol)) continue;
+            ++sure;
+            CHECK(engine.run(pol).gave_up);
+        }
+    }
+    CHECK(sure > 20);
+}

@@ -480,6 +480,50 @@ public:
         return out_;
     }
 
+    /// After prepare(): true when run(pol), `pol` reserving per micro-batch (not stage_memory)
+    /// under an in-flight limit, surely gives up (discovery_result::gave_up) and cannot throw,
+    /// so that it need not run. Micro-batch j is in flight on device d from the start of its
+    /// forward on d's first stage v0 to the end of its last op there, which follows the chain
+    /// F(j, v0 .. V-1), B(j, V-1 .. v0) (then W(j, v0)); with at most k = max(1, limit) in
+    /// flight on d at once, every run lasts at least the sum of those chains over j, / k. A run
+    /// that lasts longer than give_up_above_ms (with its margin) gives up at the latest when its
+    /// last op starts; the bound must exceed it by a relative 1e-6 (its sums' rounding is below
+    /// 1e-12). It cannot throw when every micro-batch alone fits every device (admit()).
+    /// O(V · M), only the scenario's arrays read.
+    [[nodiscard]] bool surely_gives_up(const discovery_policy& pol) const {
+        const double give_up_ms = give_up_past_ms(pol.give_up_above_ms);
+        if (sc_ == nullptr || pol.stage_memory || pol.inflight_limit.empty() || !std::isfinite(give_up_ms)) return false;
+        // Each chain is part of all ops' work: when that, / the smallest k, cannot pass the cut,
+        // no chain sum can (ZB-V's fallback, k = S: the devices' mean work, below any makespan).
+        std::size_t k_min = std::numeric_limits<std::size_t>::max();
+        for (std::size_t d = 0; d < D_; ++d)
+            k_min = std::min(k_min, std::max<std::size_t>(1, pol.inflight_limit.size() == 1 ? pol.inflight_limit[0]
+                                                                                             : pol.inflight_limit.at(d)));
+        double all_ms = 0.0;
+        for (const double w_ms : work_) all_ms += w_ms;
+        if (all_ms / static_cast<double>(k_min) * (1.0 + 1e-6) <= give_up_ms) return false;
+        const double limit_mb = pol.memory_limit_mb + 1e-9;
+        for (std::size_t d = 0; d < D_; ++d)
+            for (std::size_t j = 0; j < M_; ++j)
+                if (model_[d] + res_[d * M_ + j] + gap_[d * M_ + j] > limit_mb) return false;
+        const double w = split_ ? w_share_ : 0.0;
+        std::vector<double> chains_ms(D_, 0.0);
+        for (std::size_t j = 0; j < M_; ++j) {
+            double suffix_ms = 0.0;  // F + B of stages v .. V-1
+            for (std::size_t v = V_; v-- > 0;) {
+                const std::size_t k = sc_->at(j, v);
+                suffix_ms += sc_->forward_ms[k] + sc_->backward_ms[k] * (1.0 - w);
+                const std::size_t d = dev_of_[v];
+                if (stages_on_[d].front() == v) chains_ms[d] += suffix_ms + sc_->backward_ms[k] * w;
+            }
+        }
+        for (std::size_t d = 0; d < D_; ++d) {
+            const std::size_t limit = pol.inflight_limit.size() == 1 ? pol.inflight_limit[0] : pol.inflight_limit.at(d);
+            if (chains_ms[d] / static_cast<double>(std::max<std::size_t>(1, limit)) * (1.0 - 1e-6) > give_up_ms) return true;
+        }
+        return false;
+    }
+
     /// Size of the prepared scenario in (virtual stage, micro-batch) pairs: what the engine's
     /// scratch memory grows with.
     [[nodiscard]] std::size_t pairs() const noexcept { return V_ * M_; }

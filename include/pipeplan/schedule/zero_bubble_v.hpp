@@ -21,7 +21,8 @@
 // reordered V-Min then holds ½ micro-batch more when S ≡ 2 mod 3). A run that stalls falls back to the per-micro-batch
 // reservation with at most ⌈share·S⌉ micro-batches in flight per device, which cannot stall.
 // In an order search's inner loop (the quick form) a discovery stops as soon as a device's
-// ops left cannot end by the makespan to beat (order_discovery.hpp's give_up_above_ms).
+// ops left cannot end by the makespan to beat (order_discovery.hpp's give_up_above_ms), and the
+// fallback is not run when it is sure to give up too (order_discovery::surely_gives_up).
 // With equal micro-batches and F = B = W per chunk, ZB-V's discovered order reaches the lower
 // bound M·(F + B + W) + (S - 1)·F of a device (derivation: tests/schedule/zero_bubble_v.cpp).
 #pragma once
@@ -199,7 +200,9 @@ struct zb_v {
             per_mb.held_limit_mb.clear();
             const auto S = static_cast<double>(s.placement.devices());
             per_mb.inflight_limit = {static_cast<std::size_t>(std::max(1.0, std::ceil(activation_share * S - 1e-9)))};
-            discovery_result fallback = best_preference(engine, per_mb, quick);
+            discovery_result fallback;  // (a quick run sure to give up is not run)
+            if (engine.surely_gives_up(per_mb)) fallback.gave_up = true;
+            else fallback = best_preference(engine, per_mb, quick);
             // A run that gave up may have stalled: then the fallback's makespan is the discovery's,
             // and when that does not exceed the cut, the stage-memory run decides in full.
             if (best.gave_up && !fallback.gave_up) {
@@ -251,6 +254,8 @@ private:
     // The shortest of the three uniform preferences' runs, or of the first alone when `first_only`
     // (the first on ties; a stalled run only when all stall; one that gave up only when all
     // stall or give up, and then marked as given up), on the `engine` prepared for the scenario.
+    // Once a run completed, the later ones give up above its makespan (a run that gave up ends
+    // above it, so it would not have been kept; the give-up flag counts only when none completed).
     static discovery_result best_preference(detail::order_discovery& engine, discovery_policy pol, bool first_only) {
         using pref = discovery_policy::preference;
         discovery_result best;
@@ -260,6 +265,8 @@ private:
         for (const pref p : {pref::backward_first, pref::alternate, pref::forward_first}) {
             if (first_only && p != pref::backward_first) break;
             pol.prefer = p;
+            // A later preference is kept only below the best so far: it may give up above it.
+            if (!best.stalled) pol.give_up_above_ms = std::min(pol.give_up_above_ms, best.makespan_ms);
             discovery_result& r = engine.run(pol);
             gave_up = gave_up || r.gave_up;
             if (r.stalled || r.gave_up) continue;
