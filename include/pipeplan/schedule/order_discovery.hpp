@@ -495,10 +495,11 @@ public:
         if (sc_ == nullptr || pol.stage_memory || pol.inflight_limit.empty() || !std::isfinite(give_up_ms)) return false;
         // Each chain is part of all ops' work: when that, / the smallest k, cannot pass the cut,
         // no chain sum can (ZB-V's fallback, k = S: the devices' mean work, below any makespan).
+        const auto in_flight = [&](std::size_t d) {  // k of device d (one entry: every device's)
+            return std::max<std::size_t>(1, pol.inflight_limit.size() == 1 ? pol.inflight_limit[0] : pol.inflight_limit.at(d));
+        };
         std::size_t k_min = std::numeric_limits<std::size_t>::max();
-        for (std::size_t d = 0; d < D_; ++d)
-            k_min = std::min(k_min, std::max<std::size_t>(1, pol.inflight_limit.size() == 1 ? pol.inflight_limit[0]
-                                                                                             : pol.inflight_limit.at(d)));
+        for (std::size_t d = 0; d < D_; ++d) k_min = std::min(k_min, in_flight(d));
         double all_ms = 0.0;
         for (const double w_ms : work_) all_ms += w_ms;
         if (all_ms / static_cast<double>(k_min) * (1.0 + 1e-6) <= give_up_ms) return false;
@@ -517,10 +518,8 @@ public:
                 if (stages_on_[d].front() == v) chains_ms[d] += suffix_ms + sc_->backward_ms[k] * w;
             }
         }
-        for (std::size_t d = 0; d < D_; ++d) {
-            const std::size_t limit = pol.inflight_limit.size() == 1 ? pol.inflight_limit[0] : pol.inflight_limit.at(d);
-            if (chains_ms[d] / static_cast<double>(std::max<std::size_t>(1, limit)) * (1.0 - 1e-6) > give_up_ms) return true;
-        }
+        for (std::size_t d = 0; d < D_; ++d)
+            if (chains_ms[d] / static_cast<double>(in_flight(d)) * (1.0 - 1e-6) > give_up_ms) return true;
         return false;
     }
 
