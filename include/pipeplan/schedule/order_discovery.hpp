@@ -41,7 +41,9 @@
 // device's one completion or wake-up, the earliest kept by a tournament over the devices (up
 // to event_queue::tournament_devices: log2 D compares when a device's times change) or by one
 // global heap with lazy invalidation (beyond); the largest transient in flight comes from a
-// lazy max-heap, and the reserved memory from reserved_memory below, which gives the exact
+// lazy max-heap, so does (stage memory) the largest later-stage forward owed, what a device holds
+// is a count and a running sum (no list to search), and the reserved memory comes from
+// reserved_memory below, which gives the exact
 // floating-point sum the rule defines without re-adding the in-flight set on every release. The engine
 // (detail::order_discovery) is reusable: prepare() computes the scenario's tables once, run()
 // runs one policy, and its scratch memory stays between runs (discover_order() uses one per
@@ -542,9 +544,11 @@ private:
         std::vector<std::pair<double, std::uint32_t>> gaps;  // max-heap of (gap, mb) in flight; lazy
         std::size_t inflight = 0;
         std::size_t limit = std::numeric_limits<std::size_t>::max();
-        std::vector<std::pair<std::uint64_t, double>> held;   // stage memory: (key, stored) held, in order
-        std::vector<std::pair<std::uint64_t, double>> owed;   // stage memory: later-stage forwards owed
-        double held_sum = 0.0;                                // stage memory: sum of `held`
+        // Stage memory: later-stage forwards owed, a max-heap of (stored, key); lazy (the entries
+        // whose forward started are dropped when they come to the top).
+        std::vector<std::pair<double, std::uint64_t>> owed;
+        std::size_t held_count = 0;  // stage memory: (mb, stage) activations held
+        double held_sum = 0.0;       // stage memory: their sum, added in forward-start order
         std::uint32_t next_admit = 0;  // next micro-batch to admit (in order)
         double busy_until = 0.0;
         bool busy = false;
@@ -605,12 +609,13 @@ private:
             ds.wgt.reset(0);
             ds.gaps.clear();
             ds.gaps.reserve(room);
-            ds.held.clear();
+            ds.held_count = 0;
             ds.held_sum = 0.0;
             ds.owed.clear();
             const auto ops = static_cast<std::uint32_t>((split_ ? 3 : 2) * stages_count_[d]);
             std::fill_n(left_.begin() + static_cast<std::ptrdiff_t>(d * M_), M_, ops);
         }
+        if (pol.stage_memory) started_.assign(V_ * M_, 0);
         events_.reset(D_);
         running_.resize(D_);
         choices_.assign(D_, 0);
@@ -639,9 +644,10 @@ private:
         ds.busy_until = end;
         ds.last_forward = o.kind == op_kind::F;
         if (pol_->stage_memory && o.kind == op_kind::F) {
-            std::erase_if(ds.owed, [key](const auto& e) { return e.first == key; });
-            ds.held.emplace_back(key, sc_->stored(o.microbatch, o.stage));
-            ds.held_sum += ds.held.back().second;
+            const std::size_t k = sc_->at(o.microbatch, o.stage);
+            started_[k] = 1;  // no longer owed
+            ++ds.held_count;
+            ds.held_sum += sc_->stored_mb[k];
         }
         out_.orders[d].push_back(o);
         events_.set_done(d, end);
@@ -672,10 +678,16 @@ private:
     // Stage memory: admitting j (its first forward on d) leaves room for the largest later-stage
     // forward owed on d, j's own included.
     bool admission_fits(std::size_t d, std::uint32_t j) {
-        const auto& ds = dev_[d];
+        auto& ds = dev_[d];
         const std::size_t k = d * M_ + j;
+        auto& h = ds.owed;
+        while (!h.empty() && started_[sc_->at(candidate_queue::mb_of(h.front().second),
+                                              candidate_queue::stage_of(h.front().second))]) {
+            std::pop_heap(h.begin(), h.end());
+            h.pop_back();
+        }
         double owed = 0.0;
-        for (const auto& o : ds.owed) owed = std::max(owed, o.second);
+        if (!h.empty()) owed = std::max(owed, h.front().first);
         const auto& st = stages_on_[d];
         for (std::size_t i = 1; i < st.size(); ++i) owed = std::max(owed, sc_->stored(j, st[i]));
         const double first = sc_->stored(j, st.front());
@@ -707,7 +719,8 @@ private:
         if (pol_->stage_memory)
             for (std::size_t i = 1; i < stages_on_[d].size(); ++i) {
                 const auto v = static_cast<std::uint32_t>(stages_on_[d][i]);
-                ds.owed.emplace_back(candidate_queue::key(j, v), sc_->stored(j, v));
+                ds.owed.emplace_back(sc_->stored(j, v), candidate_queue::key(j, v));
+                std::push_heap(ds.owed.begin(), ds.owed.end());
             }
     }
     void release(std::size_t d, std::uint32_t j) {
@@ -805,10 +818,8 @@ private:
         const op o = running_[d];
         release(d, o.microbatch);
         if (pol_->stage_memory && o.kind == (split_ ? op_kind::W : op_kind::B)) {
-            const std::uint64_t key = candidate_queue::key(o.microbatch, o.stage);
-            const auto it = std::find_if(ds.held.begin(), ds.held.end(), [key](const auto& e) { return e.first == key; });
-            ds.held_sum = ds.held.size() == 1 ? 0.0 : ds.held_sum - it->second;
-            ds.held.erase(it);
+            ds.held_sum = ds.held_count == 1 ? 0.0 : ds.held_sum - sc_->stored(o.microbatch, o.stage);
+            --ds.held_count;
         }
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];
@@ -832,6 +843,7 @@ private:
     std::vector<std::vector<std::size_t>> stages_on_;  // per device, its stages in increasing order
     std::size_t dev0_ = 0;
     std::vector<double> model_, res_, gap_;
+    std::vector<std::uint8_t> started_;  // stage memory: per scenario pair, its forward started
     std::vector<double> work_, left_work_;  // per device: all its ops' durations; those not yet started
     double give_up_ms_ = 0.0;               // give_up_above_ms with its margin (infinite: never)
     std::vector<std::uint32_t> left_;  // ops left per (device, mb) before release
