@@ -36,21 +36,21 @@
 // device waiting for memory): the result says so, and the V generators then run the
 // per-micro-batch reservation, which cannot.
 //
-// Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind
-// in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
+// Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind in
+// two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
 // device's one completion or wake-up, the earliest found by a scan of the devices (up to
-// event_queue::scan_devices), kept by a tournament over the devices (up
-// to event_queue::tournament_devices: log2 D compares when a device's times change) or by one
-// global heap with lazy invalidation (beyond); the largest transient in flight comes from a
-// lazy max-heap, so does (stage memory) the largest later-stage forward owed, what a device holds
-// is a count and a running sum (no list to search), and the reserved memory comes from
-// reserved_memory below, which gives the exact
-// floating-point sum the rule defines without re-adding the in-flight set on every release. The engine
-// (detail::order_discovery) is reusable: prepare() computes the scenario's tables once, run()
-// runs one policy, and its scratch memory stays between runs (discover_order() uses one per
-// thread; adaptive runs its preference candidates on one prepare()), so a warm engine does not
-// allocate. A run also records where each device's preference made a choice (choice_masks), so
-// adaptive can skip a candidate that would repeat a run (same_decisions).
+// event_queue::scan_devices), else kept by a tournament over the devices (up to
+// event_queue::tournament_devices: log2 D compares when a device's times change) or by one global
+// heap with lazy invalidation (beyond); the largest transient in flight comes from a lazy
+// max-heap, so does (stage memory) the largest later-stage forward owed, what a device holds is a
+// count and a running sum (no list to search), and the reserved memory comes from reserved_memory
+// below, which gives the exact floating-point sum the rule defines without re-adding the in-flight
+// set on every release. The engine (detail::order_discovery) is reusable: prepare() computes the
+// scenario's tables once, run() runs one policy, and its scratch memory stays between runs
+// (discover_order() uses one per thread; adaptive runs its preference candidates on one
+// prepare()), so a warm engine does not allocate. A run also records where each device's
+// preference made a choice (choice_masks), so adaptive can skip a candidate that would repeat a
+// run (same_decisions).
 // tests/schedule/order_discovery_reference.hpp is the same policy with linear scans (quadratic); a
 // property test checks both give the same orders.
 #pragma once
