@@ -36,18 +36,21 @@
 // device waiting for memory): the result says so, and the V generators then run the
 // per-micro-batch reservation, which cannot.
 //
-// Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind
-// in two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
-// device's one completion or wake-up, the earliest kept by a tournament over the devices (up
-// to event_queue::tournament_devices: log2 D compares when a device's times change) or by one
-// global heap with lazy invalidation (beyond); the largest transient in flight comes from a
-// lazy max-heap, and the reserved memory from reserved_memory below, which gives the exact
-// floating-point sum the rule defines without re-adding the in-flight set on every release. The engine
-// (detail::order_discovery) is reusable: prepare() computes the scenario's tables once, run()
-// runs one policy, and its scratch memory stays between runs (discover_order() uses one per
-// thread; adaptive runs its preference candidates on one prepare()), so a warm engine does not
-// allocate. A run also records where each device's preference made a choice (choice_masks), so
-// adaptive can skip a candidate that would repeat a run (same_decisions).
+// Cost: O(ops · log) time and O(D · M) memory. Each device keeps its candidates of each kind in
+// two heaps (not yet arrived, by arrival; arrived, by (mb, stage)); the next event is each
+// device's one completion or wake-up, the earliest found by a scan of the devices (up to
+// event_queue::scan_devices), else kept by a tournament over the devices (up to
+// event_queue::tournament_devices: log2 D compares when a device's times change) or by one global
+// heap with lazy invalidation (beyond); the largest transient in flight comes from a lazy
+// max-heap, so does (stage memory) the largest later-stage forward owed, what a device holds is a
+// count and a running sum (no list to search), and the reserved memory comes from reserved_memory
+// below, which gives the exact floating-point sum the rule defines without re-adding the in-flight
+// set on every release. The engine (detail::order_discovery) is reusable: prepare() computes the
+// scenario's tables once, run() runs one policy, and its scratch memory stays between runs
+// (discover_order() uses one per thread; adaptive runs its preference candidates on one
+// prepare()), so a warm engine does not allocate. A run also records where each device's
+// preference made a choice (choice_masks), so adaptive can skip a candidate that would repeat a
+// run (same_decisions).
 // tests/schedule/order_discovery_reference.hpp is the same policy with linear scans (quadratic); a
 // property test checks both give the same orders.
 #pragma once
@@ -294,11 +297,15 @@ private:
 /// holds the first device among the earliest), and next() reads the root: log2 of the devices
 /// compares per update instead of one per device and event; beyond, every
 /// finite time set is pushed on a heap, and next() pops it, skipping the entries that a later
-/// set made stale (O(log) per event).
+/// set made stale (O(log) per event). Up to scan_devices devices (the 4-device V plans), update(d)
+/// only ranks d's event and next() scans the devices' ranks for the first among the earliest:
+/// fewer instructions than replaying matches (BM_plan_gpt_cli_fresh -2.6 to -3.3 %).
 class event_queue {
 public:
     static constexpr double never = std::numeric_limits<double>::infinity();
     static constexpr std::size_t tournament_devices = 16;
+    /// Up to this many devices, next() scans the devices' keys instead (no matches to replay).
+    static constexpr std::size_t scan_devices = 4;
 
     struct event {
         std::size_t device;
@@ -310,6 +317,7 @@ public:
     void reset(std::size_t devices) {
         devices_ = devices;
         tournament_ = devices <= tournament_devices;
+        scan_ = devices <= scan_devices;
         done_.assign(devices, never);
         wake_.assign(devices, never);
         key_.assign(tournament_ ? devices + 1 : 0, key{never, 0, 0});
@@ -335,6 +343,7 @@ public:
         if (!tournament_) return;
         const bool w = !(done_[d] <= wake_[d]);
         key_[d] = key{w ? wake_[d] : done_[d], static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(d)};
+        if (scan_) return;
         // Up the tree until a match whose winner stays another device (nothing above changes).
         for (std::size_t i = (leaves_ + d) / 2; i >= 1; i /= 2) {
             const std::uint32_t was = winner_[i];
@@ -344,6 +353,13 @@ public:
     }
     /// The earliest event (removed from the heap; the caller then clears or resets its time).
     [[nodiscard]] event next() {
+        if (scan_) {  // the first device among the earliest, as the tournament's root
+            if (devices_ == 0) return {0, never, false};
+            std::size_t d = 0;
+            for (std::size_t i = 1; i < devices_; ++i)
+                if (before(key_[i], key_[d])) d = i;
+            return {d, key_[d].t_ms, key_[d].wake != 0};
+        }
         if (tournament_) {
             if (devices_ == 0) return {0, never, false};
             const std::size_t d = winner_[1];
@@ -387,6 +403,7 @@ private:
     }
     std::size_t devices_ = 0;
     bool tournament_ = true;
+    bool scan_ = true;  // devices <= scan_devices: next() scans key_ (the tournament unused)
     std::vector<double> done_, wake_;
     std::vector<key> key_;   // tournament: each device's earliest event, then the padding's
     std::size_t leaves_ = 1;  // tournament: its leaves, a power of two >= the devices
@@ -541,9 +558,11 @@ private:
         std::vector<std::pair<double, std::uint32_t>> gaps;  // max-heap of (gap, mb) in flight; lazy
         std::size_t inflight = 0;
         std::size_t limit = std::numeric_limits<std::size_t>::max();
-        std::vector<std::pair<std::uint64_t, double>> held;   // stage memory: (key, stored) held, in order
-        std::vector<std::pair<std::uint64_t, double>> owed;   // stage memory: later-stage forwards owed
-        double held_sum = 0.0;                                // stage memory: sum of `held`
+        // Stage memory: later-stage forwards owed, a max-heap of (stored, key); lazy (the entries
+        // whose forward started are dropped when they come to the top).
+        std::vector<std::pair<double, std::uint64_t>> owed;
+        std::size_t held_count = 0;  // stage memory: (mb, stage) activations held
+        double held_sum = 0.0;       // stage memory: their sum, added in forward-start order
         std::uint32_t next_admit = 0;  // next micro-batch to admit (in order)
         double busy_until = 0.0;
         bool busy = false;
@@ -604,12 +623,13 @@ private:
             ds.wgt.reset(0);
             ds.gaps.clear();
             ds.gaps.reserve(room);
-            ds.held.clear();
+            ds.held_count = 0;
             ds.held_sum = 0.0;
             ds.owed.clear();
             const auto ops = static_cast<std::uint32_t>((split_ ? 3 : 2) * stages_count_[d]);
             std::fill_n(left_.begin() + static_cast<std::ptrdiff_t>(d * M_), M_, ops);
         }
+        if (pol.stage_memory) started_.assign(V_ * M_, 0);
         events_.reset(D_);
         running_.resize(D_);
         choices_.assign(D_, 0);
@@ -638,9 +658,10 @@ private:
         ds.busy_until = end;
         ds.last_forward = o.kind == op_kind::F;
         if (pol_->stage_memory && o.kind == op_kind::F) {
-            std::erase_if(ds.owed, [key](const auto& e) { return e.first == key; });
-            ds.held.emplace_back(key, sc_->stored(o.microbatch, o.stage));
-            ds.held_sum += ds.held.back().second;
+            const std::size_t k = sc_->at(o.microbatch, o.stage);
+            started_[k] = 1;  // no longer owed
+            ++ds.held_count;
+            ds.held_sum += sc_->stored_mb[k];
         }
         out_.orders[d].push_back(o);
         events_.set_done(d, end);
@@ -671,10 +692,16 @@ private:
     // Stage memory: admitting j (its first forward on d) leaves room for the largest later-stage
     // forward owed on d, j's own included.
     bool admission_fits(std::size_t d, std::uint32_t j) {
-        const auto& ds = dev_[d];
+        auto& ds = dev_[d];
         const std::size_t k = d * M_ + j;
+        auto& h = ds.owed;
+        while (!h.empty() && started_[sc_->at(candidate_queue::mb_of(h.front().second),
+                                              candidate_queue::stage_of(h.front().second))]) {
+            std::pop_heap(h.begin(), h.end());
+            h.pop_back();
+        }
         double owed = 0.0;
-        for (const auto& o : ds.owed) owed = std::max(owed, o.second);
+        if (!h.empty()) owed = std::max(owed, h.front().first);
         const auto& st = stages_on_[d];
         for (std::size_t i = 1; i < st.size(); ++i) owed = std::max(owed, sc_->stored(j, st[i]));
         const double first = sc_->stored(j, st.front());
@@ -706,7 +733,8 @@ private:
         if (pol_->stage_memory)
             for (std::size_t i = 1; i < stages_on_[d].size(); ++i) {
                 const auto v = static_cast<std::uint32_t>(stages_on_[d][i]);
-                ds.owed.emplace_back(candidate_queue::key(j, v), sc_->stored(j, v));
+                ds.owed.emplace_back(sc_->stored(j, v), candidate_queue::key(j, v));
+                std::push_heap(ds.owed.begin(), ds.owed.end());
             }
     }
     void release(std::size_t d, std::uint32_t j) {
@@ -804,10 +832,8 @@ private:
         const op o = running_[d];
         release(d, o.microbatch);
         if (pol_->stage_memory && o.kind == (split_ ? op_kind::W : op_kind::B)) {
-            const std::uint64_t key = candidate_queue::key(o.microbatch, o.stage);
-            const auto it = std::find_if(ds.held.begin(), ds.held.end(), [key](const auto& e) { return e.first == key; });
-            ds.held_sum = ds.held.size() == 1 ? 0.0 : ds.held_sum - it->second;
-            ds.held.erase(it);
+            ds.held_sum = ds.held_count == 1 ? 0.0 : ds.held_sum - sc_->stored(o.microbatch, o.stage);
+            --ds.held_count;
         }
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];
@@ -831,6 +857,7 @@ private:
     std::vector<std::vector<std::size_t>> stages_on_;  // per device, its stages in increasing order
     std::size_t dev0_ = 0;
     std::vector<double> model_, res_, gap_;
+    std::vector<std::uint8_t> started_;  // stage memory: per scenario pair, its forward started
     std::vector<double> work_, left_work_;  // per device: all its ops' durations; those not yet started
     double give_up_ms_ = 0.0;               // give_up_above_ms with its margin (infinite: never)
     std::vector<std::uint32_t> left_;  // ops left per (device, mb) before release
