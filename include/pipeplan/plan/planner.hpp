@@ -56,6 +56,7 @@
 #include "pipeplan/plan/validate.hpp"
 #include "pipeplan/schedule/adaptive.hpp"
 #include "pipeplan/schedule/interleaved.hpp"
+#include "pipeplan/schedule/memory_bound.hpp"
 #include "pipeplan/schedule/one_f_one_b.hpp"
 #include "pipeplan/schedule/order_search.hpp"
 #include "pipeplan/schedule/registry.hpp"
@@ -1082,18 +1083,28 @@ private:
     /// A lower bound on the makespan of kind `c` on split `k` (max over replicas): lower_bound()
     /// of its scenario (on the configuration or the V) with the options the kind runs with (its
     /// W share; overlapped pairs may save time). It holds for every schedule of the scenario,
-    /// recomputation included.
+    /// recomputation included. `memory`: also memory_bound_ms() under the budget, which holds for
+    /// every schedule that fits it (the feasible ones: run_candidate()), less memory_bound_rounding.
     double candidate_bound_ms(const std::vector<named_split>& splits, scenario_sets& scs, const candidate_kind& c,
-                              std::size_t k) const {
+                              std::size_t k, bool memory = false) const {
         double bound_ms = 0.0;
         for (const auto& sc : scenarios_of(splits, scs, c.config, k)) {
             const schedule::named_schedule_options so = schedule_options(sc);
             const double w = c.kind->splits_backward ? so.w_share : 0.0;
             const double f = c.kind->overlaps_pairs ? so.overlap_factor : 1.0;
-            bound_ms = std::max(bound_ms, schedule::lower_bound(sc, schedule::placement_of(sc), w, f).bound_ms);
+            const schedule::stage_placement pl = schedule::placement_of(sc);
+            bound_ms = std::max(bound_ms, schedule::lower_bound(sc, pl, w, f).bound_ms);
+            if (memory)
+                bound_ms = std::max(bound_ms, schedule::memory_bound_ms(sc, pl, budget_mb_, w, c.kind->checkpoint_rule.has_value()) *
+                                                  (1.0 - memory_bound_rounding));
         }
         return bound_ms;
     }
+
+    /// How far (relative) memory_bound_ms() is lowered before it prunes: its sums of products
+    /// (durations · megabytes, in another order than any simulation's) round otherwise than a
+    /// makespan; 1e-9 is far above that rounding and far below any gap between candidates.
+    static constexpr double memory_bound_rounding = 1e-9;
 
     /// How far (relative) a lower bound may read below a makespan that reaches it (run_tasks()):
     /// rounding of sums of a few thousand durations in two orders, ~1e-14 (10 ulps of 2 s here);
@@ -1111,7 +1122,7 @@ private:
         std::vector<task> tasks;
         const double reached_ms = best.makespan_ms * (1.0 - bound_rounding);
         for (const task& t : all) {
-            const double bound_ms = candidate_bound_ms(splits, scs, t.kind, t.split);
+            const double bound_ms = candidate_bound_ms(splits, scs, t.kind, t.split, true);
             if (bound_ms < reached_ms || (bound_ms <= best.makespan_ms && t.rank < best.rank)) tasks.push_back(t);
         }
         std::vector<candidate_run> runs(tasks.size());

@@ -129,7 +129,9 @@ struct schedule_traits {
     /// Its schedules split every backward into B and W ops (pipeline_schedule::w_share > 0).
     bool splits_backward = false;
     /// The rule that spreads named_schedule_options::checkpoint_ratio over the stages
-    /// (merak_checkpoint_ratios); nullopt: a checkpoint ratio is an error for it.
+    /// (merak_checkpoint_ratios); nullopt: a checkpoint ratio is an error for it. A row whose
+    /// schedules run f ops (checkpointing forwards) sets it: the planner's memory bound
+    /// (memory_bound.hpp) counts a forward's stored activations as held otherwise.
     std::optional<merak_variant> checkpoint_rule;
     /// The planner tries it when no schedule is named (plan/planner.hpp), on the configurations
     /// its chunk rule runs on, in increasing rank (ties: registration order; the earlier wins
