@@ -62,6 +62,14 @@ public:
         storage_.insert(storage_.end(), costs.begin(), costs.end());
         rows_.back().len += static_cast<int>(costs.size());
     }
+    /// The last cost appended to the last row (a row append_to_row() gave costs).
+    [[nodiscard]] double last_cost() const noexcept { return storage_.back(); }
+    /// Marks the last row checked by its builder: its costs are finite, and non-decreasing in m
+    /// when `monotone` (finalize() then skips reading them for its checks).
+    void set_row_checked(bool monotone) noexcept {
+        rows_.back().checked = true;
+        rows_.back().monotone = monotone;
+    }
     /// Appends row i, borrowing `costs` (which must outlive this object).
     void add_borrowed_row(const double* costs, int len) {
         row r;
@@ -88,6 +96,7 @@ public:
                 r.monotone = rows_[i - 1].monotone;
                 continue;
             }
+            if (r.checked) continue;  // by its builder (set_row_checked)
             r.monotone = true;
             for (int m = 0; m < r.len; ++m) {
                 if (!std::isfinite(r.data[m]))
@@ -153,6 +162,7 @@ private:
         bool monotone = true;
         std::size_t suffix_offset = 0;  ///< into suffix_min_ and prefix_max_ (rows that are not monotone)
         bool same_as_previous = false;  ///< borrows the previous row's costs and length
+        bool checked = false;  ///< finite, `monotone` set by the builder (set_row_checked)
     };
     std::vector<double> storage_;
     std::unique_ptr<double[]> suffix_min_;  ///< rows that are not monotone, at their suffix_offset

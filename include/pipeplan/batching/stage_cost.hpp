@@ -113,6 +113,8 @@ public:
                 d->head_copies += (c.postprocess && !c.embedding) ? 1 : 0;
             }
         }
+        for (auto& d : devices_) d.index_held();
+        for (auto& d : chunks_) d.index_held();
         for (const auto& d : devices_)
             for (std::size_t c = 0; c < 4; ++c) used_[c] = used_[c] || d.count[c] > 0;
         if (mode_ == accounting_mode::dynapipe) {
@@ -307,6 +309,18 @@ private:
     struct load {
         std::array<int, 4> count{};  // encoder layers, decoder layers, embeddings, heads
         int head_copies = 0;         // LM-head chunks without their own embedding
+        // The components held (count > 0), ascending, with their counts: sum_load()'s terms.
+        std::array<std::uint8_t, 4> held{};
+        std::array<double, 4> held_count{};
+        unsigned held_size = 0;
+        void index_held() noexcept {
+            held_size = 0;
+            for (std::size_t c = 0; c < 4; ++c) {
+                if (count[c] == 0) continue;
+                held[held_size] = static_cast<std::uint8_t>(c);
+                held_count[held_size++] = count[c];
+            }
+        }
     };
 
     void require_chunk_layout(const char* what) const {
@@ -335,12 +349,13 @@ private:
     [[nodiscard]] static chunk_cost sum_load(const load& d, const std::array<part, 4>& p) noexcept {
         chunk_cost out;
         double excess = 0;
-        for (std::size_t c = 0; c < 4; ++c) {
-            if (d.count[c] == 0) continue;
-            out.forward_ms += d.count[c] * p[c].f_ms;
-            out.backward_ms += d.count[c] * p[c].b_ms;
-            out.stored_mb += d.count[c] * p[c].stored_mb;
-            excess = std::max(excess, p[c].peak_mb - p[c].stored_mb);
+        for (unsigned h = 0; h < d.held_size; ++h) {
+            const part& q = p[d.held[h]];
+            const double n = d.held_count[h];
+            out.forward_ms += n * q.f_ms;
+            out.backward_ms += n * q.b_ms;
+            out.stored_mb += n * q.stored_mb;
+            excess = std::max(excess, q.peak_mb - q.stored_mb);
         }
         out.peak_mb = out.stored_mb + excess;
         return out;
