@@ -81,11 +81,14 @@ public:
 private:
     void extend(entry& e, int seqlen, int dec_seqlen, int m) {
         const auto& ev = ctx_->evaluator();
-        if (!e.prepared) {
-            e.prepared = std::make_unique<prepared_shape>();
-            ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared, &parts_);
-        }
-        const auto price = [&](int mbs) { return ev.evaluate(*e.prepared, mbs); };
+        // The shape is prepared when first priced (not for sizes the cache holds already).
+        const auto price = [&](int mbs) {
+            if (!e.prepared) {
+                e.prepared = std::make_unique<prepared_shape>();
+                ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared, &parts_);
+            }
+            return ev.evaluate(*e.prepared, mbs);
+        };
         shape_cost_cache* cache = ctx_->cache();
         if (cache && !e.cached) e.cached = &cache->at(seqlen, dec_seqlen, rung_.recompute);
         while (!e.closed && static_cast<int>(e.t.size()) < m) {

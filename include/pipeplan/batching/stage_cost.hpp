@@ -120,6 +120,8 @@ public:
         if (mode_ == accounting_mode::dynapipe) {
             used_ = {true, enc_dec_, false, true};
         }
+        for (std::size_t c = 0; c < 4; ++c)
+            if (used_[c]) used_list_[used_count_++] = static_cast<std::uint8_t>(c);
     }
 
     [[nodiscard]] const pipeline_config& config() const noexcept { return config_; }
@@ -199,8 +201,8 @@ public:
             return evaluate(s, ps.recompute);
         } else {
             std::array<part, 4> p{};
-            for (std::size_t c = 0; c < 4; ++c) {
-                if (!used_[c]) continue;
+            for (unsigned u = 0; u < used_count_; ++u) {
+                const std::size_t c = used_list_[u];
                 if (std::vector<part>* row = ps.shared[c]) {
                     while (row->size() < static_cast<std::size_t>(m))
                         row->push_back(part_of(static_cast<component>(c),
@@ -421,6 +423,8 @@ private:
     std::vector<load> devices_;  // per device (the sum of its chunks)
     std::vector<load> chunks_;   // per pipeline chunk
     std::array<bool, 4> used_{};
+    std::array<std::uint8_t, 4> used_list_{};  // the components used_, ascending
+    unsigned used_count_ = 0;
 };
 
 }  // namespace pipeplan::batching
