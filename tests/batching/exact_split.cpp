@@ -211,12 +211,11 @@ TEST_CASE("range_costs: repeated borrowed rows give the split, suffix minima and
         // Capped solves (runs of borrowed rows share their cut, next cost and masked costs, also
         // when the run's first rows are unreachable) against a plain per-entry reference.
         std::vector<double> f, g;
-        std::vector<int> scratch;
         for (int k = 0; k < 6; ++k) {
             const auto row = copied.row_costs(rng() % copied.size());
             const double cap = row[rng() % row.size()] + (k % 2 ? 0.0 : 0.05);
-            const auto sb = pb::detail::solve_capped(borrowed, cap, f, scratch);
-            const auto sc = pb::detail::solve_capped(copied, cap, g, scratch);
+            const auto sb = pb::detail::solve_capped(borrowed, cap, f);
+            const auto sc = pb::detail::solve_capped(copied, cap, g);
             CHECK(f == g);
             CHECK(sb.bounds == sc.bounds);
             std::vector<double> ref(copied.size() + 1, std::numeric_limits<double>::infinity());
@@ -264,11 +263,10 @@ TEST_CASE("solve_capped: long runs of one borrowed row (relaxed several rows at 
         rc.finalize();
         INFO("trial " << trial);
         std::vector<double> f;
-        std::vector<int> scratch;
         for (int k = 0; k < 5; ++k) {
             const auto some = rc.row_costs(rng() % rc.size());
             const double cap = k == 0 ? std::numeric_limits<double>::infinity() : some[rng() % some.size()] - (k % 2 ? 0.0 : 0.05);
-            const auto s = pb::detail::solve_capped(rc, cap, f, scratch);
+            const auto s = pb::detail::solve_capped(rc, cap, f);
             std::vector<double> ref(rc.size() + 1, std::numeric_limits<double>::infinity());
             ref[0] = 0;
             for (std::size_t i = 0; i < rc.size(); ++i) {
@@ -287,7 +285,6 @@ TEST_CASE("solve_capped: F is constant from the cap up to next_cap, a range cost
     // on rows with real-valued and with integer costs (many ties), monotone or not.
     std::mt19937_64 rng(777);
     std::vector<double> f;
-    std::vector<int> scratch;
     int checked = 0;
     for (int trial = 0; trial < 300; ++trial) {
         const int n = 1 + static_cast<int>(rng() % 20);
@@ -309,18 +306,18 @@ TEST_CASE("solve_capped: F is constant from the cap up to next_cap, a range cost
         rc.finalize();
         for (int k = 0; k < 8; ++k) {
             const double cap = all[rng() % all.size()] + (k % 2 ? 0.0 : 0.25);
-            const auto at = pb::detail::solve_capped(rc, cap, f, scratch);
+            const auto at = pb::detail::solve_capped(rc, cap, f);
             INFO("trial " << trial << " cap " << cap);
             CHECK(at.next_cap > cap);
             if (std::isfinite(at.next_cap)) {
                 CHECK(std::find(all.begin(), all.end(), at.next_cap) != all.end());
                 for (const double c : {cap + (at.next_cap - cap) / 3, std::nextafter(at.next_cap, 0.0)}) {
-                    const auto in = pb::detail::solve_capped(rc, c, f, scratch);
+                    const auto in = pb::detail::solve_capped(rc, c, f);
                     CHECK(in.sum == at.sum);  // also both infinite: no split under either cap
                     ++checked;
                 }
             } else {
-                CHECK(pb::detail::solve_capped(rc, 1e9, f, scratch).sum == at.sum);
+                CHECK(pb::detail::solve_capped(rc, 1e9, f).sum == at.sum);
                 ++checked;
             }
         }

@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batching/common.hpp"
@@ -182,6 +185,61 @@ TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit (bo
     CHECK(compared > 5000);
     CHECK(priced > compared / 10);
     CHECK(shared > 0);
+}
+
+TEST_CASE("range-cost rows of real T5 mixed batches: each range priced alone, rows end at the first size that "
+          "does not fit, monotone flags as read" * PIPEPLAN_NEEDS_DATA()) {
+    const auto& m = profile_model("t5_11b", interpolation_mode::recommended);
+    std::size_t ranges = 0, rising = 0, dipping = 0;
+    for (const double share : {0.0, 0.25}) {
+        const auto batch = pipeplan::test::draw_mixed_batch("superni_llama.csv", 65536, 3, share);
+        const pb::split_context<profile_cost_model> ctx(m, batch, t5_config(), pb::split_options{});
+        const auto& rung = ctx.ladder().front();
+        REQUIRE(ctx.singletons_fit(rung));
+        pb::detail::shape_tables<profile_cost_model> tables(ctx, rung);
+        // Per (E, D): the sizes checked so far, all fitting, and whether the next one does not.
+        std::map<std::pair<int, int>, std::pair<int, bool>> checked;
+        const auto fits_up_to = [&](int e, int d, int mbs) {  // sizes 1 .. mbs of (E, D) all fit
+            auto& [known, ended] = checked[{e, d}];
+            while (!ended && known < mbs) {
+                const auto p = ctx.evaluator().evaluate(pb::microbatch_shape{known + 1, e, d}, rung.recompute);
+                if (p.ok() && rung.fits(p.value())) ++known;
+                else ended = true;
+            }
+            return known >= mbs;
+        };
+        for (const auto& c : pb::automatic_candidate_orders(ctx.shapes())) {
+            bool head_padded = false;
+            long long entries = 0;
+            pb::range_costs rc = pb::detail::build_range_costs(ctx, std::span<const int>(c.ids), tables, head_padded, entries);
+            rc.finalize();
+            REQUIRE(rc.size() == c.ids.size());
+            for (std::size_t i = 0; i < rc.size(); ++i) {
+                const auto row = rc.row_costs(i);
+                int e = 0, d = 0;
+                std::size_t len = 0;  // the first sizes whose (m, E, D) and all smaller sizes fit
+                for (std::size_t k = i; k < c.ids.size(); ++k) {
+                    const auto& s = ctx.shapes()[static_cast<std::size_t>(c.ids[k])];
+                    e = std::max(e, s.seqlen_tokens);
+                    d = std::max(d, s.dec_seqlen_tokens);
+                    const int mbs = static_cast<int>(k - i) + 1;
+                    if (!fits_up_to(e, d, mbs)) break;
+                    const auto p = ctx.evaluator().evaluate(pb::microbatch_shape{mbs, e, d}, rung.recompute);
+                    REQUIRE(row.size() > len);
+                    REQUIRE(row[len] == p.value().time_ms);
+                    ++len;
+                }
+                REQUIRE(row.size() == len);
+                ranges += len;
+                const bool up = std::is_sorted(row.begin(), row.end());
+                REQUIRE(rc.monotone(i) == up);
+                (up ? rising : dipping) += 1;
+            }
+        }
+    }
+    CHECK(ranges > 10000);
+    CHECK(rising > 0);
+    CHECK(dipping > 0);
 }
 
 TEST_CASE("the profile model's canonical query drops the lengths a component's prices ignore (T5)" * PIPEPLAN_NEEDS_DATA()) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -45,6 +46,10 @@ public:
     using prepared_shape = typename stage_cost_evaluator<Model>::prepared_shape;
     struct entry {
         std::vector<double> t;
+        /// rise_from[k]: the first j with t[j .. k] non-decreasing (a copied stretch's order, known
+        /// without reading it: append_2d_row).
+        std::vector<int> rise_from;
+        int nonfinite_at = std::numeric_limits<int>::max();  ///< the first non-finite t (none: max)
         bool closed = false;
         shape_cost_cache::row* cached = nullptr;  ///< the context's cache row of this shape
         std::unique_ptr<prepared_shape> prepared;  ///< the shape's lengths, looked up once
@@ -76,25 +81,39 @@ public:
 private:
     void extend(entry& e, int seqlen, int dec_seqlen, int m) {
         const auto& ev = ctx_->evaluator();
-        if (!e.prepared) {
-            e.prepared = std::make_unique<prepared_shape>();
-            ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared, &parts_);
-        }
-        const auto price = [&](int mbs) { return ev.evaluate(*e.prepared, mbs); };
+        // The shape is prepared when first priced (not for sizes the cache holds already).
+        const auto price = [&](int mbs) {
+            if (!e.prepared) {
+                e.prepared = std::make_unique<prepared_shape>();
+                ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared, &parts_);
+            }
+            return ev.evaluate(*e.prepared, mbs);
+        };
         shape_cost_cache* cache = ctx_->cache();
         if (cache && !e.cached) e.cached = &cache->at(seqlen, dec_seqlen, rung_.recompute);
         while (!e.closed && static_cast<int>(e.t.size()) < m) {
             const int next = static_cast<int>(e.t.size()) + 1;
             if (cache) {
                 const microbatch_cost* c = cache->cost(*e.cached, next, price);
-                if (c && rung_.fits(*c)) e.t.push_back(c->time_ms);
+                if (c && rung_.fits(*c)) push(e, c->time_ms);
                 else e.closed = true;
                 continue;
             }
             const auto c = price(next);
-            if (c.ok() && rung_.fits(c.value())) e.t.push_back(c.value().time_ms);
+            if (c.ok() && rung_.fits(c.value())) push(e, c.value().time_ms);
             else e.closed = true;
         }
+    }
+
+    static void push(entry& e, double t) {
+        const int k = static_cast<int>(e.t.size());
+        if (k == 0) {
+            e.t.reserve(64);  // a T5 row holds ~45 sizes: one allocation
+            e.rise_from.reserve(64);
+        }
+        e.t.push_back(t);
+        e.rise_from.push_back(k > 0 && !(t < e.t[static_cast<std::size_t>(k) - 1]) ? e.rise_from.back() : k);
+        if (!std::isfinite(t)) e.nonfinite_at = std::min(e.nonfinite_at, k);
     }
 
     static std::uint64_t key(int e, int d) noexcept {
@@ -117,40 +136,62 @@ template <cost_model Model>
 
 namespace detail {
 
-/// Appends the row of ranges starting at a sample to `rc` (2-D orders): stretches of ranges
-/// with the same running maxima (E, D) read one table row, each copied from it, up to the first
-/// size that does not fit. `row_e[k]`, `row_d[k]`: the lengths of the range's (k + 1)-th
-/// sample, k < remaining. Returns the row's length.
-template <cost_model Model>
-int append_2d_row(range_costs& rc, shape_tables<Model>& tables, const int* row_e, const int* row_d, int remaining) {
-    rc.start_row();
-    int e = 0, d = 0, len = 0;
-    for (int m = 1; m <= remaining;) {
-        e = std::max(e, row_e[m - 1]);
-        d = std::max(d, row_d[m - 1]);
-        // The stretch is m .. end - 1. Its scan stops at the first size that does not fit (the
-        // row ends there), pricing the table row as it goes: the same sizes are priced as by a
-        // scan to the stretch's end, without scanning past the row's end.
-        auto& entry = tables.get(e, d);
-        int known = static_cast<int>(entry.t.size());  // sizes 1 .. known fit
-        int end = m + 1;
-        while (end <= remaining && row_e[end - 1] <= e && row_d[end - 1] <= d) {
-            if (end - 1 > known) {
-                double unused = 0;
-                if (!tables.at(entry, e, d, end - 1, unused)) break;
-                known = static_cast<int>(entry.t.size());
-            }
-            ++end;
+/// Per position p of `len`, the first position q > p with len[q] > len[p] (len.size(): none),
+/// into `out`: where a stretch whose running maximum is len[p] ends (append_2d_row).
+inline void next_greater(const std::vector<int>& len, std::vector<int>& out, std::vector<int>& stack) {
+    const int n = static_cast<int>(len.size());
+    out.assign(len.size(), n);
+    stack.clear();
+    for (int q = 0; q < n; ++q) {
+        while (!stack.empty() && len[static_cast<std::size_t>(stack.back())] < len[static_cast<std::size_t>(q)]) {
+            out[static_cast<std::size_t>(stack.back())] = q;
+            stack.pop_back();
         }
-        const std::vector<double>& t = tables.row(entry, e, d, end - 1);
-        const int fit = std::min(end - 1, static_cast<int>(t.size()));
+        stack.push_back(q);
+    }
+}
+
+/// The lengths of a 2-D order, one array each, with their next_greater() positions.
+struct order_lengths {
+    std::vector<int> e, d;            ///< encoder / decoder length at each position
+    std::vector<int> next_e, next_d;  ///< next_greater(e), next_greater(d)
+};
+
+/// Appends the row of ranges starting at position `i` of the order to `rc` (2-D orders):
+/// stretches of ranges with the same running maxima (E, D) read one table row, each copied from
+/// it, up to the first size that does not fit. A stretch whose maxima are those of positions
+/// pe and pd ends before the first later position with a greater length (next_greater: every
+/// length between pe and that position is at most E, those between pd and it at most D).
+/// Returns the row's length.
+template <cost_model Model>
+int append_2d_row(range_costs& rc, shape_tables<Model>& tables, const order_lengths& ol, int i) {
+    rc.start_row();
+    const int n = static_cast<int>(ol.e.size());
+    const int remaining = n - i;
+    int pe = i, pd = i, len = 0;  // positions holding the running maxima
+    bool finite = true, rising = true;  // the row's checks (range_costs::set_row_checked)
+    for (int m = 1; m <= remaining;) {
+        const int p = i + m - 1;
+        if (ol.e[static_cast<std::size_t>(p)] > ol.e[static_cast<std::size_t>(pe)]) pe = p;
+        if (ol.d[static_cast<std::size_t>(p)] > ol.d[static_cast<std::size_t>(pd)]) pd = p;
+        const int e = ol.e[static_cast<std::size_t>(pe)], d = ol.d[static_cast<std::size_t>(pd)];
+        // The stretch is m .. last. Pricing it prices the table row up to `last` or up to the
+        // first size that does not fit (the row ends there).
+        const int last = std::min(ol.next_e[static_cast<std::size_t>(pe)], ol.next_d[static_cast<std::size_t>(pd)]) - i;
+        auto& entry = tables.get(e, d);
+        const std::vector<double>& t = tables.row(entry, e, d, last);
+        const int fit = std::min(last, static_cast<int>(t.size()));
         if (fit >= m) {
-            rc.append_to_row(std::span<const double>(t.data() + (m - 1), static_cast<std::size_t>(fit - m + 1)));
+            const auto from = static_cast<std::size_t>(m - 1), to = static_cast<std::size_t>(fit - 1);
+            finite = finite && entry.nonfinite_at > fit - 1;
+            rising = rising && entry.rise_from[to] <= m - 1 && (len == 0 || !(t[from] < rc.last_cost()));
+            rc.append_to_row(std::span<const double>(t.data() + from, to - from + 1));
             len += fit - m + 1;
         }
-        if (fit < end - 1) break;
-        m = end;
+        if (fit < last) break;
+        m = last + 1;
     }
+    if (finite) rc.set_row_checked(rising);
     return len;
 }
 
@@ -172,12 +213,15 @@ template <cost_model Model>
     for (std::size_t i = 1; head_padded && i < n; ++i) head_padded = sh(i).seqlen_tokens <= sh(i - 1).seqlen_tokens;
     entries = 0;
     std::vector<double> buf;
-    // The order's lengths in one array each (the stretch scans below read them K times each).
-    std::vector<int> len_e, len_d;
+    // The order's lengths in one array each, with where each stretch ends (append_2d_row).
+    order_lengths ol;
     if (!head_padded) {
-        len_e.resize(n);
-        len_d.resize(n);
-        for (std::size_t p = 0; p < n; ++p) len_e[p] = sh(p).seqlen_tokens, len_d[p] = sh(p).dec_seqlen_tokens;
+        ol.e.resize(n);
+        ol.d.resize(n);
+        for (std::size_t p = 0; p < n; ++p) ol.e[p] = sh(p).seqlen_tokens, ol.d[p] = sh(p).dec_seqlen_tokens;
+        std::vector<int> stack;
+        next_greater(ol.e, ol.next_e, stack);
+        next_greater(ol.d, ol.next_d, stack);
     }
     // The table row of the current run of one length (sorted order: a length's first row asks
     // for the most entries, so the later rows of its run need no lookup).
@@ -213,7 +257,7 @@ template <cost_model Model>
             entries += static_cast<long long>(buf.size());
             rc.add_row(buf);
         } else {
-            entries += append_2d_row(rc, tables, len_e.data() + i, len_d.data() + i, remaining);
+            entries += append_2d_row(rc, tables, ol, static_cast<int>(i));
         }
     }
     return rc;

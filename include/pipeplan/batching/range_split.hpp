@@ -62,6 +62,14 @@ public:
         storage_.insert(storage_.end(), costs.begin(), costs.end());
         rows_.back().len += static_cast<int>(costs.size());
     }
+    /// The last cost appended to the last row (a row append_to_row() gave costs).
+    [[nodiscard]] double last_cost() const noexcept { return storage_.back(); }
+    /// Marks the last row checked by its builder: its costs are finite, and non-decreasing in m
+    /// when `monotone` (finalize() then skips reading them for its checks).
+    void set_row_checked(bool monotone) noexcept {
+        rows_.back().checked = true;
+        rows_.back().monotone = monotone;
+    }
     /// Appends row i, borrowing `costs` (which must outlive this object).
     void add_borrowed_row(const double* costs, int len) {
         row r;
@@ -88,6 +96,7 @@ public:
                 r.monotone = rows_[i - 1].monotone;
                 continue;
             }
+            if (r.checked) continue;  // by its builder (set_row_checked)
             r.monotone = true;
             for (int m = 0; m < r.len; ++m) {
                 if (!std::isfinite(r.data[m]))
@@ -124,6 +133,13 @@ public:
             double high = -std::numeric_limits<double>::infinity();
             for (int m = 0; m < r.len; ++m) pm[m] = high = std::max(high, r.data[m]);
         }
+        // The longest range ending at each position (bounds a capped solve's backward search).
+        max_len_ending_.assign(n + 1, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t len = static_cast<std::size_t>(rows_[i].len);
+            max_len_ending_[i + len] = std::max(max_len_ending_[i + len], static_cast<int>(len));
+        }
+        for (std::size_t j = n; j-- > 0;) max_len_ending_[j] = std::max(max_len_ending_[j], max_len_ending_[j + 1] - 1);
         finalized_ = true;
     }
     /// Row i's suffix minima, min t(i, m..len(i)) (after finalize(); rows that are not monotone).
@@ -135,6 +151,8 @@ public:
         return {prefix_max_.get() + rows_[i].suffix_offset, static_cast<std::size_t>(rows_[i].len)};
     }
     [[nodiscard]] bool finalized() const noexcept { return finalized_; }
+    /// The longest range ending at position j, 0 <= j <= N (after finalize()).
+    [[nodiscard]] int max_len_ending(std::size_t j) const { return max_len_ending_[j]; }
     [[nodiscard]] std::size_t size() const noexcept { return rows_.size(); }
     /// t(i, m) for m = 1..len(i) (after finalize()).
     [[nodiscard]] std::span<const double> row_costs(std::size_t i) const {
@@ -153,11 +171,13 @@ private:
         bool monotone = true;
         std::size_t suffix_offset = 0;  ///< into suffix_min_ and prefix_max_ (rows that are not monotone)
         bool same_as_previous = false;  ///< borrows the previous row's costs and length
+        bool checked = false;  ///< finite, `monotone` set by the builder (set_row_checked)
     };
     std::vector<double> storage_;
     std::unique_ptr<double[]> suffix_min_;  ///< rows that are not monotone, at their suffix_offset
     std::unique_ptr<double[]> prefix_max_;  ///< rows that are not monotone, at their suffix_offset
     std::size_t suffix_capacity_ = 0;
+    std::vector<int> max_len_ending_;  ///< see max_len_ending()
     std::vector<row> rows_;
     bool finalized_ = false;
 };
@@ -279,8 +299,7 @@ inline std::size_t run_rows_from(const range_costs& rc, std::size_t i) noexcept 
 /// prefix minima f (a branch-free, vectorisable inner loop); the split is recovered
 /// backwards by finding, for each end j, the smallest start i with f[i] + t(i, j − i) == f[j]
 /// (the same floating-point sum, so the match is exact and deterministic).
-inline capped_solution solve_capped(const range_costs& rc, double cap, std::vector<double>& f,
-                                    std::vector<int>& max_len_ending) {
+inline capped_solution solve_capped(const range_costs& rc, double cap, std::vector<double>& f) {
     const std::size_t n = rc.size();
     constexpr double inf = std::numeric_limits<double>::infinity();
     f.assign(n + 1, inf);
@@ -328,18 +347,12 @@ inline capped_solution solve_capped(const range_costs& rc, double cap, std::vect
     s.next_cap = next_cap;
     if (f[n] == inf) return s;
     s.sum = f[n];
-    // Longest range ending at each j bounds the backward search.
-    max_len_ending.assign(n + 1, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t len = rc.row_costs(i).size();
-        max_len_ending[i + len] = std::max(max_len_ending[i + len], static_cast<int>(len));
-    }
-    for (std::size_t j = n; j-- > 0;) max_len_ending[j] = std::max(max_len_ending[j], max_len_ending[j + 1] - 1);
+    // The longest range ending at each j bounds the backward search.
     s.tmax = -inf;
     std::size_t j = n;
     s.bounds.push_back(static_cast<int>(n));
     while (j > 0) {
-        const std::size_t lo = j - static_cast<std::size_t>(std::max(1, max_len_ending[j]));
+        const std::size_t lo = j - static_cast<std::size_t>(std::max(1, rc.max_len_ending(j)));
         std::size_t found = j;
         for (std::size_t i = lo; i < j; ++i) {
             const auto row = rc.row_costs(i);
@@ -434,7 +447,6 @@ inline void keep_runner_ups(range_split_solution& best, std::vector<range_split_
         return best;
     }
     std::vector<double> f;
-    std::vector<int> parent;  // scratch: longest range ending at each position
     const auto objective = [&](const detail::capped_solution& s) { return fill_coeff * s.tmax + s.sum / dp; };
     std::vector<range_split_solution> seen;  // every distinct solved split (alternatives > 0)
     const auto take = [&](detail::capped_solution&& s) {
@@ -453,12 +465,12 @@ inline void keep_runner_ups(range_split_solution& best, std::vector<range_split_
     range_split_cache own;
     range_split_cache& pc = cache ? *cache : own;
     int solves = 0;
-    if (!pc.has_top) pc.top = detail::solve_capped(rc, inf, f, parent), pc.has_top = true, ++solves;
+    if (!pc.has_top) pc.top = detail::solve_capped(rc, inf, f), pc.has_top = true, ++solves;
     const double top_sum = pc.top.sum, top_r = pc.top.tmax;
     take(detail::capped_solution(pc.top));
     if (fill_coeff > 0) {
         if (!pc.has_lo) {
-            pc.lo = detail::solve_capped(rc, detail::min_bottleneck(rc), f, parent), pc.has_lo = true, ++solves;
+            pc.lo = detail::solve_capped(rc, detail::min_bottleneck(rc), f), pc.has_lo = true, ++solves;
         }
         const double lo_sum = pc.lo.sum;
         const double lo_next = pc.lo.next_cap;
@@ -487,7 +499,7 @@ inline void keep_runner_ups(range_split_solution& best, std::vector<range_split_
             const double top_cap = std::nextafter(g.b_r, -inf);
             if (useful < top_cap) {
                 if (!(useful >= g.a_next)) continue;
-                detail::capped_solution s = detail::solve_capped(rc, useful, f, parent);
+                detail::capped_solution s = detail::solve_capped(rc, useful, f);
                 ++solves;
                 const double s_sum = s.sum, s_r = s.tmax;
                 take(std::move(s));
@@ -496,7 +508,7 @@ inline void keep_runner_ups(range_split_solution& best, std::vector<range_split_
             }
             double mid = g.a_next + (top_cap - g.a_next) / 2;
             if (!(mid >= g.a_next) || !(mid <= top_cap)) mid = top_cap;
-            detail::capped_solution s = detail::solve_capped(rc, mid, f, parent);
+            detail::capped_solution s = detail::solve_capped(rc, mid, f);
             ++solves;
             const double s_sum = s.sum, s_r = s.tmax, s_next = s.next_cap;
             take(std::move(s));

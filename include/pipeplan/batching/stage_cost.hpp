@@ -113,11 +113,15 @@ public:
                 d->head_copies += (c.postprocess && !c.embedding) ? 1 : 0;
             }
         }
+        for (auto& d : devices_) d.index_held();
+        for (auto& d : chunks_) d.index_held();
         for (const auto& d : devices_)
             for (std::size_t c = 0; c < 4; ++c) used_[c] = used_[c] || d.count[c] > 0;
         if (mode_ == accounting_mode::dynapipe) {
             used_ = {true, enc_dec_, false, true};
         }
+        for (std::size_t c = 0; c < 4; ++c)
+            if (used_[c]) used_list_[used_count_++] = static_cast<std::uint8_t>(c);
     }
 
     [[nodiscard]] const pipeline_config& config() const noexcept { return config_; }
@@ -197,8 +201,8 @@ public:
             return evaluate(s, ps.recompute);
         } else {
             std::array<part, 4> p{};
-            for (std::size_t c = 0; c < 4; ++c) {
-                if (!used_[c]) continue;
+            for (unsigned u = 0; u < used_count_; ++u) {
+                const std::size_t c = used_list_[u];
                 if (std::vector<part>* row = ps.shared[c]) {
                     while (row->size() < static_cast<std::size_t>(m))
                         row->push_back(part_of(static_cast<component>(c),
@@ -307,6 +311,18 @@ private:
     struct load {
         std::array<int, 4> count{};  // encoder layers, decoder layers, embeddings, heads
         int head_copies = 0;         // LM-head chunks without their own embedding
+        // The components held (count > 0), ascending, with their counts: sum_load()'s terms.
+        std::array<std::uint8_t, 4> held{};
+        std::array<double, 4> held_count{};
+        unsigned held_size = 0;
+        void index_held() noexcept {
+            held_size = 0;
+            for (std::size_t c = 0; c < 4; ++c) {
+                if (count[c] == 0) continue;
+                held[held_size] = static_cast<std::uint8_t>(c);
+                held_count[held_size++] = count[c];
+            }
+        }
     };
 
     void require_chunk_layout(const char* what) const {
@@ -335,12 +351,13 @@ private:
     [[nodiscard]] static chunk_cost sum_load(const load& d, const std::array<part, 4>& p) noexcept {
         chunk_cost out;
         double excess = 0;
-        for (std::size_t c = 0; c < 4; ++c) {
-            if (d.count[c] == 0) continue;
-            out.forward_ms += d.count[c] * p[c].f_ms;
-            out.backward_ms += d.count[c] * p[c].b_ms;
-            out.stored_mb += d.count[c] * p[c].stored_mb;
-            excess = std::max(excess, p[c].peak_mb - p[c].stored_mb);
+        for (unsigned h = 0; h < d.held_size; ++h) {
+            const part& q = p[d.held[h]];
+            const double n = d.held_count[h];
+            out.forward_ms += n * q.f_ms;
+            out.backward_ms += n * q.b_ms;
+            out.stored_mb += n * q.stored_mb;
+            excess = std::max(excess, q.peak_mb - q.stored_mb);
         }
         out.peak_mb = out.stored_mb + excess;
         return out;
@@ -406,6 +423,8 @@ private:
     std::vector<load> devices_;  // per device (the sum of its chunks)
     std::vector<load> chunks_;   // per pipeline chunk
     std::array<bool, 4> used_{};
+    std::array<std::uint8_t, 4> used_list_{};  // the components used_, ascending
+    unsigned used_count_ = 0;
 };
 
 }  // namespace pipeplan::batching

@@ -218,6 +218,7 @@ public:
         layer_query q;
         int slot = -1;  ///< (tp, recompute, component) group; -1: every metric unsupported
         bool shared = false;  ///< the metrics' grids share their axes (else evaluate(q) per size)
+        bool all_metrics = false;  ///< every metric has a grid (which = 0, 1, 2, 3)
         std::size_t count = 0;
         std::array<std::size_t, all_cost_metrics.size()> which{};
         std::array<const profile_grid*, all_cost_metrics.size()> grids{};
@@ -232,6 +233,7 @@ public:
         out.q = q;
         out.slot = -1;
         out.count = 0;
+        out.all_metrics = false;
         out.memo = {};
         const int t = tp_slot(q.tp);
         if (t < 0 || static_cast<std::size_t>(q.recompute) >= recompute_modes ||
@@ -249,6 +251,7 @@ public:
             out.which[out.count] = i;
             out.grids[out.count++] = &grids_of_mode()[static_cast<std::size_t>(g)];
         }
+        out.all_metrics = out.count == metrics;
         if (out.count > 0) out.grids[0]->locate_lengths(q.seqlen_tokens, q.dec_seqlen_tokens, scheme_, out.lengths);
     }
 
@@ -259,10 +262,11 @@ public:
             q.mbs = mbs;
             return evaluate(q, scheme_);
         }
+        std::array<estimate<double>, metrics> results;
+        profile_grid::at_shared_located(p.grids.data(), p.count, mbs, p.lengths, scheme_, results.data(), &p.memo);
+        if (p.all_metrics) return layer_cost{results[0], results[1], results[2], results[3]};
         layer_cost c;
         std::array<estimate<double>*, metrics> slots{&c.forward_ms, &c.backward_ms, &c.stored_mb, &c.peak_mb};
-        std::array<estimate<double>, metrics> results{};
-        profile_grid::at_shared_located(p.grids.data(), p.count, mbs, p.lengths, scheme_, results.data(), &p.memo);
         for (std::size_t i = 0; i < p.count; ++i) *slots[p.which[i]] = results[i];
         return c;
     }
