@@ -416,11 +416,13 @@ private:
                 const bool alive = e.last >= now;
                 sp[kept] = e;
                 kept += alive;
-                next_death_ = std::min(next_death_, alive ? e.last : UINT32_MAX);
                 if (!alive) st.hash -= mix(e.begin, e.item);
             }
             st.live = kept;
         }
+        // (the same items in every state)
+        const placed_span* sp = spans_.data();
+        for (std::uint32_t k = 0; k < states_.front().live; ++k) next_death_ = std::min(next_death_, sp[k].last);
     }
 
     /// Calls visit(begin, end, k) for each gap of state s below max(ceiling, its arena so far)
@@ -491,24 +493,78 @@ private:
     }
 
     /// Keeps the best `width` distinct candidates (smallest arena, then largest free gap, then
-    /// the better parent and the earlier proposal) as the next states.
+    /// the better parent and the earlier proposal) as the next states: the first `width` of
+    /// distinct layouts (by hash) in that order among its first 4 x `width` candidates.
     void select_and_apply(std::uint32_t i) {
-        const auto better = [](const candidate& a, const candidate& b) {
-            if (a.arena != b.arena) return a.arena < b.arena;
-            if (a.gap != b.gap) return a.gap > b.gap;
-            return a.seq < b.seq;
-        };
-        // only the first few can be kept (duplicates aside): order just those
         const std::size_t head = std::min(candidates_.size(), 4 * width_);
-        if (head < candidates_.size())
-            std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), candidates_.end(), better);
+        if (head == candidates_.size()) {
+            keep_best_of_each_layout();  // (the first of each layout in the order is its best)
+            const std::size_t kept = std::min(candidates_.size(), width_);
+            if (kept < candidates_.size())
+                std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(kept), candidates_.end(), better);
+            std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(kept), better);
+            apply(i, kept);
+            return;
+        }
+        // more than 4 x width: only the first few can be kept (duplicates aside), in order
+        std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), candidates_.end(), better);
         std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), better);
+        clear_layouts(head);
+        std::size_t kept = 0;
+        for (std::size_t c = 0; c < head && kept < width_; ++c) {
+            std::uint32_t& slot = layout_slot(candidates_[c].hash);
+            if (slot != no_candidate) continue;  // the same layout again
+            slot = static_cast<std::uint32_t>(kept);
+            candidates_[kept++] = candidates_[c];  // (kept <= c)
+        }
+        apply(i, kept);
+    }
+
+    /// The order of select_and_apply() (a total order: `seq` is unique).
+    static constexpr auto better = [](const candidate& a, const candidate& b) noexcept {
+        if (a.arena != b.arena) return a.arena < b.arena;
+        if (a.gap != b.gap) return a.gap > b.gap;
+        return a.seq < b.seq;
+    };
+
+    /// Leaves in candidates_ the best candidate of each layout (by hash), in no order.
+    void keep_best_of_each_layout() {
+        clear_layouts(candidates_.size());
+        std::size_t n = 0;
+        for (std::size_t c = 0; c < candidates_.size(); ++c) {
+            std::uint32_t& slot = layout_slot(candidates_[c].hash);
+            if (slot == no_candidate) {
+                slot = static_cast<std::uint32_t>(n);
+                candidates_[n++] = candidates_[c];  // (n <= c)
+            } else if (better(candidates_[c], candidates_[slot])) {
+                candidates_[slot] = candidates_[c];
+            }
+        }
+        candidates_.resize(n);
+    }
+
+    /// An open-addressing table from layout hashes to candidate indices, room for `n` of them.
+    void clear_layouts(std::size_t n) {
+        std::size_t size = 16;
+        while (size < 2 * n) size *= 2;
+        layout_hash_.resize(size);
+        layout_index_.assign(size, no_candidate);
+    }
+    /// The candidate index stored for layout `hash` (no_candidate when none: assign to add it).
+    [[nodiscard]] std::uint32_t& layout_slot(std::uint64_t hash) {
+        const std::size_t mask = layout_index_.size() - 1;
+        std::size_t k = static_cast<std::size_t>(hash ^ (hash >> 32)) & mask;
+        while (layout_index_[k] != no_candidate && layout_hash_[k] != hash) k = (k + 1) & mask;
+        layout_hash_[k] = hash;
+        return layout_index_[k];
+    }
+
+    /// Makes the first `kept` candidates the next states (each its parent's spans with item i).
+    void apply(std::uint32_t i, std::size_t kept) {
         next_states_.clear();
         const placement_item& b = items_[i];
-        for (std::size_t c = 0; c < head && next_states_.size() < width_; ++c) {
+        for (std::size_t c = 0; c < kept; ++c) {
             const candidate& x = candidates_[c];
-            const auto same = [&](const state& t) { return t.hash == x.hash; };
-            if (std::any_of(next_states_.begin(), next_states_.end(), same)) continue;  // the same layout again
             const state& from = states_[x.state];
             const placed_span* src = &spans_[std::size_t(x.state) * cap_];
             placed_span* dst = &next_spans_[next_states_.size() * cap_];
@@ -523,6 +579,8 @@ private:
         spans_.swap(next_spans_);
     }
 
+    static constexpr std::uint32_t no_candidate = UINT32_MAX;
+
     std::span<const placement_item> items_;
     std::uint64_t ceiling_;
     std::size_t max_width_, width_ = 1, cap_ = 1;
@@ -532,6 +590,8 @@ private:
     std::vector<candidate> candidates_;
     std::vector<placed_span> fitting_;  // propose()'s gaps that fit (`item`: each_gap()'s k)
     std::vector<trail_node> trail_;
+    std::vector<std::uint64_t> layout_hash_;  // select_and_apply()'s table of layouts
+    std::vector<std::uint32_t> layout_index_;
 };
 
 /// The items of `p` to place (used, non-empty buffers), sorted by first use, longer-lived and
