@@ -361,17 +361,22 @@ public:
             if (items_[i].size_bytes < min_bytes) continue;
             expire(items_[i].first);
             next_death_ = std::min(next_death_, items_[i].last);  // every state places item i
+            find_twins();
             if (items_[i].size_bytes < decision_bytes) {
-                for (std::uint32_t s = 0; s < states_.size(); ++s) place_best_gap(s, i);
+                for (std::uint32_t s = 0; s < states_.size(); ++s)
+                    if (states_[s].twin == no_twin) place_best_gap(s, i);
                 continue;
             }
             candidates_.clear();
-            for (std::uint32_t s = 0; s < states_.size(); ++s) propose(s, i);
+            proposed_.resize(states_.size());
+            for (std::uint32_t s = 0; s < states_.size(); ++s)
+                if (states_[s].twin == no_twin) propose(s, i);
             select_and_apply(i);
         }
         offset.assign(items_.size(), unplaced);
-        const auto best = std::min_element(states_.begin(), states_.end(),
-                                           [](const state& a, const state& b) { return a.arena < b.arena; });
+        const auto best = std::min_element(states_.begin(), states_.end(), [](const state& a, const state& b) {
+            return a.twin == no_twin && (b.twin != no_twin || a.arena < b.arena);  // (twins: as the first of theirs)
+        });
         std::uint32_t t = best->trail;
         for (std::size_t i = items_.size(); i-- > 0;)
             if (items_[i].size_bytes >= min_bytes) {
@@ -382,13 +387,20 @@ public:
     }
 
 private:
+    static constexpr std::uint32_t no_twin = UINT32_MAX;
+    /// A partial placement. A twin — a state with the layout (by hash) and the arena of an
+    /// earlier one, its `twin` — would go on as that one does (its spans, arena and trail are
+    /// left as they were, and only its proposals are counted), and none of its proposals could
+    /// be kept (each comes after the same one of its twin's).
     struct state {
         std::uint64_t arena = 0, hash = 0;
         std::uint32_t trail = UINT32_MAX, live = 0;
+        std::uint32_t twin = no_twin;
     };
     struct candidate {
         std::uint64_t arena, gap, hash, pos;
-        std::uint32_t state, seq;
+        std::uint64_t seq;  ///< its state, then its place among that state's proposals (their order)
+        std::uint32_t state;
         std::uint32_t at;  ///< its place among the state's spans, by address
     };
     struct trail_node {
@@ -409,6 +421,7 @@ private:
         if (now <= next_death_) return;
         next_death_ = UINT32_MAX;
         for (state& st : states_) {
+            if (st.twin != no_twin) continue;  // (as its twin)
             placed_span* sp = &spans_[std::size_t(&st - states_.data()) * cap_];
             std::uint32_t kept = 0;
             for (std::uint32_t k = 0; k < st.live; ++k) {  // (compaction without branches)
@@ -472,6 +485,7 @@ private:
         const state& st = states_[s];
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t g1 = 0, g2 = 0;  // the two largest gaps
+        const std::size_t first = candidates_.size();
         fitting_.clear();
         const std::uint64_t top = each_gap(s, [&](std::uint64_t a, std::uint64_t b, std::uint32_t k) {
             const std::uint64_t g = b - a;
@@ -482,22 +496,26 @@ private:
         const auto add = [&](std::uint64_t pos, std::uint64_t gap_len, std::uint32_t at) {
             const std::uint64_t others = gap_len == g1 ? g2 : g1;
             const std::uint64_t left = gap_len >= need ? gap_len - need : 0;
-            candidates_.push_back({std::max(st.arena, pos + need), std::max(others, left), st.hash + mix(pos, i), pos, s,
-                                   static_cast<std::uint32_t>(candidates_.size()), at});
+            candidates_.push_back({std::max(st.arena, pos + need), std::max(others, left), st.hash + mix(pos, i), pos,
+                                   (std::uint64_t(s) << 32) | (candidates_.size() - first), s, at});
         };
         for (const placed_span& g : fitting_) {  // (at either end of a gap: after the spans below it)
             add(g.begin, g.end - g.begin, g.item);
             if (g.end - need != g.begin) add(g.end - need, g.end - g.begin, g.item);
         }
         if (fitting_.empty()) add(top, 0, st.live);  // above everything
+        proposed_[s] = {static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(candidates_.size() - first)};
     }
 
     /// Keeps the best `width` distinct candidates (smallest arena, then largest free gap, then
     /// the better parent and the earlier proposal) as the next states: the first `width` of
     /// distinct layouts (by hash) in that order among its first 4 x `width` candidates.
     void select_and_apply(std::uint32_t i) {
-        const std::size_t head = std::min(candidates_.size(), 4 * width_);
-        if (head == candidates_.size()) {
+        std::size_t proposals = candidates_.size();  // the twins' too
+        for (const state& st : states_)
+            if (st.twin != no_twin) proposals += proposed_[st.twin].count;
+        const std::size_t head = std::min(proposals, 4 * width_);
+        if (head == proposals) {  // all of them count: the twins' never come first
             keep_best_of_each_layout();  // (the first of each layout in the order is its best)
             const std::size_t kept = std::min(candidates_.size(), width_);
             if (kept < candidates_.size())
@@ -506,7 +524,9 @@ private:
             apply(i, kept);
             return;
         }
-        // more than 4 x width: only the first few can be kept (duplicates aside), in order
+        // more than 4 x width: only the first few can be kept (duplicates aside), in order; the
+        // twins' proposals take places among them
+        add_twins_proposals();
         std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), candidates_.end(), better);
         std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), better);
         clear_layouts(head);
@@ -518,6 +538,46 @@ private:
             candidates_[kept++] = candidates_[c];  // (kept <= c)
         }
         apply(i, kept);
+    }
+
+    /// Appends each twin's proposals: its twin's, as its own.
+    void add_twins_proposals() {
+        for (std::uint32_t s = 0; s < states_.size(); ++s) {
+            if (states_[s].twin == no_twin) continue;
+            const proposal_range r = proposed_[states_[s].twin];
+            for (std::uint32_t k = r.first; k < r.first + r.count; ++k) {
+                candidate c = candidates_[k];
+                c.state = s;
+                c.seq = (std::uint64_t(s) << 32) | (c.seq & 0xFFFFFFFFu);
+                candidates_.push_back(c);
+            }
+        }
+    }
+
+    /// Marks as a twin each state with the layout hash and the arena of an earlier one (of the
+    /// first such: twins of twins are of theirs).
+    void find_twins() {
+        if (states_.size() < 2) return;
+        std::size_t size = 16;
+        while (size < 2 * states_.size()) size *= 2;
+        twin_table_.assign(size, no_twin);
+        const std::size_t mask = size - 1;
+        for (std::uint32_t s = 0; s < states_.size(); ++s) {
+            state& st = states_[s];
+            if (st.twin != no_twin) {
+                if (states_[st.twin].twin != no_twin) st.twin = states_[st.twin].twin;
+                continue;
+            }
+            std::size_t k = static_cast<std::size_t>(st.hash ^ (st.hash >> 32)) & mask;
+            for (; twin_table_[k] != no_twin; k = (k + 1) & mask) {
+                const state& o = states_[twin_table_[k]];
+                if (o.hash == st.hash && o.arena == st.arena) {
+                    st.twin = twin_table_[k];
+                    break;
+                }
+            }
+            if (st.twin == no_twin) twin_table_[k] = s;
+        }
     }
 
     /// The order of select_and_apply() (a total order: `seq` is unique).
@@ -592,6 +652,11 @@ private:
     std::vector<trail_node> trail_;
     std::vector<std::uint64_t> layout_hash_;  // select_and_apply()'s table of layouts
     std::vector<std::uint32_t> layout_index_;
+    struct proposal_range {
+        std::uint32_t first = 0, count = 0;
+    };
+    std::vector<proposal_range> proposed_;  // by state: its proposals in candidates_
+    std::vector<std::uint32_t> twin_table_;  // find_twins()'s
 };
 
 /// The items of `p` to place (used, non-empty buffers), sorted by first use, longer-lived and
