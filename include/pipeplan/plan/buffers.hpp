@@ -515,6 +515,17 @@ private:
         for (const state& st : states_)
             if (st.twin != no_twin) proposals += proposed_[st.twin].count;
         const std::size_t head = std::min(proposals, 4 * width_);
+        if (head == proposals && candidates_.size() <= few_candidates) {  // (the twins' never come first)
+            std::sort(candidates_.begin(), candidates_.end(), better);
+            std::size_t kept = 0;
+            for (std::size_t c = 0; c < candidates_.size() && kept < width_; ++c) {
+                bool seen = false;  // the same layout again
+                for (std::size_t k = 0; k < kept; ++k) seen = seen || candidates_[k].hash == candidates_[c].hash;
+                if (!seen) candidates_[kept++] = candidates_[c];  // (kept <= c)
+            }
+            apply(i, kept);
+            return;
+        }
         if (head == proposals) {  // all of them count: the twins' never come first
             keep_best_of_each_layout();  // (the first of each layout in the order is its best)
             const std::size_t kept = std::min(candidates_.size(), width_);
@@ -558,6 +569,18 @@ private:
     /// first such: twins of twins are of theirs).
     void find_twins() {
         if (states_.size() < 2) return;
+        if (states_.size() <= few_states) {  // (a scan of the earlier ones)
+            for (std::uint32_t s = 1; s < states_.size(); ++s) {
+                state& st = states_[s];
+                if (st.twin != no_twin) {
+                    if (states_[st.twin].twin != no_twin) st.twin = states_[st.twin].twin;
+                    continue;
+                }
+                for (std::uint32_t o = 0; o < s && st.twin == no_twin; ++o)
+                    if (states_[o].twin == no_twin && states_[o].hash == st.hash && states_[o].arena == st.arena) st.twin = o;
+            }
+            return;
+        }
         std::size_t size = 16;
         while (size < 2 * states_.size()) size *= 2;
         twin_table_.assign(size, no_twin);
@@ -640,6 +663,11 @@ private:
     }
 
     static constexpr std::uint32_t no_candidate = UINT32_MAX;
+    /// Up to this many candidates select_and_apply() orders them all and finds repeated
+    /// layouts by a scan of the kept ones (cheaper there than its table).
+    static constexpr std::size_t few_candidates = 16;
+    /// Up to this many states find_twins() compares each with the earlier ones.
+    static constexpr std::size_t few_states = 8;
 
     std::span<const placement_item> items_;
     std::uint64_t ceiling_;
