@@ -514,19 +514,8 @@ private:
         std::size_t proposals = candidates_.size();  // the twins' too
         for (const state& st : states_)
             if (st.twin != no_twin) proposals += proposed_[st.twin].count;
-        const std::size_t head = std::min(proposals, 4 * width_);
-        if (head == proposals && candidates_.size() <= few_candidates) {  // (the twins' never come first)
-            std::sort(candidates_.begin(), candidates_.end(), better);
-            std::size_t kept = 0;
-            for (std::size_t c = 0; c < candidates_.size() && kept < width_; ++c) {
-                bool seen = false;  // the same layout again
-                for (std::size_t k = 0; k < kept; ++k) seen = seen || candidates_[k].hash == candidates_[c].hash;
-                if (!seen) candidates_[kept++] = candidates_[c];  // (kept <= c)
-            }
-            apply(i, kept);
-            return;
-        }
-        if (head == proposals) {  // all of them count: the twins' never come first
+        std::size_t head = std::min(proposals, 4 * width_);
+        if (head == proposals && candidates_.size() > few_candidates) {  // all count: the twins' never come first
             keep_best_of_each_layout();  // (the first of each layout in the order is its best)
             const std::size_t kept = std::min(candidates_.size(), width_);
             if (kept < candidates_.size())
@@ -535,20 +524,36 @@ private:
             apply(i, kept);
             return;
         }
-        // more than 4 x width: only the first few can be kept (duplicates aside), in order; the
-        // twins' proposals take places among them
-        add_twins_proposals();
-        std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), candidates_.end(), better);
-        std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), better);
-        clear_layouts(head);
-        std::size_t kept = 0;
-        for (std::size_t c = 0; c < head && kept < width_; ++c) {
-            std::uint32_t& slot = layout_slot(candidates_[c].hash);
-            if (slot != no_candidate) continue;  // the same layout again
-            slot = static_cast<std::uint32_t>(kept);
-            candidates_[kept++] = candidates_[c];  // (kept <= c)
+        if (head < proposals) {  // only the first 4 x width can be kept; the twins' take places among them
+            add_twins_proposals();
+            std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), candidates_.end(), better);
+        } else {
+            head = candidates_.size();  // (a few, the twins' aside: they never come first)
         }
-        apply(i, kept);
+        std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), better);
+        apply(i, keep_first_layouts(head));
+    }
+
+    /// Moves the first candidate of each layout (by hash) among the first `n` (in order) to the
+    /// front, in order, up to `width`; returns their number. (A few: found by a scan of those
+    /// kept; else by a table.)
+    std::size_t keep_first_layouts(std::size_t n) {
+        const bool scan = n <= few_candidates;
+        if (!scan) clear_layouts(n);
+        std::size_t kept = 0;
+        for (std::size_t c = 0; c < n && kept < width_; ++c) {
+            const std::uint64_t hash = candidates_[c].hash;
+            bool seen = false;  // the same layout again
+            if (scan) {
+                for (std::size_t k = 0; k < kept; ++k) seen = seen || candidates_[k].hash == hash;
+            } else {
+                std::uint32_t& slot = layout_slot(hash);
+                seen = slot != no_candidate;
+                if (!seen) slot = static_cast<std::uint32_t>(kept);
+            }
+            if (!seen) candidates_[kept++] = candidates_[c];  // (kept <= c)
+        }
+        return kept;
     }
 
     /// Appends each twin's proposals: its twin's, as its own.
@@ -569,37 +574,30 @@ private:
     /// first such: twins of twins are of theirs).
     void find_twins() {
         if (states_.size() < 2) return;
-        if (states_.size() <= few_states) {  // (a scan of the earlier ones)
-            for (std::uint32_t s = 1; s < states_.size(); ++s) {
-                state& st = states_[s];
-                if (st.twin != no_twin) {
-                    if (states_[st.twin].twin != no_twin) st.twin = states_[st.twin].twin;
-                    continue;
-                }
-                for (std::uint32_t o = 0; o < s && st.twin == no_twin; ++o)
-                    if (states_[o].twin == no_twin && states_[o].hash == st.hash && states_[o].arena == st.arena) st.twin = o;
-            }
-            return;
+        const bool scan = states_.size() <= few_states;  // (a few: compared with the earlier ones)
+        std::size_t mask = 0;
+        if (!scan) {
+            std::size_t size = 16;
+            while (size < 2 * states_.size()) size *= 2;
+            twin_table_.assign(size, no_twin);
+            mask = size - 1;
         }
-        std::size_t size = 16;
-        while (size < 2 * states_.size()) size *= 2;
-        twin_table_.assign(size, no_twin);
-        const std::size_t mask = size - 1;
         for (std::uint32_t s = 0; s < states_.size(); ++s) {
             state& st = states_[s];
             if (st.twin != no_twin) {
                 if (states_[st.twin].twin != no_twin) st.twin = states_[st.twin].twin;
                 continue;
             }
-            std::size_t k = static_cast<std::size_t>(st.hash ^ (st.hash >> 32)) & mask;
-            for (; twin_table_[k] != no_twin; k = (k + 1) & mask) {
-                const state& o = states_[twin_table_[k]];
-                if (o.hash == st.hash && o.arena == st.arena) {
-                    st.twin = twin_table_[k];
-                    break;
-                }
+            const auto same = [&](std::uint32_t o) { return states_[o].hash == st.hash && states_[o].arena == st.arena; };
+            if (scan) {
+                for (std::uint32_t o = 0; o < s && st.twin == no_twin; ++o)
+                    if (states_[o].twin == no_twin && same(o)) st.twin = o;
+                continue;
             }
-            if (st.twin == no_twin) twin_table_[k] = s;
+            std::size_t k = static_cast<std::size_t>(st.hash ^ (st.hash >> 32)) & mask;
+            while (twin_table_[k] != no_twin && !same(twin_table_[k])) k = (k + 1) & mask;
+            if (twin_table_[k] != no_twin) st.twin = twin_table_[k];
+            else twin_table_[k] = s;
         }
     }
 
@@ -663,8 +661,8 @@ private:
     }
 
     static constexpr std::uint32_t no_candidate = UINT32_MAX;
-    /// Up to this many candidates select_and_apply() orders them all and finds repeated
-    /// layouts by a scan of the kept ones (cheaper there than its table).
+    /// Up to this many candidates select_and_apply() orders them all and keep_first_layouts()
+    /// finds repeated layouts by a scan of the kept ones (cheaper there than a table).
     static constexpr std::size_t few_candidates = 16;
     /// Up to this many states find_twins() compares each with the earlier ones.
     static constexpr std::size_t few_states = 8;
