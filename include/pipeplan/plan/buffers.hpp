@@ -361,17 +361,22 @@ public:
             if (items_[i].size_bytes < min_bytes) continue;
             expire(items_[i].first);
             next_death_ = std::min(next_death_, items_[i].last);  // every state places item i
+            find_twins();
             if (items_[i].size_bytes < decision_bytes) {
-                for (std::uint32_t s = 0; s < states_.size(); ++s) place_best_gap(s, i);
+                for (std::uint32_t s = 0; s < states_.size(); ++s)
+                    if (states_[s].twin == no_twin) place_best_gap(s, i);
                 continue;
             }
             candidates_.clear();
-            for (std::uint32_t s = 0; s < states_.size(); ++s) propose(s, i);
+            proposed_.resize(states_.size());
+            for (std::uint32_t s = 0; s < states_.size(); ++s)
+                if (states_[s].twin == no_twin) propose(s, i);
             select_and_apply(i);
         }
         offset.assign(items_.size(), unplaced);
-        const auto best = std::min_element(states_.begin(), states_.end(),
-                                           [](const state& a, const state& b) { return a.arena < b.arena; });
+        const auto best = std::min_element(states_.begin(), states_.end(), [](const state& a, const state& b) {
+            return a.twin == no_twin && (b.twin != no_twin || a.arena < b.arena);  // (twins: as the first of theirs)
+        });
         std::uint32_t t = best->trail;
         for (std::size_t i = items_.size(); i-- > 0;)
             if (items_[i].size_bytes >= min_bytes) {
@@ -382,13 +387,20 @@ public:
     }
 
 private:
+    static constexpr std::uint32_t no_twin = UINT32_MAX;
+    /// A partial placement. A twin — a state with the layout (by hash) and the arena of an
+    /// earlier one, its `twin` — would go on as that one does (its spans, arena and trail are
+    /// left as they were, and only its proposals are counted), and none of its proposals could
+    /// be kept (each comes after the same one of its twin's).
     struct state {
         std::uint64_t arena = 0, hash = 0;
         std::uint32_t trail = UINT32_MAX, live = 0;
+        std::uint32_t twin = no_twin;
     };
     struct candidate {
         std::uint64_t arena, gap, hash, pos;
-        std::uint32_t state, seq;
+        std::uint64_t seq;  ///< its state, then its place among that state's proposals (their order)
+        std::uint32_t state;
         std::uint32_t at;  ///< its place among the state's spans, by address
     };
     struct trail_node {
@@ -409,6 +421,7 @@ private:
         if (now <= next_death_) return;
         next_death_ = UINT32_MAX;
         for (state& st : states_) {
+            if (st.twin != no_twin) continue;  // (as its twin)
             placed_span* sp = &spans_[std::size_t(&st - states_.data()) * cap_];
             std::uint32_t kept = 0;
             for (std::uint32_t k = 0; k < st.live; ++k) {  // (compaction without branches)
@@ -416,11 +429,13 @@ private:
                 const bool alive = e.last >= now;
                 sp[kept] = e;
                 kept += alive;
-                next_death_ = std::min(next_death_, alive ? e.last : UINT32_MAX);
                 if (!alive) st.hash -= mix(e.begin, e.item);
             }
             st.live = kept;
         }
+        // (the same items in every state)
+        const placed_span* sp = spans_.data();
+        for (std::uint32_t k = 0; k < states_.front().live; ++k) next_death_ = std::min(next_death_, sp[k].last);
     }
 
     /// Calls visit(begin, end, k) for each gap of state s below max(ceiling, its arena so far)
@@ -470,6 +485,7 @@ private:
         const state& st = states_[s];
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t g1 = 0, g2 = 0;  // the two largest gaps
+        const std::size_t first = candidates_.size();
         fitting_.clear();
         const std::uint64_t top = each_gap(s, [&](std::uint64_t a, std::uint64_t b, std::uint32_t k) {
             const std::uint64_t g = b - a;
@@ -480,35 +496,156 @@ private:
         const auto add = [&](std::uint64_t pos, std::uint64_t gap_len, std::uint32_t at) {
             const std::uint64_t others = gap_len == g1 ? g2 : g1;
             const std::uint64_t left = gap_len >= need ? gap_len - need : 0;
-            candidates_.push_back({std::max(st.arena, pos + need), std::max(others, left), st.hash + mix(pos, i), pos, s,
-                                   static_cast<std::uint32_t>(candidates_.size()), at});
+            candidates_.push_back({std::max(st.arena, pos + need), std::max(others, left), st.hash + mix(pos, i), pos,
+                                   (std::uint64_t(s) << 32) | (candidates_.size() - first), s, at});
         };
         for (const placed_span& g : fitting_) {  // (at either end of a gap: after the spans below it)
             add(g.begin, g.end - g.begin, g.item);
             if (g.end - need != g.begin) add(g.end - need, g.end - g.begin, g.item);
         }
         if (fitting_.empty()) add(top, 0, st.live);  // above everything
+        proposed_[s] = {static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(candidates_.size() - first)};
     }
 
     /// Keeps the best `width` distinct candidates (smallest arena, then largest free gap, then
-    /// the better parent and the earlier proposal) as the next states.
+    /// the better parent and the earlier proposal) as the next states: the first `width` of
+    /// distinct layouts (by hash) in that order among its first 4 x `width` candidates.
     void select_and_apply(std::uint32_t i) {
-        const auto better = [](const candidate& a, const candidate& b) {
-            if (a.arena != b.arena) return a.arena < b.arena;
-            if (a.gap != b.gap) return a.gap > b.gap;
-            return a.seq < b.seq;
-        };
-        // only the first few can be kept (duplicates aside): order just those
-        const std::size_t head = std::min(candidates_.size(), 4 * width_);
-        if (head < candidates_.size())
+        std::size_t proposals = candidates_.size();  // the twins' too
+        for (const state& st : states_)
+            if (st.twin != no_twin) proposals += proposed_[st.twin].count;
+        std::size_t head = std::min(proposals, 4 * width_);
+        if (head == proposals && candidates_.size() > few_candidates) {  // all count: the twins' never come first
+            keep_best_of_each_layout();  // (the first of each layout in the order is its best)
+            const std::size_t kept = std::min(candidates_.size(), width_);
+            if (kept < candidates_.size())
+                std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(kept), candidates_.end(), better);
+            std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(kept), better);
+            apply(i, kept);
+            return;
+        }
+        if (head < proposals) {  // only the first 4 x width can be kept; the twins' take places among them
+            add_twins_proposals();
             std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), candidates_.end(), better);
+        } else {
+            head = candidates_.size();  // (a few, the twins' aside: they never come first)
+        }
         std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), better);
+        apply(i, keep_first_layouts(head));
+    }
+
+    /// Moves the first candidate of each layout (by hash) among the first `n` (in order) to the
+    /// front, in order, up to `width`; returns their number. (A few: found by a scan of those
+    /// kept; else by a table.)
+    std::size_t keep_first_layouts(std::size_t n) {
+        const bool scan = n <= few_candidates;
+        if (!scan) clear_layouts(n);
+        std::size_t kept = 0;
+        for (std::size_t c = 0; c < n && kept < width_; ++c) {
+            const std::uint64_t hash = candidates_[c].hash;
+            bool seen = false;  // the same layout again
+            if (scan) {
+                for (std::size_t k = 0; k < kept; ++k) seen = seen || candidates_[k].hash == hash;
+            } else {
+                std::uint32_t& slot = layout_slot(hash);
+                seen = slot != no_candidate;
+                if (!seen) slot = static_cast<std::uint32_t>(kept);
+            }
+            if (!seen) candidates_[kept++] = candidates_[c];  // (kept <= c)
+        }
+        return kept;
+    }
+
+    /// Appends each twin's proposals: its twin's, as its own.
+    void add_twins_proposals() {
+        for (std::uint32_t s = 0; s < states_.size(); ++s) {
+            if (states_[s].twin == no_twin) continue;
+            const proposal_range r = proposed_[states_[s].twin];
+            for (std::uint32_t k = r.first; k < r.first + r.count; ++k) {
+                candidate c = candidates_[k];
+                c.state = s;
+                c.seq = (std::uint64_t(s) << 32) | (c.seq & 0xFFFFFFFFu);
+                candidates_.push_back(c);
+            }
+        }
+    }
+
+    /// Marks as a twin each state with the layout hash and the arena of an earlier one (of the
+    /// first such: twins of twins are of theirs).
+    void find_twins() {
+        if (states_.size() < 2) return;
+        const bool scan = states_.size() <= few_states;  // (a few: compared with the earlier ones)
+        std::size_t mask = 0;
+        if (!scan) {
+            std::size_t size = 16;
+            while (size < 2 * states_.size()) size *= 2;
+            twin_table_.assign(size, no_twin);
+            mask = size - 1;
+        }
+        for (std::uint32_t s = 0; s < states_.size(); ++s) {
+            state& st = states_[s];
+            if (st.twin != no_twin) {
+                if (states_[st.twin].twin != no_twin) st.twin = states_[st.twin].twin;
+                continue;
+            }
+            const auto same = [&](std::uint32_t o) { return states_[o].hash == st.hash && states_[o].arena == st.arena; };
+            if (scan) {
+                for (std::uint32_t o = 0; o < s && st.twin == no_twin; ++o)
+                    if (states_[o].twin == no_twin && same(o)) st.twin = o;
+                continue;
+            }
+            std::size_t k = static_cast<std::size_t>(st.hash ^ (st.hash >> 32)) & mask;
+            while (twin_table_[k] != no_twin && !same(twin_table_[k])) k = (k + 1) & mask;
+            if (twin_table_[k] != no_twin) st.twin = twin_table_[k];
+            else twin_table_[k] = s;
+        }
+    }
+
+    /// The order of select_and_apply() (a total order: `seq` is unique).
+    static constexpr auto better = [](const candidate& a, const candidate& b) noexcept {
+        if (a.arena != b.arena) return a.arena < b.arena;
+        if (a.gap != b.gap) return a.gap > b.gap;
+        return a.seq < b.seq;
+    };
+
+    /// Leaves in candidates_ the best candidate of each layout (by hash), in no order.
+    void keep_best_of_each_layout() {
+        clear_layouts(candidates_.size());
+        std::size_t n = 0;
+        for (std::size_t c = 0; c < candidates_.size(); ++c) {
+            std::uint32_t& slot = layout_slot(candidates_[c].hash);
+            if (slot == no_candidate) {
+                slot = static_cast<std::uint32_t>(n);
+                candidates_[n++] = candidates_[c];  // (n <= c)
+            } else if (better(candidates_[c], candidates_[slot])) {
+                candidates_[slot] = candidates_[c];
+            }
+        }
+        candidates_.resize(n);
+    }
+
+    /// An open-addressing table from layout hashes to candidate indices, room for `n` of them.
+    void clear_layouts(std::size_t n) {
+        std::size_t size = 16;
+        while (size < 2 * n) size *= 2;
+        layout_hash_.resize(size);
+        layout_index_.assign(size, no_candidate);
+    }
+    /// The candidate index stored for layout `hash` (no_candidate when none: assign to add it).
+    [[nodiscard]] std::uint32_t& layout_slot(std::uint64_t hash) {
+        const std::size_t mask = layout_index_.size() - 1;
+        std::size_t k = static_cast<std::size_t>(hash ^ (hash >> 32)) & mask;
+        while (layout_index_[k] != no_candidate && layout_hash_[k] != hash) k = (k + 1) & mask;
+        layout_hash_[k] = hash;
+        return layout_index_[k];
+    }
+
+    /// Makes the first `kept` candidates the next states (each its parent's spans with item i).
+    void apply(std::uint32_t i, std::size_t kept) {
         next_states_.clear();
         const placement_item& b = items_[i];
-        for (std::size_t c = 0; c < head && next_states_.size() < width_; ++c) {
+        for (std::size_t c = 0; c < kept; ++c) {
             const candidate& x = candidates_[c];
-            const auto same = [&](const state& t) { return t.hash == x.hash; };
-            if (std::any_of(next_states_.begin(), next_states_.end(), same)) continue;  // the same layout again
             const state& from = states_[x.state];
             const placed_span* src = &spans_[std::size_t(x.state) * cap_];
             placed_span* dst = &next_spans_[next_states_.size() * cap_];
@@ -523,6 +660,13 @@ private:
         spans_.swap(next_spans_);
     }
 
+    static constexpr std::uint32_t no_candidate = UINT32_MAX;
+    /// Up to this many candidates select_and_apply() orders them all and keep_first_layouts()
+    /// finds repeated layouts by a scan of the kept ones (cheaper there than a table).
+    static constexpr std::size_t few_candidates = 16;
+    /// Up to this many states find_twins() compares each with the earlier ones.
+    static constexpr std::size_t few_states = 8;
+
     std::span<const placement_item> items_;
     std::uint64_t ceiling_;
     std::size_t max_width_, width_ = 1, cap_ = 1;
@@ -532,6 +676,13 @@ private:
     std::vector<candidate> candidates_;
     std::vector<placed_span> fitting_;  // propose()'s gaps that fit (`item`: each_gap()'s k)
     std::vector<trail_node> trail_;
+    std::vector<std::uint64_t> layout_hash_;  // select_and_apply()'s table of layouts
+    std::vector<std::uint32_t> layout_index_;
+    struct proposal_range {
+        std::uint32_t first = 0, count = 0;
+    };
+    std::vector<proposal_range> proposed_;  // by state: its proposals in candidates_
+    std::vector<std::uint32_t> twin_table_;  // find_twins()'s
 };
 
 /// The items of `p` to place (used, non-empty buffers), sorted by first use, longer-lived and
