@@ -10,6 +10,7 @@
 #include "pipeplan/schedule/interleaved.hpp"
 #include "pipeplan/schedule/links.hpp"
 #include "pipeplan/schedule/lower_bound.hpp"
+#include "pipeplan/schedule/memory_bound.hpp"
 #include "pipeplan/schedule/merak.hpp"
 #include "pipeplan/schedule/one_f_one_b.hpp"
 #include "pipeplan/schedule/op_graph.hpp"
