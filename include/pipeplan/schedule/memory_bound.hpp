@@ -20,9 +20,8 @@
 //     makespan · (limit − state_d) ≥ Σ_{j, v on d} s(j, v) · span(j, v).
 // memory_bound_ms() is the largest of these quotients over the devices; 0 where a checkpoint
 // of a schedule that may checkpoint could exceed its forward's peak_mb (the argument above
-// needs it) or a device's model state
-// alone reaches the limit (no schedule fits: the simulation says so). Cost O(stages ·
-// micro-batches).
+// needs it) or a device's model state alone reaches the limit (no schedule fits: the
+// simulation says so). Cost O(stages · micro-batches).
 #pragma once
 
 #include <algorithm>
@@ -48,13 +47,12 @@ namespace pipeplan::schedule {
     for (std::size_t v = V; v-- > 0;) {
         const std::size_t d = pl.device_of(v);
         state_mb[d] += sc.model_state_mb[v];
-        const double r = checkpoints ? sc.ratio(v) : 1.0;
         double sum = 0.0;
         for (std::size_t j = 0; j < M; ++j) {
             const std::size_t k = sc.at(j, v);
             double held_mb = sc.stored_mb[k];
             if (checkpoints) {
-                const double checkpoint_mb = (1.0 - r) * held_mb + sc.activation(j);
+                const double checkpoint_mb = (1.0 - sc.ratio(v)) * held_mb + sc.activation(j);
                 if (!(checkpoint_mb <= sc.peak_mb[k])) return 0.0;
                 held_mb = std::min(held_mb, checkpoint_mb);
             }
