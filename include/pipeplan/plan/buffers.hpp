@@ -481,7 +481,7 @@ private:
     /// Adds state s's candidate positions for item i: both ends of every gap that fits (or
     /// above everything when none does), scored by the arena and the largest gap left. (One
     /// pass over the gaps: the fitting ones are proposed once the two largest are known.)
-    void propose(std::uint32_t s, std::uint32_t i) {
+    [[gnu::always_inline]] void propose(std::uint32_t s, std::uint32_t i) {
         const state& st = states_[s];
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t g1 = 0, g2 = 0;  // the two largest gaps
