@@ -3,15 +3,16 @@
 // (simulator.hpp's order_sweep sizes the result and finishes it).
 //
 // On a free network an op starts at max(its device free, its inputs' ends) (timing.hpp's data
-// flow; the simulator's file comment). structure_builder runs the devices as the event replay
+// flow; the simulator's file comment), which is max(its device free, its cross input's end): its
+// local input (of its own stage) ran before it on its device. structure_builder runs the devices as the event replay
 // would, each as far as its inputs allow, with table slots (per op class, stage, micro-batch)
 // that name the timeline entry of the op that wrote them, and writes each op's timeline entry
 // (op, start, end) as it runs: the timeline is also the table of ends that later ops read.
 // Which ops are an op's inputs, and that order of all ops, depend on the orders alone (with the
 // stage and micro-batch counts, the placement and whether backwards are split), not on the
 // scenario's durations or memory: a workspace that is kept (simulator, order searches) also
-// writes the order as 16-byte sweep_steps, and the next run with equal orders is time_steps(),
-// one loop over them (per op a few loads, two maxima, an add, and the entry's start, end and
+// writes the order as 12-byte sweep_steps, and the next run with equal orders is time_steps(),
+// one loop over them (per op a few loads, a maximum, an add, and the entry's start, end and
 // key). Then each device's entries are read in order (record_device(): memory, busy time, peak,
 // curve; after time_steps() it also checks every op of the orders against its entry's key, so
 // orders that differ are found and built again, and writes the op into the entry). The timing
@@ -89,13 +90,14 @@ inline constexpr std::size_t op_codes = 7;
     return c >= op_code::B_after_f ? op_kind::B : static_cast<op_kind>(c);
 }
 
-/// One op in replay order: its inputs' timeline entries (0: no input, ready at 0; else
-/// sweep_structure::span_of() of their op ids), `cross_code` the cross input's + the op's op_code
-/// · 2^29, `local` the local input's; `own` its own entry (the entry before it is the op before
-/// it on its device, or, before a device's first op, one that time_steps() sets to end at 0);
-/// `key` its (stage, micro-batch) index and kind (sweep_structure::key_of()).
+/// One op in replay order: `cross_code` its cross input's timeline entry (0: none, ready at 0;
+/// else sweep_structure::span_of() of its op id) + the op's op_code · 2^29; `own` its own entry
+/// (the entry before it is the op before it on its device, or, before a device's first op, one
+/// that time_steps() sets to end at 0); `key` its (stage, micro-batch) index and kind
+/// (sweep_structure::key_of()). Its local input ran before it on its device, so it ended by the
+/// entry before its own: the step does not name it.
 struct sweep_step {
-    std::uint32_t cross_code, local, own, key;
+    std::uint32_t cross_code, own, key;
 };
 
 /// How many steps on time_steps() prefetches what a step reads and writes.
@@ -293,7 +295,6 @@ struct structure_scratch {
     huge_page_vector<std::uint32_t> done;  ///< per slot: the timeline entry of the op that wrote it, or unfinished
     std::vector<std::uint8_t> checkpoint;  ///< per (stage, micro-batch): bit 1 its forward was an f, bit 2 an R ran
     std::vector<std::size_t> blocked_on;   ///< per device: the slot it waits for, or none
-    std::vector<std::uint8_t> waits;       ///< per device: the op at its cursor waited for an input (it was checked)
     std::vector<std::uint32_t> ready;      ///< the devices to run, a stack
     /// Kept steps only: per entry its op's level (1 + the largest of its inputs' and of the op
     /// before it on its device; entry 0: level 0), per step its level, the steps by level.
@@ -314,8 +315,9 @@ public:
     structure_builder(sweep_structure& st, structure_scratch& scratch, device_clock* clocks, op_timing* timeline,
                       const scenario& sc, const pipeline_schedule& sched, bool keep_steps) noexcept
         : st_(st), scratch_(scratch), done_(scratch.done), checkpoint_(scratch.checkpoint), blocked_on_(scratch.blocked_on),
-          waits_(scratch.waits), ready_(scratch.ready), clocks_(clocks), timeline_(timeline), sc_(sc), sched_(sched),
-          model_(sc, sched.w_share), V_(sc.stages), M_(sc.microbatches), keep_steps_(keep_steps) {}
+          ready_(scratch.ready), clocks_(clocks), timeline_(timeline), sc_(sc), sched_(sched), V_(sc.stages),
+          M_(sc.microbatches), VM_(V_ * M_), keep_steps_(keep_steps), fwd_(sc.forward_ms.data()),
+          bwd_(sc.backward_ms.data()), w_(sched.w_share), one_minus_w_(1.0 - sched.w_share) {}
 
     [[nodiscard]] bool run() {
         const std::size_t D = st_.D;
@@ -326,10 +328,10 @@ public:
         // per visit in 1F1B at S 64 (a queue: 0.7).
         ready_.resize(D);
         for (std::size_t d = D; d-- > 0;) ready_[ready_count_++] = static_cast<std::uint32_t>(d);
-        while (ready_count_ > 0)
-            if (!(st_.first_op[D] >= prefetch_from_ops ? run_device<true>(ready_[--ready_count_])
-                                                       : run_device<false>(ready_[--ready_count_])))
-                return false;
+        const bool large = st_.first_op[D] >= prefetch_from_ops;
+        if (!(keep_steps_ ? (large ? run_all<true, true>() : run_all<false, true>())
+                          : (large ? run_all<true, false>() : run_all<false, false>())))
+            return false;
         for (std::size_t d = 0; d < D; ++d)
             if (blocked_on_[d] != none) return false;  // a deadlock (or a missing input)
         const std::size_t keys = V_ * M_;
@@ -338,6 +340,7 @@ public:
             count_[kind_index(op_kind::W)] != (st_.split ? keys : 0))
             return false;
         st_.any_w = count_[kind_index(op_kind::W)] > 0;
+        st_.any_inline = any_inline_;
         st_.any_recompute = count_[kind_index(op_kind::F_checkpoint)] + count_[kind_index(op_kind::R)] > 0;
         if (keep_steps_) {
             keep_ends(D);
@@ -348,31 +351,16 @@ public:
     }
 
 private:
+    /// The table slots' classes (F and f, B, R, W): class c's table is at c·V·M, (stage,
+    /// micro-batch) k's slot at c·V·M + k. (There is no slot for the input that does not exist:
+    /// a one-slot table would take a page of its own where the F and B tables fill whole pages,
+    /// as 1F1B's at S 64, M 4096 fill one 2 MiB page; a forward of stage 0 reads entry 0 without
+    /// a slot.)
     enum op_class : std::uint8_t { fwd = 0, bwd = 1, rec = 2, wgt = 3 };
     static constexpr std::size_t none = SIZE_MAX;
     static constexpr std::uint32_t unfinished = UINT32_MAX;
 
     [[nodiscard]] static constexpr std::size_t kind_index(op_kind k) noexcept { return static_cast<std::size_t>(k); }
-    [[nodiscard]] static constexpr op_class class_of(op_kind k) noexcept {
-        switch (k) {
-            case op_kind::F:
-            case op_kind::F_checkpoint: return fwd;
-            case op_kind::B: return bwd;
-            case op_kind::R: return rec;
-            case op_kind::W: return wgt;
-        }
-        return fwd;
-    }
-    /// Class c's table is at c·V·M. (There is no slot for the input that does not exist: a
-    /// one-slot table would take a page of its own where the F and B tables fill whole pages,
-    /// as 1F1B's at S 64, M 4096 fill one 2 MiB page; slots_of() says when an op has no input.)
-    struct dims {
-        std::size_t V, M;
-    };
-    [[nodiscard, gnu::always_inline]] static std::size_t slot(dims n, op_kind k, std::size_t stage, std::size_t mb) noexcept {
-        return (class_of(k) * n.V + stage) * n.M + mb;
-    }
-
     /// Sizes the steps and the tables (the forward and backward classes unfinished; R and W on
     /// their first op).
     void prepare(std::size_t D) {
@@ -381,7 +369,7 @@ private:
         if (keep_steps_) {
             reserve_scratch(st_.steps, n + time_ahead);
             st_.steps.resize(n + time_ahead);
-            std::fill_n(st_.steps.begin() + static_cast<std::ptrdiff_t>(n), time_ahead, sweep_step{0, 0, 0, 0});  // read ahead, not run
+            std::fill_n(st_.steps.begin() + static_cast<std::ptrdiff_t>(n), time_ahead, sweep_step{0, 0, 0});  // read ahead, not run
         } else {
             st_.steps.clear();
         }
@@ -401,7 +389,6 @@ private:
         done_.resize(4 * keys);  // R and W only written when opened
         std::fill_n(done_.begin(), 2 * keys, unfinished);
         blocked_on_.assign(D, none);
-        waits_.assign(D, 0);
         done_p_ = done_.data();
         steps_p_ = st_.steps.data();
         code_p_ = st_.code.data();
@@ -452,83 +439,107 @@ private:
     }
     [[nodiscard]] std::uint8_t flags(std::size_t k) const noexcept { return checkpointed_ ? checkpoint_[k] : 0; }
 
-    /// Op `o`'s table slots: its inputs' and its own. An op with one input has its slot as both
-    /// (the later of two equal ends is that end); `inputs` is false for an op with none (a forward
-    /// of stage 0, whose inputs are entry 0's: then cross and local are not slots).
-    struct op_slots {
-        std::size_t cross, local, own;
-        bool inputs;
-    };
-    [[nodiscard, gnu::always_inline]] static op_slots slots_of(dims n, op o, std::uint8_t fl) noexcept {
-        const cross_target from = cross_producer(o, n.V);
-        const std::optional<op_kind> local_kind = local_producer(o.kind, (fl & 2) != 0);
-        const std::size_t own = slot(n, o.kind, o.stage, o.microbatch);
-        const std::size_t local = local_kind ? slot(n, *local_kind, o.stage, o.microbatch) : own;
-        const std::size_t cross = from.has ? slot(n, from.to.kind, from.to.stage, from.to.microbatch) : local;
-        return {cross, local_kind ? local : cross, own, from.has || local_kind.has_value()};
-    }
-
     enum class outcome : std::uint8_t { ran, waits, refused };
+    /// What the per-op path reads, a local of run_all() (members would be loaded again after
+    /// each store through a pointer that may alias them, as a char's may); run_device() is inlined
+    /// into run_all(), so a visit of a device (~2 ops in 1F1B at S 64) does not load them again.
+    struct tables {
+        std::uint32_t* done;
+        op_timing* entries;
+        op_code* code;
+        const double* fwd;  ///< the scenario's forward_ms and backward_ms
+        const double* bwd;
+        const std::uint32_t* device_of_stage;
+        std::size_t* blocked_on;
+        std::size_t V, M, VM;
+    };
     static constexpr std::size_t prefetch_from_ops = std::size_t{1} << 16;
 
-    /// Runs device d's order from its cursor until it ends or waits; false on what run() refuses.
-    template <bool prefetch>
-    bool run_device(std::uint32_t d) {
-        const op* order = sched_.orders[d].data();
-        const auto size = static_cast<std::uint32_t>(sched_.orders[d].size());
+    /// Runs the devices on the stack until it is empty; false on what run() refuses.
+    template <bool prefetch, bool keep>
+    bool run_all() {
+        const tables t{done_p_, timeline_, code_p_, fwd_, bwd_, st_.device_of_stage.data(), blocked_on_.data(), V_, M_, VM_};
+        while (ready_count_ > 0)
+            if (!run_device<prefetch, keep>(t, ready_[--ready_count_])) return false;
+        return true;
+    }
+
+    /// Runs device d's order from its cursor (its clock's entry) until it ends or waits (the op
+    /// that waited is checked again when the device runs on); false on what run() refuses.
+    template <bool prefetch, bool keep>
+    [[gnu::always_inline]] bool run_device(const tables& t, std::uint32_t d) {
+        const std::vector<op>& ops = sched_.orders[d];
+        const op* order = ops.data();
+        const auto size = static_cast<std::uint32_t>(ops.size());
         const std::uint32_t row = sweep_structure::span_of(st_.first_op[d], d);
-        const dims n{V_, M_};
         device_clock c = clocks_[d];  // in registers
-        std::uint32_t p = c.span - row;
-        outcome r = outcome::ran;
-        // Woken (blocked_on[d] is none again): the op it waited at was checked; it runs (or
-        // waits again, for its other input).
-        if (waits_[d]) {
-            const op o = order[p];
-            r = run_op(n, o, o.stage * n.M + o.microbatch, d, c);
-            if (r == outcome::refused) return false;
-            if (r == outcome::ran) ++p;
-        }
-        const std::uint32_t* device_of_stage = st_.device_of_stage.data();
         // A device runs a few ops per visit, the other devices' visits come between, so its
         // many streams (its order, its rows of the scenario and of the tables, its timeline and
         // curve) are read in short bursts that the hardware prefetchers do not follow: fetch
         // them a few ops ahead (in a schedule of prefetch_from_ops ops or more; a smaller one
         // stays in the caches).
-        const std::uintptr_t rows[] = {address_of(sc_.forward_ms.data()), address_of(sc_.backward_ms.data())};
-        const std::uintptr_t done_rows[] = {address_of(done_p_), address_of(done_p_ + n.V * n.M)};
-        const std::uintptr_t entries = address_of(timeline_ + row);
-        const std::uintptr_t codes = address_of(code_p_ + row);
-        for (; r == outcome::ran && p < size; ++p) {
+        outcome r = outcome::ran;
+        for (std::uint32_t p = c.span - row; p < size; ++p) {
             const op o = order[p];
-            if (o.microbatch >= n.M || o.stage >= n.V || device_of_stage[o.stage] != d || o.overlaps_next) return false;
-            const std::size_t k = o.stage * n.M + o.microbatch;
-            if constexpr (prefetch) {
-                for (const std::uintptr_t at : rows) prefetch_line(at + (k + 8) * sizeof(double));
-                for (const std::uintptr_t at : done_rows) prefetch_line(at + (k + 16) * sizeof(std::uint32_t));
+            if (o.microbatch >= t.M || o.stage >= t.V || o.overlaps_next || t.device_of_stage[o.stage] != d) return false;
+            const std::size_t k = o.stage * t.M + o.microbatch;
+            if constexpr (prefetch) {  // (the entry and code of the op: c.span)
+                prefetch_line(address_of(t.fwd + k + 8));
+                prefetch_line(address_of(t.bwd + k + 8));
+                prefetch_line(address_of(t.done + k + 16));
+                prefetch_line(address_of(t.done + t.VM + k + 16));
                 prefetch_line(address_of(order + p) + 4 * sizeof(op));
-                prefetch_line<1>(entries + (p + 3) * sizeof(op_timing));
-                prefetch_line<1>(codes + p + 64);
+                prefetch_line<1>(address_of(t.entries + c.span + 3));
+                prefetch_line<1>(address_of(t.code + c.span + 64));
             }
-            r = run_op(n, o, k, d, c);
-            if (r == outcome::refused) return false;
-            if (r == outcome::waits) break;
+            r = run_op<keep>(t, o, k, d, c);
+            if (r != outcome::ran) break;
         }
-        waits_[d] = r == outcome::waits;
         clocks_[d] = c;
-        return true;
+        return r != outcome::refused;
     }
 
     /// Adds op `o` (checked; its (stage, micro-batch) k) of device d, or finds what it waits for.
-    [[gnu::always_inline]] outcome run_op(dims n, op o, std::size_t k, std::uint32_t d, device_clock& c) {
+    template <bool keep>
+    [[gnu::always_inline]] outcome run_op(const tables& t, op o, std::size_t k, std::uint32_t d, device_clock& c) {
         switch (o.kind) {
-            case op_kind::F: return step<op_kind::F>(n, o, k, d, c);
-            case op_kind::B: return step<op_kind::B>(n, o, k, d, c);
-            case op_kind::W: return step<op_kind::W>(n, o, k, d, c);
-            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint>(n, o, k, d, c);
-            case op_kind::R: return step<op_kind::R>(n, o, k, d, c);
+            case op_kind::F: return step<op_kind::F, keep>(t, o, k, d, c);
+            case op_kind::B: return step<op_kind::B, keep>(t, o, k, d, c);
+            case op_kind::W: return step<op_kind::W, keep>(t, o, k, d, c);
+            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint, keep>(t, o, k, d, c);
+            case op_kind::R: return step<op_kind::R, keep>(t, o, k, d, c);
         }
         return outcome::refused;
+    }
+
+    /// An op's table slots: its own and its inputs' (timing.hpp's cross_producer() and
+    /// local_producer(); an op with one input has its slot as both, the later of two equal ends
+    /// being that end); `inputs` false for a forward of stage 0 (its inputs are entry 0's).
+    struct op_slots {
+        std::size_t own, cross, local;
+        bool inputs;
+        bool from_other_stage;  ///< it has a cross input (cross_producer())
+    };
+    [[nodiscard]] static constexpr op_class class_of(op_kind k) noexcept {
+        switch (k) {
+            case op_kind::F:
+            case op_kind::F_checkpoint: return fwd;
+            case op_kind::B: return bwd;
+            case op_kind::R: return rec;
+            case op_kind::W: return wgt;
+        }
+        return fwd;
+    }
+    /// The slots of op `o` of kind K, its (stage, micro-batch) k, its flags `fl` (a B's): with K
+    /// known, the producers' kinds are constants.
+    template <op_kind K>
+    [[nodiscard, gnu::always_inline]] static op_slots slots_of(const tables& t, op o, std::size_t k, std::uint8_t fl) noexcept {
+        const cross_target from = cross_producer(op{K, o.microbatch, o.stage}, t.V);
+        const std::optional<op_kind> local_kind = local_producer(K, (fl & 2) != 0);
+        const std::size_t own = class_of(K) * t.VM + k;
+        const std::size_t local = local_kind ? class_of(*local_kind) * t.VM + k : own;
+        const std::size_t cross = from.has ? class_of(from.to.kind) * t.VM + from.to.stage * t.M + from.to.microbatch : local;
+        return {own, cross, local_kind ? local : cross, from.has || local_kind.has_value(), from.has};
     }
 
     /// The op_code of an op of kind K whose (stage, micro-batch) has flags `fl`.
@@ -542,77 +553,93 @@ private:
         return static_cast<op_code>(K);
     }
 
-    /// Runs op `o` (of kind K) on device d: times it into its entry, or finds the input it waits for.
+    /// The duration of an op of kind K (code `code`), its (stage, micro-batch) k: timing.hpp's
+    /// op_model::duration_ms(), from the scenario's rows.
     template <op_kind K>
-    [[gnu::always_inline]] outcome step(dims n, op o, std::size_t k, std::uint32_t d, device_clock& c) {
-        const op x{K, o.microbatch, o.stage};  // o, with its kind known to the compiler
-        const std::uint8_t fl = K == op_kind::B || K == op_kind::R ? flags(k) : 0;
-        const op_slots s = slots_of(n, x, fl);
+    [[nodiscard, gnu::always_inline]] double duration_of(const tables& t, op o, std::size_t k, op_code code) const noexcept {
+        if constexpr (K == op_kind::B)
+            return t.bwd[k] * one_minus_w_ + (code == op_code::B_after_f ? sc_.ratio(o.stage) * t.fwd[k] : 0.0);
+        if constexpr (K == op_kind::W) return t.bwd[k] * w_;
+        return t.fwd[k];
+    }
+
+    /// Runs op `o` (of kind K) on device d: times it into its entry, or finds the input it waits for.
+    template <op_kind K, bool keep>
+    [[gnu::always_inline]] outcome step(const tables& t, op o, std::size_t k, std::uint32_t d, device_clock& c) {
+        const std::uint8_t fl = K == op_kind::B ? flags(k) : 0;
+        const op_slots s = slots_of<K>(t, o, k, fl);
+        std::uint32_t* done = t.done;
         std::uint32_t cross = 0, local = 0;  // entry 0: the input that does not exist, ended at 0
         if (s.inputs) {
-            cross = done_p_[s.cross];
-            local = done_p_[s.local];
+            cross = done[s.cross];
+            local = K == op_kind::B ? done[s.local] : cross;  // one input: its slot is both
         }
         if (cross == unfinished || local == unfinished) {
-            blocked_on_[d] = cross == unfinished ? s.cross : s.local;
+            t.blocked_on[d] = cross == unfinished ? s.cross : s.local;
             return outcome::waits;
         }
-        if (!admit(x, s.own, k)) return outcome::refused;
+        if (!admit<K>(s.own, k)) return outcome::refused;
         const op_code code = code_of<K>(fl);
-        st_.any_inline |= code == op_code::B_after_f;
-        op_timing* entries = timeline_;
-        const double dur = model_.duration_ms(x, code == op_code::B_after_f);
-        const double ready = std::max(entries[cross].end_ms, entries[local].end_ms);
+        if constexpr (K == op_kind::B) any_inline_ |= code == op_code::B_after_f;
+        op_timing* entries = t.entries;
+        const double dur = duration_of<K>(t, o, k, code);
+        // The local input ran before on this device (on the op's stage), so it ended by the
+        // device's free time: max(free, cross input, local input) = max(free, cross input), the
+        // same double (and 0 when there is no cross input), without a load of the local's entry.
+        const double ready = s.from_other_stage ? entries[cross].end_ms : 0.0;
         const double start = std::max(c.free_ms, ready);
         c.free_ms = start + dur;
         if (!(dur >= 0.0) || !(c.free_ms < std::numeric_limits<double>::infinity())) return outcome::refused;
         const std::uint32_t span = c.span++;
         entries[span] = {o, start, c.free_ms};
-        code_p_[span] = code;
-        if (keep_steps_) {
-            c.level = std::max({level_p_[cross], level_p_[local], c.level}) + 1;
-            level_p_[span] = c.level;
-            max_level_ = std::max(max_level_, c.level);
-            step_level_p_[count_all_] = c.level;
-            steps_p_[count_all_++] = {cross | static_cast<std::uint32_t>(code) << sweep_structure::code_shift, local, span,
-                                      sweep_structure::key_of(K, k)};
-        }
-        done_p_[s.own] = span;
+        t.code[span] = code;
+        if constexpr (keep) keep_step(K, k, code, s.from_other_stage ? cross : 0, local, span, c);
+        done[s.own] = span;
         ++count_[kind_index(K)];
-        wake(x, s.own);
+        wake<K>(t, o, s.own);
         return outcome::ran;
     }
 
-    /// Checks what op `o` (its table slot `own`, its (stage, micro-batch) k) needs besides its
-    /// inputs and marks an f or R: false when it repeats an op, is an R not after its f or after
-    /// its B, or a W without a split.
-    [[gnu::always_inline]] bool admit(op o, std::size_t own, std::size_t k) {
-        switch (o.kind) {
-            case op_kind::F:
-            case op_kind::B: break;
-            case op_kind::F_checkpoint: checkpoint_flags()[k] |= 1; break;
-            case op_kind::R:
-                open_class(rec);
-                if (!(flags(k) & 1) || done_p_[slot(dims{V_, M_}, op_kind::B, o.stage, o.microbatch)] != unfinished)
-                    return false;
-                checkpoint_flags()[k] |= 2;
-                break;
-            case op_kind::W:
-                if (!st_.split) return false;
-                open_class(wgt);
-                break;
+    /// Writes the step of op (kind, k, code) with its cross input's entry `cross` (0: none) and
+    /// its own `span`, and its level (structure_scratch: from its inputs' entries `cross` and
+    /// `local`) into the device's clock.
+    [[gnu::always_inline]] void keep_step(op_kind kind, std::size_t k, op_code code, std::uint32_t cross, std::uint32_t local,
+                                          std::uint32_t span, device_clock& c) {
+        c.level = std::max({level_p_[cross], level_p_[local], c.level}) + 1;
+        level_p_[span] = c.level;
+        max_level_ = std::max(max_level_, c.level);
+        step_level_p_[count_all_] = c.level;
+        steps_p_[count_all_++] = {cross | static_cast<std::uint32_t>(code) << sweep_structure::code_shift, span,
+                                  sweep_structure::key_of(kind, k)};
+    }
+
+    /// Checks what an op of kind K (its table slot `own`, its (stage, micro-batch) k) needs
+    /// besides its inputs and marks an f or R: false when it repeats an op, is an R not after
+    /// its f or after its B, or a W without a split.
+    template <op_kind K>
+    [[gnu::always_inline]] bool admit(std::size_t own, std::size_t k) {
+        if constexpr (K == op_kind::F_checkpoint) checkpoint_flags()[k] |= 1;
+        if constexpr (K == op_kind::R) {
+            open_class(rec);
+            if (!(flags(k) & 1) || done_p_[VM_ + k] != unfinished) return false;  // its f; its B not run
+            checkpoint_flags()[k] |= 2;
+        }
+        if constexpr (K == op_kind::W) {
+            if (!st_.split) return false;
+            open_class(wgt);
         }
         return done_p_[own] == unfinished;
     }
 
-    /// Op `o` wrote slot `own`: the device of the op it feeds on another stage runs on when it
-    /// waits for that slot.
-    [[gnu::always_inline]] void wake(op o, std::size_t own) {
-        const cross_target to = cross_successor(o, V_);
+    /// An op of kind K wrote slot `own`: the device of the op it feeds on another stage
+    /// (timing.hpp's cross_successor()) runs on when it waits for that slot.
+    template <op_kind K>
+    [[gnu::always_inline]] void wake(const tables& t, op o, std::size_t own) {
+        const cross_target to = cross_successor(op{K, o.microbatch, o.stage}, t.V);
         if (!to.has) return;
-        const std::uint32_t e = st_.device_of_stage[to.to.stage];
-        if (blocked_on_[e] != own) return;
-        blocked_on_[e] = none;
+        const std::uint32_t e = t.device_of_stage[to.to.stage];
+        if (t.blocked_on[e] != own) return;
+        t.blocked_on[e] = none;
         ready_[ready_count_++] = e;
     }
 
@@ -621,15 +648,16 @@ private:
     huge_page_vector<std::uint32_t>& done_;
     std::vector<std::uint8_t>& checkpoint_;
     std::vector<std::size_t>& blocked_on_;
-    std::vector<std::uint8_t>& waits_;
     std::vector<std::uint32_t>& ready_;
     device_clock* clocks_;
     op_timing* timeline_;
     const scenario& sc_;
     const pipeline_schedule& sched_;
-    op_model model_;
-    std::size_t V_, M_;
+    std::size_t V_, M_, VM_;
     bool keep_steps_;
+    const double* fwd_;  ///< the scenario's forward_ms and backward_ms
+    const double* bwd_;
+    double w_, one_minus_w_;  ///< the backward split w and 1 − w
     // The tables' data, as pointers (not through the vectors, read again after each store).
     std::uint32_t* done_p_ = nullptr;
     sweep_step* steps_p_ = nullptr;
@@ -641,6 +669,7 @@ private:
     std::size_t count_[5] = {0, 0, 0, 0, 0};
     bool opened_[4] = {true, true, false, false};
     bool checkpointed_ = false;
+    bool any_inline_ = false;
 };
 
 /// The durations of each op_code of `st` on `sc` (timing.hpp's op_model, `w` the backward
@@ -702,8 +731,8 @@ inline bool time_steps(const sweep_structure& st, const scenario& sc, double w, 
         prefetch_line<1>(address_of(timeline + next.own));
         const double dur = table[s.cross_code >> shift][s.key & mask];
         bits = std::max(bits, duration_bits(dur));
-        const double start = std::max(std::max(timeline[s.cross_code & mask].end_ms, timeline[s.local].end_ms),
-                                      timeline[s.own - 1].end_ms);  // inputs there, device free
+        // inputs there (the local one ended by the entry before: builder's step()), device free
+        const double start = std::max(timeline[s.cross_code & mask].end_ms, timeline[s.own - 1].end_ms);
         op_timing& e = timeline[s.own];
         e.o.microbatch = s.key;
         e.start_ms = start;
