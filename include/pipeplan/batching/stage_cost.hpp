@@ -304,7 +304,9 @@ private:
     }
 
     /// Prices a part_memo row (a component's prices at m = 1, 2, ...) up to size `last`.
-    void extend_memo_row(std::vector<part>& row, component c, const prepared_part_t& prepared, int last) const {
+    void extend_memo_row(std::vector<part>& row, component c, const prepared_part_t& prepared, int last) const
+        requires row_cost_model<Model>
+    {
         while (row.size() < static_cast<std::size_t>(last)) {
             std::array<layer_cost, row_block> lc;
             const std::size_t len = std::min(row_block, static_cast<std::size_t>(last) - row.size());
