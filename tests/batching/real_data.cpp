@@ -149,9 +149,9 @@ TEST_CASE("pipeplan accounting on real profiles equals the per-device sum by han
     CHECK(ev.model_state_mb(recompute_mode::none).value() == doctest::Approx(params));
 }
 
-TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit (both accountings, real profiles)" *
+TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit, one size or a row at a time (both accountings, real profiles)" *
           PIPEPLAN_NEEDS_DATA()) {
-    std::size_t compared = 0, priced = 0, shared = 0;
+    std::size_t compared = 0, priced = 0, shared = 0, row_sizes = 0;
     for (const bool t5 : {false, true}) {
         const auto& m = profile_model(t5 ? "t5_11b" : "gpt_6.7b", interpolation_mode::recommended);
         for (const auto accounting : {pb::accounting_mode::pipeplan, pb::accounting_mode::dynapipe}) {
@@ -161,7 +161,7 @@ TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit (bo
             const pb::stage_cost_evaluator<profile_cost_model> ev(model, t5 ? t5_config() : gpt_config(), accounting);
             // One memo for all the rows: T5's encoder layers and LM head share their prices
             // between the rows of one encoder (decoder) length.
-            pb::stage_cost_evaluator<profile_cost_model>::part_memo memo;
+            pb::stage_cost_evaluator<profile_cost_model>::part_memo memo, row_memo;
             for (const auto r : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
                 for (const int e : {1, 16, 40, 100, 128, 333, 1024, 2000, 8192, 9000})
                     for (const int d : t5 ? std::vector<int>{1, 10, 16, 77, 300, 4096, 9000} : std::vector<int>{0}) {
@@ -179,12 +179,34 @@ TEST_CASE("a prepared row of shapes is priced as shape by shape, bit for bit (bo
                                 if (want.ok()) REQUIRE(got.value() == want.value());
                             }
                         }
+                        // Rows of sizes at once (evaluate_row), in pieces, up to the first size
+                        // that cannot be priced.
+                        pb::stage_cost_evaluator<profile_cost_model>::prepared_shape rp;
+                        ev.prepare(e, d, r, rp, &row_memo);
+                        for (const auto& [first, n] : {std::pair{1, 40}, std::pair{20, 50}, std::pair{7, 3}, std::pair{200, 90}}) {
+                            std::vector<pb::microbatch_cost> got(static_cast<std::size_t>(n));
+                            auto failed = pipeplan::estimate_status::ok;
+                            const std::size_t priced = ev.evaluate_row(rp, first, static_cast<std::size_t>(n), got.data(), failed);
+                            REQUIRE(priced <= static_cast<std::size_t>(n));
+                            for (std::size_t k = 0; k <= priced && k < static_cast<std::size_t>(n); ++k) {
+                                const auto want = ev.evaluate(pb::microbatch_shape{first + static_cast<int>(k), e, d}, r);
+                                ++row_sizes;
+                                if (k == priced) {
+                                    REQUIRE(!want.ok());
+                                    REQUIRE(failed == want.status());
+                                } else {
+                                    REQUIRE(want.ok());
+                                    REQUIRE(got[k] == want.value());
+                                }
+                            }
+                        }
                     }
         }
     }
     CHECK(compared > 5000);
     CHECK(priced > compared / 10);
     CHECK(shared > 0);
+    CHECK(row_sizes > 5000);
 }
 
 TEST_CASE("range-cost rows of real T5 mixed batches: each range priced alone, rows end at the first size that "
@@ -258,6 +280,11 @@ TEST_CASE("the profile model's canonical query drops the lengths a component's p
     q.comp = component::postprocess;
     CHECK(m.canonical_query(q).seqlen_tokens == 0);
     CHECK(m.canonical_query(q).dec_seqlen_tokens == 77);
+    // The embedding has no grid: unsupported whatever its lengths, so both are dropped.
+    q.comp = component::embedding;
+    CHECK(m.canonical_query(q).seqlen_tokens == 0);
+    CHECK(m.canonical_query(q).dec_seqlen_tokens == 0);
+    CHECK(m.evaluate(q).forward_ms.status() == pipeplan::estimate_status::unsupported);
     for (const component c : {component::encoder, component::postprocess}) {
         q.comp = c;
         layer_query other = q;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/core/csv.hpp"
@@ -290,6 +291,58 @@ TEST_CASE("profile: recommended (quadratic-shape) reproduces a + mbs*(b*s + c*s^
         }
     // Plain bilinear interpolation misses the s^2 term between grid lines.
     CHECK(std::abs(lin.evaluate(q(8, 400)).forward_ms.value() - f(8, 400)) > 0.05);
+}
+
+TEST_CASE("profile: a row of sizes priced at once equals evaluate() bit for bit (holes, non-positive shapes)") {
+    // mbs {1, 4, 8} x s {16, 64}: forward falls steeply with mbs, so the quadratic shape dips
+    // to <= 0 inside the cells (it then takes the linear answer); backward has a hole at
+    // (mbs 8, s 64) (the cell takes the general path); mbs 9 and s 65 are out of range.
+    std::string t = timing_header;
+    for (int s : {16, 64})
+        for (int mbs : {1, 4, 8}) {
+            t += "1,none,encoder,forward," + std::to_string(s) + ",0," + std::to_string(mbs) + "," +
+                 (mbs == 1 ? "10" : "0.01") + "\n";
+            if (!(mbs == 8 && s == 64))
+                t += "1,none,encoder,backward," + std::to_string(s) + ",0," + std::to_string(mbs) + "," +
+                     std::to_string(2 * mbs + s / 16) + "\n";
+        }
+    std::size_t compared = 0, dips = 0, holes = 0;
+    for (auto mode : pipeplan::all_interpolation_modes) {
+        CAPTURE(pipeplan::to_string(mode));
+        const auto m = make(t, activation_header, state_header, mode);
+        const auto linear = m.with_mode(interpolation_mode::linear);
+        for (int s : {10, 16, 20, 40, 63, 64, 65}) {
+            profile_cost_model::prepared_query p;
+            m.prepare(q(1, s), p);
+            // Rows in pieces, in and out of order (the prepared query keeps its last mbs cell).
+            for (const auto& [first, n] : std::vector<std::pair<int, std::size_t>>{{1, 10}, {5, 3}, {2, 1}, {3, 7}, {7, 2}}) {
+                std::vector<pipeplan::layer_cost> row(n);
+                m.evaluate_row(p, first, n, row.data());
+                for (std::size_t k = 0; k < n; ++k) {
+                    const int mbs = first + static_cast<int>(k);
+                    CAPTURE(s);
+                    CAPTURE(mbs);
+                    const auto want = m.evaluate(q(mbs, s));
+                    for (const auto& [a, b] : {std::pair{want.forward_ms, row[k].forward_ms},
+                                               std::pair{want.backward_ms, row[k].backward_ms},
+                                               std::pair{want.stored_mb, row[k].stored_mb},
+                                               std::pair{want.peak_mb, row[k].peak_mb}}) {
+                        REQUIRE(a.status() == b.status());
+                        if (a.ok()) REQUIRE(a.value() == b.value());
+                    }
+                    ++compared;
+                    if (mode == interpolation_mode::recommended && want.forward_ms.ok() &&
+                        want.forward_ms.value() == linear.evaluate(q(mbs, s)).forward_ms.value() && mbs % 4 != 0 && mbs != 1 &&
+                        s != 16 && s != 64)
+                        ++dips;
+                    holes += mbs > 4 && s > 16 && s < 64 && !want.backward_ms.ok() ? 1 : 0;
+                }
+            }
+        }
+    }
+    CHECK(compared == 3 * 7 * 23);
+    CHECK(dips > 0);
+    CHECK(holes > 0);
 }
 
 TEST_CASE("profile: the scheme behind each mode") {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <tuple>
 #include <vector>
 
@@ -172,7 +173,7 @@ TEST_CASE("profile data: ragged edges, out of range, below the grid" * PIPEPLAN_
     }
 }
 
-TEST_CASE("profile data: a prepared query equals evaluate() bit for bit at every mbs (all modes, both models)" *
+TEST_CASE("profile data: a prepared query and its rows (evaluate_row) equal evaluate() bit for bit at every mbs (all modes, both models)" *
           PIPEPLAN_NEEDS_DATA()) {
     // Lengths on, between, below and above the grid points; mbs 1..3000 crosses every mbs cell
     // and leaves the grid (out of range), and 0 / negative lengths are unsupported.
@@ -183,12 +184,13 @@ TEST_CASE("profile data: a prepared query equals evaluate() bit for bit at every
     const auto same = [](const pipeplan::estimate<double>& a, const pipeplan::estimate<double>& b) {
         return a.status() == b.status() && (!a.ok() || a.value_or(0) == b.value_or(0));
     };
+    const std::vector<std::pair<int, std::size_t>> row_pieces{{1, 23}, {24, 47}, {3, 2}, {64, 1}, {120, 20}, {2040, 12}};
     for (const char* name : {"gpt_6.7b", "t5_11b"}) {
         for (const auto mode : pipeplan::all_interpolation_modes) {
             CAPTURE(name);
             CAPTURE(static_cast<int>(mode));
             const auto& m = profile_model(name, mode);
-            std::size_t compared = 0, ok = 0, mismatches = 0;
+            std::size_t compared = 0, row_compared = 0, ok = 0, mismatches = 0;
             for (const int tp : {1, 2, 3, 4, 8})
                 for (const auto r : pipeplan::all_recompute_modes)
                     for (const auto c : pipeplan::all_components)
@@ -207,8 +209,26 @@ TEST_CASE("profile data: a prepared query equals evaluate() bit for bit at every
                                         !same(want.stored_mb, got.stored_mb) || !same(want.peak_mb, got.peak_mb))
                                         ++mismatches;
                                 }
+                                // Rows of sizes at once (evaluate_row), in pieces that start inside
+                                // and on mbs cells, up to and past the grid's largest mbs (2048).
+                                profile_cost_model::prepared_query pr;
+                                m.prepare(query, pr);
+                                for (const auto& [first, n] : row_pieces) {
+                                    std::vector<pipeplan::layer_cost> row(n);
+                                    m.evaluate_row(pr, first, n, row.data());
+                                    for (std::size_t k = 0; k < n; ++k) {
+                                        query.mbs = first + static_cast<int>(k);
+                                        const auto want = m.evaluate(query);
+                                        ++row_compared;
+                                        if (!same(want.forward_ms, row[k].forward_ms) ||
+                                            !same(want.backward_ms, row[k].backward_ms) ||
+                                            !same(want.stored_mb, row[k].stored_mb) || !same(want.peak_mb, row[k].peak_mb))
+                                            ++mismatches;
+                                    }
+                                }
                             }
             CHECK(compared > 100000);
+            CHECK(row_compared > 100000);
             CHECK(ok > compared / 10);
             CHECK(mismatches == 0);
         }

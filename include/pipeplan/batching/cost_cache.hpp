@@ -20,9 +20,11 @@
 // Not thread-safe: one cache per thread (or per planner).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -81,6 +83,26 @@ public:
         }
         if (static_cast<int>(rw.costs.size()) < m) return nullptr;
         return &rw.costs[static_cast<std::size_t>(m) - 1];
+    }
+
+    /// The costs of sizes m .. m + n − 1 of `rw` (fewer where a size cannot be priced: the span
+    /// ends before it), pricing the missing sizes in one call of `price_row(first, count, out)`,
+    /// which prices sizes first .. first + count − 1 into out[0 ..] and returns how many it
+    /// priced before the first that cannot be (e.g. stage_cost_evaluator::evaluate_row).
+    template <class PriceRow>
+    std::span<const microbatch_cost> costs(row& rw, int m, int n, PriceRow&& price_row) {
+        const auto want = static_cast<std::size_t>(m) + static_cast<std::size_t>(n) - 1;
+        if (!rw.end && rw.costs.size() < want) {
+            const std::size_t have = rw.costs.size();
+            rw.costs.resize(want);
+            const std::size_t priced = price_row(static_cast<int>(have) + 1, want - have, rw.costs.data() + have);
+            rw.costs.resize(have + priced);
+            rw.end = have + priced < want;
+            costs_ += priced;
+        }
+        const std::size_t from = static_cast<std::size_t>(m) - 1;
+        if (rw.costs.size() <= from) return {};
+        return {rw.costs.data() + from, std::min(want, rw.costs.size()) - from};
     }
 
     /// Costs held.

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -79,29 +80,37 @@ public:
     }
 
 private:
+    // Prices the sizes t.size() + 1 .. m of `e` block by block (stage_cost_evaluator::
+    // evaluate_row; at most row_block sizes past the first that does not fit, which stay in the
+    // context's cache) and keeps those up to the first that does not fit.
     void extend(entry& e, int seqlen, int dec_seqlen, int m) {
+        using evaluator = stage_cost_evaluator<Model>;
         const auto& ev = ctx_->evaluator();
         // The shape is prepared when first priced (not for sizes the cache holds already).
-        const auto price = [&](int mbs) {
+        const auto price_row = [&](int first, std::size_t n, microbatch_cost* out) {
             if (!e.prepared) {
                 e.prepared = std::make_unique<prepared_shape>();
                 ev.prepare(seqlen, dec_seqlen, rung_.recompute, *e.prepared, &parts_);
             }
-            return ev.evaluate(*e.prepared, mbs);
+            estimate_status failed = estimate_status::ok;
+            return ev.evaluate_row(*e.prepared, first, n, out, failed);
         };
         shape_cost_cache* cache = ctx_->cache();
         if (cache && !e.cached) e.cached = &cache->at(seqlen, dec_seqlen, rung_.recompute);
         while (!e.closed && static_cast<int>(e.t.size()) < m) {
             const int next = static_cast<int>(e.t.size()) + 1;
-            if (cache) {
-                const microbatch_cost* c = cache->cost(*e.cached, next, price);
-                if (c && rung_.fits(*c)) push(e, c->time_ms);
-                else e.closed = true;
-                continue;
+            const int n = std::min(m - next + 1, static_cast<int>(evaluator::row_block));
+            const std::span<const microbatch_cost> got =
+                cache ? cache->costs(*e.cached, next, n, price_row)
+                      : std::span<const microbatch_cost>(own_.data(), price_row(next, static_cast<std::size_t>(n), own_.data()));
+            for (const microbatch_cost& c : got) {
+                if (!rung_.fits(c)) {
+                    e.closed = true;
+                    break;
+                }
+                push(e, c.time_ms);
             }
-            const auto c = price(next);
-            if (c.ok() && rung_.fits(c.value())) push(e, c.value().time_ms);
-            else e.closed = true;
+            if (static_cast<int>(got.size()) < n) e.closed = true;
         }
     }
 
@@ -123,6 +132,7 @@ private:
     memory_rung rung_;
     typename stage_cost_evaluator<Model>::part_memo parts_;  ///< component prices the entries share
     std::unordered_map<std::uint64_t, entry> table_;
+    std::array<microbatch_cost, stage_cost_evaluator<Model>::row_block> own_;  ///< extend()'s costs without a cache
 };
 
 }  // namespace detail

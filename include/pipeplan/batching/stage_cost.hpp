@@ -217,6 +217,131 @@ public:
         }
     }
 
+    /// The most sizes evaluate_row() prices in one step.
+    static constexpr std::size_t row_block = 16;
+
+    /// evaluate(ps, m) at m = first + k into out[k], k = 0, 1, ..., bit for bit, up to n sizes or
+    /// to the first size that cannot be priced: returns how many were priced (< n: size first +
+    /// that count cannot be, its status in `failed`). A row_cost_model prices each component's
+    /// sizes in one call, and the `pipeplan` accounting sums the devices' loads size by size in
+    /// each step (the same operations per size, which the compiler vectorises across sizes).
+    std::size_t evaluate_row(const prepared_shape& ps, int first, std::size_t n, microbatch_cost* out,
+                             estimate_status& failed) const {
+        std::size_t done = 0;
+        while (done < n) {
+            const std::size_t len = std::min(row_block, n - done);
+            const std::size_t priced = evaluate_block(ps, first + static_cast<int>(done), len, out + done, failed);
+            done += priced;
+            if (priced < len) break;
+        }
+        return done;
+    }
+
+private:
+    /// A component's prices at up to row_block sizes (evaluate_row()), one array per field.
+    struct part_block {
+        std::array<double, row_block> f_ms, b_ms, stored_mb, peak_mb;
+    };
+
+    /// evaluate_row() of at most row_block sizes.
+    std::size_t evaluate_block(const prepared_shape& ps, int first, std::size_t len, microbatch_cost* out,
+                               estimate_status& failed) const {
+        if constexpr (!row_cost_model<Model>) {
+            for (std::size_t k = 0; k < len; ++k) {
+                const auto c = evaluate(ps, first + static_cast<int>(k));
+                if (!c.ok()) {
+                    failed = c.status();
+                    return k;
+                }
+                out[k] = c.value_or(microbatch_cost{});
+            }
+            return len;
+        } else {
+            // Only the used components' sizes before `ok` are set, and only those are read.
+            std::array<part_block, 4> p;
+            std::array<layer_cost, row_block> lc;
+            std::size_t ok = len;  // the sizes before the first one a component cannot price
+            for (unsigned u = 0; u < used_count_ && ok > 0; ++u) {
+                const auto c = static_cast<component>(used_list_[u]);
+                const auto take = [&](std::size_t k, const part& q) {
+                    if (q.status != estimate_status::ok) {
+                        failed = q.status;
+                        ok = k;
+                        return false;
+                    }
+                    part_block& to = p[used_list_[u]];
+                    to.f_ms[k] = q.f_ms;
+                    to.b_ms[k] = q.b_ms;
+                    to.stored_mb[k] = q.stored_mb;
+                    to.peak_mb[k] = q.peak_mb;
+                    return true;
+                };
+                // take() stops each loop at the first size the component cannot price (`ok`
+                // shrinks to it).
+                if (std::vector<part>* row = ps.shared[used_list_[u]]) {
+                    extend_memo_row(*row, c, ps.parts[used_list_[u]], first + static_cast<int>(ok) - 1);
+                    const part* from = row->data() + (first - 1);
+                    for (std::size_t k = 0, n = ok; k < n && take(k, from[k]); ++k) {}
+                } else {
+                    model_->evaluate_row(ps.parts[used_list_[u]], first, ok, lc.data());
+                    for (std::size_t k = 0, n = ok; k < n && take(k, part_of(c, lc[k])); ++k) {}
+                }
+            }
+            if (mode_ == accounting_mode::pipeplan) {
+                cost_of_block(p, ok, out);
+                return ok;
+            }
+            for (std::size_t k = 0; k < ok; ++k) {
+                std::array<part, 4> one{};
+                for (unsigned u = 0; u < used_count_; ++u) {
+                    const part_block& q = p[used_list_[u]];
+                    one[used_list_[u]] = part{q.f_ms[k], q.b_ms[k], q.stored_mb[k], q.peak_mb[k], estimate_status::ok};
+                }
+                out[k] = cost_of(one);
+            }
+            return ok;
+        }
+    }
+
+    /// Prices a part_memo row (a component's prices at m = 1, 2, ...) up to size `last`.
+    void extend_memo_row(std::vector<part>& row, component c, const prepared_part_t& prepared, int last) const
+        requires row_cost_model<Model>
+    {
+        while (row.size() < static_cast<std::size_t>(last)) {
+            std::array<layer_cost, row_block> lc;
+            const std::size_t len = std::min(row_block, static_cast<std::size_t>(last) - row.size());
+            model_->evaluate_row(prepared, static_cast<int>(row.size()) + 1, len, lc.data());
+            for (std::size_t k = 0; k < len; ++k) row.push_back(part_of(c, lc[k]));
+        }
+    }
+
+    /// cost_of() of each size of a block (`pipeplan` accounting): per device, sum_load()'s sums
+    /// and maxima, size by size.
+    void cost_of_block(const std::array<part_block, 4>& p, std::size_t len, microbatch_cost* out) const noexcept {
+        std::array<double, row_block> time, stored, peak;
+        for (std::size_t k = 0; k < len; ++k) time[k] = stored[k] = peak[k] = 0;
+        for (const auto& d : devices_) {
+            std::array<double, row_block> f, b, s, excess;
+            for (std::size_t k = 0; k < len; ++k) f[k] = b[k] = s[k] = excess[k] = 0;
+            for (unsigned h = 0; h < d.held_size; ++h) {
+                const part_block& q = p[d.held[h]];
+                const double n = d.held_count[h];
+                for (std::size_t k = 0; k < len; ++k) {
+                    f[k] += n * q.f_ms[k];
+                    b[k] += n * q.b_ms[k];
+                    s[k] += n * q.stored_mb[k];
+                    excess[k] = std::max(excess[k], q.peak_mb[k] - q.stored_mb[k]);
+                }
+            }
+            for (std::size_t k = 0; k < len; ++k) {
+                time[k] = std::max(time[k], f[k] + b[k]);
+                stored[k] = std::max(stored[k], s[k]);
+                peak[k] = std::max(peak[k], s[k] + excess[k]);
+            }
+        }
+        for (std::size_t k = 0; k < len; ++k) out[k] = microbatch_cost{time[k], stored[k], peak[k]};
+    }
+
 private:
     /// The micro-batch cost from its components' prices (see the file comment).
     [[nodiscard]] microbatch_cost cost_of(const std::array<part, 4>& p) const {

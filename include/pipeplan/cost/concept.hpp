@@ -5,11 +5,13 @@
 //   m.evaluate(layer_query)              -> layer_cost   (times in ms, memory in MB)
 //   m.parameter_mb(component, tp, mode)  -> estimate<double>  (fp16 weights of one layer, MB)
 //   m.is_encoder_decoder()               -> bool
-// and, optionally (prepared_cost_model below), m.prepare(q, p) / m.evaluate(p, mbs), and
-// (canonical_cost_model) m.canonical_query(q).
+// and, optionally (prepared_cost_model below), m.prepare(q, p) / m.evaluate(p, mbs),
+// (row_cost_model) m.evaluate_row(p, first, n, out), and (canonical_cost_model)
+// m.canonical_query(q).
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 
 #include "pipeplan/cost/types.hpp"
 
@@ -31,6 +33,16 @@ concept prepared_cost_model = cost_model<M> && requires(const M& m, const layer_
                                                         const typename M::prepared_query& cp, int mbs) {
     m.prepare(q, p);
     { m.evaluate(cp, mbs) } -> std::convertible_to<layer_cost>;
+};
+
+/// A prepared cost model that can also price a row of micro-batch sizes in one call:
+/// `m.evaluate_row(p, first, n, out)` sets out[k] = m.evaluate(p, first + k) for k = 0 .. n − 1,
+/// bit for bit. Optional: the exact split prices its table rows with it where a model has it
+/// (profile_cost_model does) and size by size otherwise.
+template <class M>
+concept row_cost_model = prepared_cost_model<M> && requires(const M& m, const typename M::prepared_query& cp, int first,
+                                                            std::size_t n, layer_cost* out) {
+    m.evaluate_row(cp, first, n, out);
 };
 
 /// A cost model that says which lengths a query's prices depend on: `m.canonical_query(q)` is

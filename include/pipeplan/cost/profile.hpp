@@ -196,17 +196,16 @@ public:
     /// `q` with each length set to 0 that no grid of its (tp, recompute, component) has as an
     /// axis (an axis with the single value 0: profile_grid::independent()): those lengths are
     /// never located, so queries with the same canonical query are priced the same, bit for bit
-    /// (canonical_cost_model). A query the profile cannot price is returned as it is.
+    /// (canonical_cost_model). A query with no grid at all (e.g. the embedding's, which no
+    /// profile times) is unsupported whatever its lengths: both are set to 0.
     [[nodiscard]] layer_query canonical_query(layer_query q) const noexcept {
-        bool any = false, encoder_free = true, decoder_free = true;
+        bool encoder_free = true, decoder_free = true;
         for (const cost_metric which : all_cost_metrics) {
             const profile_grid* g = grid(q.tp, q.recompute, q.comp, which);
             if (g == nullptr) continue;
-            any = true;
             encoder_free = encoder_free && g->independent(1);
             decoder_free = decoder_free && g->independent(2);
         }
-        if (!any) return q;
         if (encoder_free) q.seqlen_tokens = 0;
         if (decoder_free) q.dec_seqlen_tokens = 0;
         return q;
@@ -269,6 +268,23 @@ public:
         std::array<estimate<double>*, metrics> slots{&c.forward_ms, &c.backward_ms, &c.stored_mb, &c.peak_mb};
         for (std::size_t i = 0; i < p.count; ++i) *slots[p.which[i]] = results[i];
         return c;
+    }
+
+    /// evaluate(p, mbs) at mbs = first + k into out[k], k = 0 .. n − 1, bit for bit (the sizes
+    /// inside one mbs cell are interpolated together: profile_grid::at_shared_located_row()).
+    void evaluate_row(const prepared_query& p, int first, std::size_t n, layer_cost* out) const noexcept {
+        if (p.slot < 0 || !p.shared || p.count == 0) {
+            for (std::size_t k = 0; k < n; ++k) out[k] = evaluate(p, first + static_cast<int>(k));
+            return;
+        }
+        static constexpr std::array<estimate<double> layer_cost::*, metrics> field{
+            &layer_cost::forward_ms, &layer_cost::backward_ms, &layer_cost::stored_mb, &layer_cost::peak_mb};
+        if (!p.all_metrics)
+            for (std::size_t k = 0; k < n; ++k) out[k] = layer_cost{};
+        profile_grid::at_shared_located_row(p.grids.data(), p.count, first, n, p.lengths, scheme_, p.memo,
+                                            [&](std::size_t k, std::size_t i, const estimate<double>& v) {
+                                                out[k].*field[p.which[i]] = v;
+                                            });
     }
 
     /// One metric of a query.
@@ -564,5 +580,6 @@ private:
 };
 
 static_assert(cost_model<profile_cost_model>);
+static_assert(row_cost_model<profile_cost_model>);
 
 }  // namespace pipeplan

@@ -252,7 +252,9 @@ public:
         static constexpr std::size_t max_grids = 4;
         static constexpr std::uint32_t none = 0xffffffffU;
         std::uint32_t lo = none;  ///< the cell's lower mbs index (none: nothing kept)
-        std::array<std::array<double, 8>, max_grids> values;  ///< per grid: each corner's (lo, hi) values
+        /// Per corner entry e (corner u's f(m0) at 2u, f(m1) at 2u + 1), each grid's value (grids
+        /// past the count: 0), so a size's sums over the grids run side by side.
+        std::array<std::array<double, max_grids>, 8> values;
         std::array<bool, max_grids> complete{};  ///< no corner value of the grid is NaN
     };
 
@@ -313,6 +315,35 @@ public:
         if (shape) g0.shape_stencil(b, lengths.w_a, lengths.w_b, sc);
         else g0.make_stencil(b, scheme, sc);
         for (std::size_t i = 0; i < count; ++i) out[i] = grids[i]->apply(sc, b, scheme, true);
+    }
+
+    /// at_shared_located(grids, count, mbs, lengths, scheme, out, &memo) at each size mbs =
+    /// first + k, k = 0 .. n − 1, bit for bit, handing grid i's value at size first + k to
+    /// put(k, i, value): the sizes in one mbs cell (quadratic_shape, all corners profiled) are
+    /// interpolated from its corner values without a search or stencil (shape_run()).
+    template <class Put>
+    static void at_shared_located_row(const profile_grid* const* grids, std::size_t count, int first, std::size_t n,
+                                      const located_lengths& lengths, interpolation_scheme scheme, mbs_cell_memo& memo,
+                                      Put&& put) {
+        if (count == 0) return;
+        const bool shapes = scheme == interpolation_scheme::quadratic_shape && lengths.status == estimate_status::ok &&
+                            count <= mbs_cell_memo::max_grids;
+        for (std::size_t k = 0; k < n;) {
+            const int mbs = first + static_cast<int>(k);
+            if (shapes) load_cell(grids, count, mbs, lengths, memo);
+            const std::size_t run = shapes ? shape_run_length(grids, count, mbs, n - k, lengths, memo) : 0;
+            if (run > 0) {
+                shape_run(grids, count, mbs, run, lengths, memo, [&](std::size_t j, std::size_t i, const estimate<double>& v) {
+                    put(k + j, i, v);
+                });
+                k += run;
+                continue;
+            }
+            std::array<estimate<double>, mbs_cell_memo::max_grids> one;
+            at_shared_located(grids, std::min(count, one.size()), mbs, lengths, scheme, one.data(), &memo);
+            for (std::size_t i = 0; i < count; ++i) put(k, i, one[i]);
+            ++k;
+        }
     }
 
     /// Leave-one-out prediction of the profiled point at grid indices `idx`: every dependent
@@ -502,27 +533,107 @@ private:
         st.shape = true;
     }
 
+    // The mbs cell `lo`'s corner values of each grid into `memo` (shape_located()).
+    static void fill_memo(const profile_grid* const* grids, std::size_t count, std::uint32_t lo,
+                          const located_lengths& lengths, mbs_cell_memo& memo) noexcept {
+        const std::size_t lo0 = lo * grids[0]->stride_[0], hi0 = (lo + 1) * grids[0]->stride_[0];
+        memo.lo = lo;
+        for (std::size_t i = 0; i < mbs_cell_memo::max_grids; ++i) {
+            bool complete = true;
+            for (std::uint32_t u = 0; u < lengths.corners; ++u) {
+                if (i >= count) {
+                    memo.values[2 * u][i] = memo.values[2 * u + 1][i] = 0;
+                    continue;
+                }
+                const double* v = grids[i]->values_.data() + lengths.corner_offset[u];
+                memo.values[2 * u][i] = v[lo0];
+                memo.values[2 * u + 1][i] = v[hi0];
+                complete = complete && !std::isnan(v[lo0]) && !std::isnan(v[hi0]);
+            }
+            memo.complete[i] = complete;
+        }
+    }
+
+    // Makes the memo hold the mbs cell that locate() finds for `mbs` (shape_located() would
+    // load it there), unless it holds it already or mbs lies outside the grid's mbs range.
+    static void load_cell(const profile_grid* const* grids, std::size_t count, int mbs, const located_lengths& lengths,
+                          mbs_cell_memo& memo) noexcept {
+        const profile_grid& g0 = *grids[0];
+        const double x = mbs;
+        if (memo.lo != mbs_cell_memo::none && g0.axis_value(0, memo.lo) <= x && x < g0.axis_value(0, memo.lo + 1)) return;
+        bracket b;
+        if (g0.locate(0, x, interpolation_scheme::quadratic_shape, b) != estimate_status::ok || b.lo == b.hi ||
+            x < g0.axis_value(0, b.lo))
+            return;
+        fill_memo(grids, count, b.lo, lengths, memo);
+    }
+
+    // How many of the sizes first, first + 1, ... (at most n) lie in the memo's mbs cell (its
+    // lower point included: locate() finds that cell there too, at local coordinate 0) and take
+    // shape_located() there with every grid's corners profiled: the sizes shape_run() prices
+    // together. 0 when the memo holds no cell or a grid is incomplete.
+    [[nodiscard]] static std::size_t shape_run_length(const profile_grid* const* grids, std::size_t count, int first,
+                                                      std::size_t n, const located_lengths& lengths,
+                                                      const mbs_cell_memo& memo) noexcept {
+        if (memo.lo == mbs_cell_memo::none || count > mbs_cell_memo::max_grids) return 0;
+        for (std::size_t i = 0; i < count; ++i)
+            if (!memo.complete[i]) return 0;
+        const profile_grid& g0 = *grids[0];
+        const double m0 = g0.axis_value(0, memo.lo), m1 = g0.axis_value(0, memo.lo + 1);
+        std::size_t run = 0;
+        for (; run < n; ++run) {
+            const double mbs = first + static_cast<int>(run);
+            if (!(mbs >= 1.0 && m0 <= mbs && mbs < m1)) break;
+            const double t = g0.local(0, memo.lo, memo.lo + 1, mbs, interpolation_scheme::quadratic_shape);
+            if (lengths.on_grid && (t == 0 || t == 1)) break;
+        }
+        return run;
+    }
+
+    /// shape_located() at the sizes first .. first + run − 1 of one mbs cell whose corners are
+    /// all profiled (shape_run_length()): put(k, i, value) receives grid i's value at size first + k.
+    /// Per size the same operations in the same order; the grids' sums run side by side (the
+    /// memo's values are laid out per corner entry), which the compiler vectorises.
+    template <class Put>
+    static void shape_run(const profile_grid* const* grids, std::size_t count, int first, std::size_t run,
+                          const located_lengths& lengths, const mbs_cell_memo& memo, Put&& put) {
+        constexpr std::size_t lanes = mbs_cell_memo::max_grids;
+        const profile_grid& g0 = *grids[0];
+        const std::uint32_t lo = memo.lo, corners = lengths.corners;
+        const double m0 = g0.axis_value(0, lo), m1 = g0.axis_value(0, lo + 1);
+        const double inv_dm = 1.0 / (m1 - m0);
+        for (std::size_t k = 0; k < run; ++k) {
+            const double t = g0.local(0, lo, lo + 1, first + static_cast<int>(k), interpolation_scheme::quadratic_shape);
+            const double m = m0 + t * (m1 - m0);
+            std::array<double, lanes> sum{};
+            for (std::uint32_t u = 0; u < corners; ++u) {
+                const double wa = lengths.corner_wa[u];
+                const double c = (lengths.corner_wb[u] * m - wa * m0) * inv_dm;
+                const double w0 = wa - c;
+                for (std::size_t i = 0; i < lanes; ++i) sum[i] += w0 * memo.values[2 * u][i];
+                for (std::size_t i = 0; i < lanes; ++i) sum[i] += c * memo.values[2 * u + 1][i];
+            }
+            for (std::size_t i = 0; i < count; ++i) {
+                if (sum[i] > 0) {
+                    put(k, i, estimate<double>(sum[i]));
+                    continue;
+                }
+                std::array<bracket, axes> b{};
+                b[0] = {lo, lo + 1, t};
+                for (std::size_t a = 1; a < axes; ++a) b[a] = {lengths.lo[a], lengths.hi[a], lengths.t[a]};
+                put(k, i, grids[i]->combine(b, interpolation_scheme::linear, true));
+            }
+        }
+    }
+
     // at_shared_located()'s quadratic_shape stencil (off the grid points, two mbs corners) from
     // the lengths' corners and the memo's corner values: shape_stencil() + apply(), the same
     // floating-point operations in the same order; a grid with a NaN corner takes apply().
     static void shape_located(const profile_grid* const* grids, std::size_t count, const std::array<bracket, axes>& b,
                               const located_lengths& lengths, mbs_cell_memo& memo, estimate<double>* out) noexcept {
         const profile_grid& g0 = *grids[0];
-        const std::size_t lo0 = b[0].lo * g0.stride_[0], hi0 = b[0].hi * g0.stride_[0];
         const std::uint32_t corners = lengths.corners;
-        if (memo.lo != b[0].lo) {
-            memo.lo = b[0].lo;
-            for (std::size_t i = 0; i < count; ++i) {
-                bool complete = true;
-                for (std::uint32_t u = 0; u < corners; ++u) {
-                    const double* v = grids[i]->values_.data() + lengths.corner_offset[u];
-                    memo.values[i][2 * u] = v[lo0];
-                    memo.values[i][2 * u + 1] = v[hi0];
-                    complete = complete && !std::isnan(v[lo0]) && !std::isnan(v[hi0]);
-                }
-                memo.complete[i] = complete;
-            }
-        }
+        if (memo.lo != b[0].lo) fill_memo(grids, count, b[0].lo, lengths, memo);
         const double m0 = g0.axis_value(0, b[0].lo), m1 = g0.axis_value(0, b[0].hi);
         const double m = m0 + b[0].t * (m1 - m0);
         const double inv_dm = 1.0 / (m1 - m0);
@@ -543,7 +654,7 @@ private:
             // apply() leaves out the entries of weight 0; adding w · v = ±0 for them instead
             // changes no sum but a zero one, which takes the fallback either way.
             double sum = 0;
-            for (std::uint32_t e = 0; e < 2 * corners; ++e) sum += w[e] * memo.values[i][e];
+            for (std::uint32_t e = 0; e < 2 * corners; ++e) sum += w[e] * memo.values[e][i];
             out[i] = sum > 0 ? estimate<double>(sum) : grids[i]->combine(b, interpolation_scheme::linear, true);
         }
     }
