@@ -1176,7 +1176,7 @@ private:
         std::vector<double> quick_ms(splits.size(), 0.0);
         const std::size_t n = opt_.scheduled_extra_splits;
         const auto bar_ms = [&](std::size_t e) {  // the n-th smallest quick makespan of the extras before e
-            if (opt_.threads > 1 || e < n) return std::numeric_limits<double>::infinity();
+            if (opt_.threads > 1 || n == 0 || e < n) return std::numeric_limits<double>::infinity();
             std::vector<double> before(e);
             for (std::size_t i = 0; i < e; ++i) before[i] = quick_ms[idx[i]];
             std::nth_element(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(n - 1), before.end());

@@ -105,6 +105,10 @@ struct discovery_policy {
     /// the inner loops of order searches, where an order slower than the one to beat is only
     /// compared. Infinite: every run completes.
     double give_up_above_ms = std::numeric_limits<double>::infinity();
+    /// Record where each device's preference made a choice (order_discovery::choice_masks(), which
+    /// adaptive reads); false leaves the masks 0 and spares a backward-first device the look at
+    /// its forwards when it runs a ready backward anyway (the V schedules).
+    bool record_choices = true;
 };
 
 /// The discovered orders and the makespan they reach (the simulator's replay of the orders
@@ -767,7 +771,7 @@ private:
         const bool b_first = backward_first(ds.prefer, ds.last_forward);
         const std::uint8_t choice = ds.last_forward ? 2 : 1;  // choice_mask bit of this state
         if (b_first && b_ready) {
-            if (!(choices_[d] & choice)) {
+            if (pol_->record_choices && !(choices_[d] & choice)) {
                 const forwards f = forward_options(d);
                 if (f.ready || f.feed) choices_[d] |= choice;
             }
@@ -801,8 +805,8 @@ private:
             ready = j < ds.next_admit || (j == ds.next_admit && fits(d, j));
             if (ready && j < ds.next_admit && pol_->stage_memory) ready = later_fits(d, j, ds.fwd.first_stage());
         }
-        const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
-                          (!ready || ds.fwd.first_mb() > ds.next_admit);
+        const bool feed = d == dev0_ && ds.next_admit < M_ && (!ready || ds.fwd.first_mb() > ds.next_admit) &&
+                          fits(d, ds.next_admit);
         return {ready, feed};
     }
     void wake(std::size_t d, double t) {
