@@ -153,7 +153,7 @@ void run_drawn(benchmark::State& state, long long tokens, std::uint64_t seed) {
 
 void BM_plan_gpt_drawn_fresh(benchmark::State& s) { run_drawn(s, s.range(0), 1); }
 /// The batch and the work of `pipeplan plan ... --tokens 65536 --seed range(0)` (GPT-6.7B 65k,
-/// S 4, the CLI's `planning_ms.total`): seeds 1-5 cost 64.3, 65.5, 53.5, 79.2 and 63.3 M
+/// S 4, the CLI's `planning_ms.total`): seeds 1-5 cost 59.0, 60.5, 48.5, 72.8 and 56.9 M
 /// instructions (callgrind, `--toggle-collect='*within_memory*'`, release build).
 void BM_plan_gpt_cli_fresh(benchmark::State& s) { run_drawn(s, 65536, static_cast<std::uint64_t>(s.range(0))); }
 

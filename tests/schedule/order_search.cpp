@@ -213,6 +213,30 @@ TEST_CASE("order search: generators that give up above the makespan to beat chan
             }
 }
 
+TEST_CASE("order search: beat_ms keeps only orders faster than it (the planner's screen)") {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed)
+        for (const char* name : {"zb-v", "v-half", "adaptive"}) {
+            INFO(name << ", seed " << seed);
+            const schedule_traits& t = schedules().at(name);
+            named_schedule_options o;
+            o.memory_limit_mb = 1700.0;
+            const scenario sc = prepare_scenario(t, random_scenario(4, 12, seed), o);
+            order_search_options so;
+            so.memory_limit_mb = o.memory_limit_mb;
+            so.max_evaluations = order_search_starts;  // the starts alone, as the screen
+            const order_search_result free = search_named_order(t, sc, o, so);
+            REQUIRE(free.feasible);
+            so.beat_ms = free.makespan_ms;  // nothing is faster than the best start
+            const order_search_result tied = search_named_order(t, sc, o, so);
+            CHECK_FALSE(tied.feasible);
+            so.beat_ms = free.makespan_ms * (1.0 + 1e-6);  // the best start beats it
+            const order_search_result above = search_named_order(t, sc, o, so);
+            CHECK(above.feasible);
+            CHECK(above.makespan_ms == free.makespan_ms);
+            CHECK(above.order == free.order);
+        }
+}
+
 TEST_CASE("order search: the evaluation memo finds exactly the (order, limit) pairs added") {
     pipeplan::schedule::detail::evaluation_memo memo;
     const std::vector<std::uint32_t> a{0, 1, 2, 3}, b{1, 0, 2, 3}, c{0, 1, 3, 2};

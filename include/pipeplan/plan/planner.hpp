@@ -1157,7 +1157,11 @@ private:
     /// ascending) to schedule with every kind: all when there are at most
     /// opt_.scheduled_extra_splits, else the best by one quick simulation each with `leading` (the
     /// kind of the fastest candidate so far; when none, screening_kind()), see
-    /// planner_options::scheduled_extra_splits.
+    /// planner_options::scheduled_extra_splits. With one thread the extras are screened in turn,
+    /// each search beating the n-th best quick makespan so far (n = scheduled_extra_splits;
+    /// order_search_options::beat_ms): a split that does not beat it is never kept (ties keep
+    /// the lower index, and that bar only falls), so its evaluations may give up sooner; the
+    /// splits kept are those of the searches from scratch.
     [[nodiscard]] std::vector<std::size_t> screen(const std::vector<named_split>& splits, scenario_sets& scs,
                                                   const split_group& g, kind_t leading) const {
         std::vector<std::size_t> idx(g.end - g.begin - g.always);
@@ -1170,19 +1174,29 @@ private:
         schedule::named_schedule_options quick = schedule_options(scs[config][idx.front()].front());
         quick.quick = true;
         std::vector<double> quick_ms(splits.size(), 0.0);
+        const std::size_t n = opt_.scheduled_extra_splits;
+        const auto bar_ms = [&](std::size_t e) {  // the n-th smallest quick makespan of the extras before e
+            if (opt_.threads > 1 || n == 0 || e < n) return std::numeric_limits<double>::infinity();
+            std::vector<double> before(e);
+            for (std::size_t i = 0; i < e; ++i) before[i] = quick_ms[idx[i]];
+            std::nth_element(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(n - 1), before.end());
+            return before[n - 1];
+        };
         parallel_for(idx.size(), opt_.threads, [&](std::size_t e, std::size_t) {
             const std::size_t k = idx[e];
+            schedule::order_search_options so;
+            so.memory_limit_mb = budget_mb_;
+            so.max_evaluations = schedule::order_search_starts;
+            so.simulate_winner = false;
+            so.beat_ms = bar_ms(e);
             for (const auto& sc : scs[config][k]) {
-                schedule::order_search_options so;
-                so.memory_limit_mb = budget_mb_;
-                so.max_evaluations = schedule::order_search_starts;
-                so.simulate_winner = false;
                 const auto r = schedule::search_order_with(sc, [&](std::size_t, double beat_ms) {
                     schedule::named_schedule_options q = quick;  // may give up above the best start so far
                     q.give_up_above_ms = beat_ms;
                     return schedule::make_generator(*kind, q);
                 }, so);
-                quick_ms[k] = std::max(quick_ms[k], r.makespan_ms);  // infinite when infeasible
+                quick_ms[k] = r.feasible ? std::max(quick_ms[k], r.makespan_ms) : std::numeric_limits<double>::infinity();
+                if (!r.feasible) break;  // infinite: no start fits, or none beats the bar
             }
         });
         std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return quick_ms[a] < quick_ms[b]; });

@@ -105,6 +105,10 @@ struct discovery_policy {
     /// the inner loops of order searches, where an order slower than the one to beat is only
     /// compared. Infinite: every run completes.
     double give_up_above_ms = std::numeric_limits<double>::infinity();
+    /// Record where each device's preference made a choice (order_discovery::choice_masks(), which
+    /// adaptive reads); false leaves the masks 0 and spares a backward-first device the look at
+    /// its forwards when it runs a ready backward anyway (the V schedules).
+    bool record_choices = true;
 };
 
 /// The discovered orders and the makespan they reach (the simulator's replay of the orders
@@ -237,14 +241,10 @@ public:
         pending_.push_back({ready_ms, key(mb, stage)});
         std::push_heap(pending_.begin(), pending_.end(), later{});
     }
-    /// Moves the candidates that arrived by `t_ms` to the ready heap.
-    void arrive(double t_ms) {
-        while (!pending_.empty() && !(pending_.front().ready_ms > t_ms)) {
-            std::pop_heap(pending_.begin(), pending_.end(), later{});
-            ready_.push_back(pending_.back().key);
-            pending_.pop_back();
-            std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
-        }
+    /// Moves the candidates that arrived by `t_ms` to the ready heap (the test inline: most
+    /// calls find none).
+    [[gnu::always_inline]] void arrive(double t_ms) {
+        if (!pending_.empty() && !(pending_.front().ready_ms > t_ms)) move_arrived(t_ms);
     }
     /// Forgets every candidate; room for `n` arrived ones (fewer reallocations while they fill).
     void reset(std::size_t n) {
@@ -285,6 +285,14 @@ private:
     struct later {
         bool operator()(const pending& a, const pending& b) const noexcept { return a.ready_ms > b.ready_ms; }
     };
+    void move_arrived(double t_ms) {
+        do {
+            std::pop_heap(pending_.begin(), pending_.end(), later{});
+            ready_.push_back(pending_.back().key);
+            pending_.pop_back();
+            std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
+        } while (!pending_.empty() && !(pending_.front().ready_ms > t_ms));
+    }
     std::vector<pending> pending_;
     std::vector<std::uint64_t> ready_;
 };
@@ -298,13 +306,14 @@ private:
 /// compares per update instead of one per device and event; beyond, every
 /// finite time set is pushed on a heap, and next() pops it, skipping the entries that a later
 /// set made stale (O(log) per event). Up to scan_devices devices (the 4-device V plans), update(d)
-/// only ranks d's event and next() scans the devices' ranks for the first among the earliest:
-/// fewer instructions than replaying matches (BM_plan_gpt_cli_fresh -2.6 to -3.3 %).
+/// does nothing and next() scans the times: the first device with the earliest completion, unless
+/// a wake-up is strictly earlier (then the first device with that one) — the same event as the
+/// rule's, with fewer instructions than ranking or replaying matches.
 class event_queue {
 public:
     static constexpr double never = std::numeric_limits<double>::infinity();
     static constexpr std::size_t tournament_devices = 16;
-    /// Up to this many devices, next() scans the devices' keys instead (no matches to replay).
+    /// Up to this many devices, next() scans the devices' times instead (no matches to replay).
     static constexpr std::size_t scan_devices = 4;
 
     struct event {
@@ -340,10 +349,9 @@ public:
     }
     /// Re-ranks device d after set_done / set_wake (tournament only; the heap has the entries).
     void update(std::size_t d) noexcept {
-        if (!tournament_) return;
+        if (!tournament_ || scan_) return;
         const bool w = !(done_[d] <= wake_[d]);
         key_[d] = key{w ? wake_[d] : done_[d], static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(d)};
-        if (scan_) return;
         // Up the tree until a match whose winner stays another device (nothing above changes).
         for (std::size_t i = (leaves_ + d) / 2; i >= 1; i /= 2) {
             const std::uint32_t was = winner_[i];
@@ -355,10 +363,13 @@ public:
     [[nodiscard]] event next() {
         if (scan_) {  // the first device among the earliest, as the tournament's root
             if (devices_ == 0) return {0, never, false};
-            std::size_t d = 0;
-            for (std::size_t i = 1; i < devices_; ++i)
-                if (before(key_[i], key_[d])) d = i;
-            return {d, key_[d].t_ms, key_[d].wake != 0};
+            std::size_t done = 0, wake = 0;  // the first device with the earliest completion, wake-up
+            for (std::size_t i = 1; i < devices_; ++i) {
+                if (done_[i] < done_[done]) done = i;
+                if (wake_[i] < wake_[wake]) wake = i;
+            }
+            if (done_[done] <= wake_[wake]) return {done, done_[done], false};
+            return {wake, wake_[wake], true};
         }
         if (tournament_) {
             if (devices_ == 0) return {0, never, false};
@@ -403,7 +414,7 @@ private:
     }
     std::size_t devices_ = 0;
     bool tournament_ = true;
-    bool scan_ = true;  // devices <= scan_devices: next() scans key_ (the tournament unused)
+    bool scan_ = true;  // devices <= scan_devices: next() scans done_ and wake_ (key_ unused)
     std::vector<double> done_, wake_;
     std::vector<key> key_;   // tournament: each device's earliest event, then the padding's
     std::size_t leaves_ = 1;  // tournament: its leaves, a power of two >= the devices
@@ -564,7 +575,6 @@ private:
         std::size_t held_count = 0;  // stage memory: (mb, stage) activations held
         double held_sum = 0.0;       // stage memory: their sum, added in forward-start order
         std::uint32_t next_admit = 0;  // next micro-batch to admit (in order)
-        double busy_until = 0.0;
         bool busy = false;
         bool last_forward = false;
         pref_t prefer = pref_t::backward_first;
@@ -613,7 +623,6 @@ private:
             ds.prefer = pol.prefer_on.empty() ? pol.prefer : pol.prefer_on[d];
             ds.inflight = 0;
             ds.next_admit = 0;
-            ds.busy_until = 0.0;
             ds.busy = false;
             ds.last_forward = false;
             const std::size_t room = std::min<std::size_t>(M_ * stages_count_[d], 16);
@@ -655,7 +664,6 @@ private:
         if (end + left_work_[d] > give_up_ms_) out_.gave_up = true;
         auto& ds = dev_[d];
         ds.busy = true;
-        ds.busy_until = end;
         ds.last_forward = o.kind == op_kind::F;
         if (pol_->stage_memory && o.kind == op_kind::F) {
             const std::size_t k = sc_->at(o.microbatch, o.stage);
@@ -763,7 +771,7 @@ private:
         const bool b_first = backward_first(ds.prefer, ds.last_forward);
         const std::uint8_t choice = ds.last_forward ? 2 : 1;  // choice_mask bit of this state
         if (b_first && b_ready) {
-            if (!(choices_[d] & choice)) {
+            if (pol_->record_choices && !(choices_[d] & choice)) {
                 const forwards f = forward_options(d);
                 if (f.ready || f.feed) choices_[d] |= choice;
             }
@@ -797,8 +805,8 @@ private:
             ready = j < ds.next_admit || (j == ds.next_admit && fits(d, j));
             if (ready && j < ds.next_admit && pol_->stage_memory) ready = later_fits(d, j, ds.fwd.first_stage());
         }
-        const bool feed = d == dev0_ && ds.next_admit < M_ && fits(d, ds.next_admit) &&
-                          (!ready || ds.fwd.first_mb() > ds.next_admit);
+        const bool feed = d == dev0_ && ds.next_admit < M_ && (!ready || ds.fwd.first_mb() > ds.next_admit) &&
+                          fits(d, ds.next_admit);
         return {ready, feed};
     }
     void wake(std::size_t d, double t) {
@@ -807,12 +815,15 @@ private:
             events_.update(d);
         }
     }
-    void deliver(candidate_queue& q, std::size_t to, double ready_ms, std::uint32_t mb, std::uint32_t stage,
-                 double now_ms) {
+    // A candidate for device `to` from the op that device `from` completed at now_ms. Only
+    // another device that is idle must wake up for it: a busy one looks at its candidates when
+    // its op completes (try_run, then next_wake), and so does `from` itself right after
+    // complete(). A wake-up that found the device busy did nothing (28 % of the events of
+    // BM_plan_gpt_cli_fresh's discoveries, most of them set by a device's own W after its B).
+    void deliver(candidate_queue& q, std::size_t from, std::size_t to, double ready_ms, std::uint32_t mb,
+                 std::uint32_t stage, double now_ms) {
         q.push(ready_ms, mb, stage, now_ms);
-        const auto& ds = dev_[to];
-        // An idle device (or one that frees up before the arrival) must wake up for it.
-        if (!ds.busy || ds.busy_until < ready_ms) wake(to, ready_ms);
+        if (to != from && !dev_[to].busy) wake(to, ready_ms);
     }
     // After its event, an idle device sleeps until its earliest candidate that is not there yet
     // (runs right after try_run(d, t), which moved the arrived ones).
@@ -838,11 +849,11 @@ private:
         if (const cross_target c = cross_successor(o, V_); c.has) {
             const std::size_t to = dev_of_[c.to.stage];
             auto& q = c.to.kind == op_kind::B ? dev_[to].bwd : dev_[to].fwd;
-            deliver(q, to, links_.arrival(t, d, to, timing_->message_mb(o)), o.microbatch, c.to.stage, t);
+            deliver(q, d, to, links_.arrival(t, d, to, timing_->message_mb(o)), o.microbatch, c.to.stage, t);
         } else if (o.kind == op_kind::F) {
-            deliver(ds.bwd, d, t, o.microbatch, o.stage, t);
+            deliver(ds.bwd, d, d, t, o.microbatch, o.stage, t);
         }
-        if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, t, o.microbatch, o.stage, t);
+        if (o.kind == op_kind::B && split_) deliver(ds.wgt, d, d, t, o.microbatch, o.stage, t);
     }
 
     const scenario* sc_ = nullptr;

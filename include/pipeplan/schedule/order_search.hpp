@@ -62,6 +62,11 @@ struct order_search_options {
     /// Non-empty: the search starts from this order (a permutation of 0..M-1) alone, without the
     /// structured starts — to continue an earlier search from its best order.
     std::vector<std::uint32_t> start;
+    /// The makespan to beat from the first evaluation on (infinite: none): only faster orders
+    /// are kept, so a generator may give up above it at once (generator_of()); when no order is
+    /// faster, the result is infeasible. For a caller that only needs to know whether this
+    /// scenario beats another's best (planner's screen of extra splits).
+    double beat_ms = std::numeric_limits<double>::infinity();
     /// When the winner's makespan came from the generator's replay_facts (not simulated),
     /// simulate it once for order_search_result::peak_memory_mb; false leaves that NaN (callers
     /// that simulate the chosen order themselves save the simulation).
@@ -345,6 +350,7 @@ template <class Factory>
     const std::size_t M = sc.microbatches;
     if (!opt.start.empty()) detail::check_start_order(opt.start, M);
     detail::order_search_state<Factory> st(sc, factory, opt);
+    st.best.makespan_ms = opt.beat_ms;
     // 1. structured starts (or the caller's start alone).
     if (!opt.start.empty()) {
         st.best.order = opt.start;

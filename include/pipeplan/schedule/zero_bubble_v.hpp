@@ -187,6 +187,7 @@ struct zb_v {
         pol.memory_limit_mb = memory_limit_mb;
         pol.w_share = w_share;
         pol.stage_memory = true;
+        pol.record_choices = false;  // (adaptive's)
         pol.max_pending_w = max_pending_w;
         pol.held_limit_mb = v_activation_limits_mb(sc, s.placement, activation_share);
         if (quick) pol.give_up_above_ms = give_up_above_ms;
