@@ -883,6 +883,20 @@ TEST_CASE("exact_split reweighted splits: the result is unchanged; each is near-
         (void)pb::exact_split(model, batch, cfg, opt, nullptr, nullptr, nullptr, &again);
         REQUIRE(again.size() == rw.size());
         for (std::size_t k = 0; k < rw.size(); ++k) CHECK(again[k].microbatches == rw[k].microbatches);
+        // They are the splits of the final order (the micro-batches in turn) under the result's
+        // rung, as exact_split_ordered gives them from a table of its own.
+        const pb::split_context<table_cost_model> ctx(model, batch, cfg, opt);
+        std::vector<int> final_order;
+        for (const auto& mb : best.microbatches) final_order.insert(final_order.end(), mb.begin(), mb.end());
+        const pb::memory_rung* rung = nullptr;
+        for (const auto& r : ctx.ladder())
+            if (!rung && r.kind == best.limit && r.recompute == best.recompute) rung = &r;
+        REQUIRE(rung != nullptr);
+        std::vector<pb::split_result> own;
+        (void)pb::exact_split_ordered<table_cost_model>(ctx, final_order, *rung, nullptr, nullptr,
+                                                        std::numeric_limits<double>::infinity(), nullptr, &own);
+        REQUIRE(own.size() == rw.size());
+        for (std::size_t k = 0; k < rw.size(); ++k) CHECK(own[k].microbatches == rw[k].microbatches);
         opt.fill_weights = {-0.5};
         CHECK_THROWS_AS((void)pb::exact_split(model, batch, cfg, opt), pipeplan::invalid_argument);
         opt.fill_weights = {std::numeric_limits<double>::infinity()};

@@ -286,6 +286,35 @@ struct exact_split_stats {
     int orders = 0;              ///< orders solved
 };
 
+namespace detail {
+
+/// The range-cost table of one order with its objective-free solves (range_split_cache): what
+/// the reweighted splits of that order need (exact_split keeps the best order's).
+struct order_table {
+    range_costs rc;
+    bool head_padded = false;
+    range_split_cache cache;
+};
+
+/// One split of the table's order per options().fill_weights entry w, into `out`: the optimum
+/// with the fill term weighted by w. Candidates for a simulator to judge, under a weight that is
+/// itself an estimate: solved to within reweighted_tolerance (or the options' tolerance, if looser).
+template <cost_model Model>
+void reweighted_splits(const split_context<Model>& ctx, std::span<const int> order, const memory_rung& rung,
+                       order_table& table, shape_tables<Model>& tables, std::vector<split_result>& out) {
+    const auto& cfg = ctx.config();
+    const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
+    const double tol = std::max(ctx.options().relative_tolerance, reweighted_tolerance);
+    out.clear();
+    for (double w : ctx.options().fill_weights) {
+        const range_split_solution ws =
+            solve_range_split(table.rc, w * a, cfg.dp, tol, std::numeric_limits<double>::infinity(), 0, &table.cache);
+        out.push_back(assemble_bounds(ctx, order, rung, ws.bounds, tables, table.head_padded));
+    }
+}
+
+}  // namespace detail
+
 /// The exact split over a given order of the context's samples, under `rung` (all singletons must
 /// fit under it). Returns the micro-batches (ids), their packed rows, and the solution.
 /// `shared_tables` (optional) lets several orders under the same rung share the shape tables;
@@ -293,25 +322,29 @@ struct exact_split_stats {
 /// `alternatives` (optional) receives up to options().alternative_splits runner-up splits of this
 /// order (solve_range_split's), best first. `reweighted` (optional) receives one split of this
 /// order per options().fill_weights entry w: the exact optimum with the fill term weighted by w.
+/// `keep` (optional) receives the order's range-cost table and its objective-free solves, for
+/// reweighted splits of this order later (detail::reweighted_splits), unless its rows borrow
+/// the shape tables' rows (a sorted decoder-only order without packing: keep stays empty).
 template <cost_model Model>
 [[nodiscard]] split_result exact_split_ordered(const split_context<Model>& ctx, std::span<const int> order,
                                             const memory_rung& rung, exact_split_stats* stats = nullptr,
                                             detail::shape_tables<Model>* shared_tables = nullptr,
                                             double upper_bound = std::numeric_limits<double>::infinity(),
                                             std::vector<split_result>* alternatives = nullptr,
-                                            std::vector<split_result>* reweighted = nullptr) {
+                                            std::vector<split_result>* reweighted = nullptr,
+                                            std::optional<detail::order_table>* keep = nullptr) {
     std::optional<detail::shape_tables<Model>> own;
     if (!shared_tables) own.emplace(ctx, rung);
     detail::shape_tables<Model>& tables = shared_tables ? *shared_tables : *own;
-    bool head_padded = false;
+    detail::order_table table;
     long long entries = 0;
-    range_costs rc = detail::build_range_costs(ctx, order, tables, head_padded, entries);
+    table.rc = detail::build_range_costs(ctx, order, tables, table.head_padded, entries);
     const auto& cfg = ctx.config();
     const double a = static_cast<double>(cfg.stages - 1) / cfg.virtual_chunks;
-    range_split_cache cache;  // the objective-free solves, shared with the reweighted splits
-    range_split_solution sol = solve_range_split(rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
+    // table.cache: the objective-free solves, shared with the reweighted splits
+    range_split_solution sol = solve_range_split(table.rc, a, cfg.dp, ctx.options().relative_tolerance, upper_bound,
                                              alternatives ? static_cast<std::size_t>(ctx.options().alternative_splits) : 0,
-                                             &cache);
+                                             &table.cache);
     if (stats) {
         stats->capped_solves = sol.solves;
         stats->range_entries = entries;
@@ -319,19 +352,13 @@ template <cost_model Model>
     if (alternatives) {
         alternatives->clear();
         for (const auto& alt : sol.alternatives)
-            alternatives->push_back(detail::assemble_bounds(ctx, order, rung, alt.bounds, tables, head_padded));
+            alternatives->push_back(detail::assemble_bounds(ctx, order, rung, alt.bounds, tables, table.head_padded));
     }
-    if (reweighted) {
-        // Candidates for a simulator to judge, under a weight that is itself an estimate: solved
-        // to within reweighted_tolerance (or the options' tolerance, if looser).
-        const double tol = std::max(ctx.options().relative_tolerance, reweighted_tolerance);
-        reweighted->clear();
-        for (double w : ctx.options().fill_weights) {
-            const range_split_solution ws = solve_range_split(rc, w * a, cfg.dp, tol, std::numeric_limits<double>::infinity(), 0, &cache);
-            reweighted->push_back(detail::assemble_bounds(ctx, order, rung, ws.bounds, tables, head_padded));
-        }
-    }
-    return detail::assemble_bounds(ctx, order, rung, sol.bounds, tables, head_padded);
+    if (reweighted) detail::reweighted_splits(ctx, order, rung, table, tables, *reweighted);
+    split_result r = detail::assemble_bounds(ctx, order, rung, sol.bounds, tables, table.head_padded);
+    const bool borrowed = table.head_padded && !ctx.options().packing.enabled;  // build_range_costs' borrowed rows
+    if (keep && !borrowed) keep->emplace(std::move(table));
+    return r;
 }
 
 namespace detail {
@@ -491,12 +518,18 @@ template <cost_model Model>
         // One order: the reweighted splits come with its solve; several: from the final order.
         const bool single = orders.size() == 1 && !refine;
         std::vector<std::vector<int>> refined;  // keeps the refined orders alive
+        // The best order's table (several orders with reweighted splits): its reweighted splits
+        // need no second build and no second search.
+        std::optional<detail::order_table> best_table;
+        const bool keep_best = reweighted && !single;
         // Solves `order` (exact below `bound`); the result becomes the best when it is better.
         const auto solve = [&](std::span<const int> order, double bound) {
             exact_split_stats st;
             std::vector<split_result> alts, rws;
+            std::optional<detail::order_table> table;
             split_result r = exact_split_ordered(ctx, order, rung, &st, &tables, std::min(bound, options.objective_bound_ms),
-                                              alternatives ? &alts : nullptr, reweighted && single ? &rws : nullptr);
+                                              alternatives ? &alts : nullptr, reweighted && single ? &rws : nullptr,
+                                              keep_best ? &table : nullptr);
             if (stats) {
                 stats->capped_solves += st.capped_solves;
                 stats->range_entries += st.range_entries;
@@ -508,6 +541,7 @@ template <cost_model Model>
                 best_order = order;
                 if (alternatives) *alternatives = std::move(alts);
                 if (reweighted) *reweighted = std::move(rws);
+                best_table = std::move(table);
             }
             return r;
         };
@@ -522,8 +556,14 @@ template <cost_model Model>
             for (std::size_t k = 0; k < std::min<std::size_t>(2, rank.size()); ++k)
                 detail::refine_chain(ctx.shapes(), std::move(starts[rank[k]]), options.refine_passes, refined, solve);
         }
-        if (reweighted && !single)  // the main solve is bounded by its own optimum: nearly free
-            (void)exact_split_ordered(ctx, best_order, rung, nullptr, &tables, best.objective_ms, nullptr, reweighted);
+        if (keep_best) {  // the final order's reweighted splits (its table rebuilt only if not kept)
+            if (!best_table) {
+                best_table.emplace();
+                long long entries = 0;
+                best_table->rc = detail::build_range_costs(ctx, best_order, tables, best_table->head_padded, entries);
+            }
+            detail::reweighted_splits(ctx, best_order, rung, *best_table, tables, *reweighted);
+        }
         return best;
     }
     ctx.throw_no_rung();
