@@ -238,10 +238,20 @@ public:
     }
 
 private:
-    /// A component's prices at up to row_block sizes (evaluate_row()), one array per field.
-    struct part_block {
-        std::array<double, row_block> f_ms, b_ms, stored_mb, peak_mb;
+    /// A component's prices at up to W sizes, one array per field (evaluate_row(): W = row_block;
+    /// one size: W = 1).
+    template <std::size_t W>
+    struct part_lanes {
+        std::array<double, W> f_ms, b_ms, stored_mb, peak_mb;
     };
+    using part_block = part_lanes<row_block>;
+
+    /// The components' prices of one size as lanes of width 1 (unused components: zeros).
+    [[nodiscard]] static std::array<part_lanes<1>, 4> one_lane(const std::array<part, 4>& p) noexcept {
+        std::array<part_lanes<1>, 4> out;
+        for (std::size_t c = 0; c < 4; ++c) out[c] = {{p[c].f_ms}, {p[c].b_ms}, {p[c].stored_mb}, {p[c].peak_mb}};
+        return out;
+    }
 
     /// evaluate_row() of at most row_block sizes.
     std::size_t evaluate_block(const prepared_shape& ps, int first, std::size_t len, microbatch_cost* out,
@@ -288,7 +298,7 @@ private:
                 }
             }
             if (mode_ == accounting_mode::pipeplan) {
-                cost_of_block(p, ok, out);
+                cost_of_lanes(p, ok, out);
                 return ok;
             }
             for (std::size_t k = 0; k < ok; ++k) {
@@ -315,28 +325,19 @@ private:
         }
     }
 
-    /// cost_of() of each size of a block (`pipeplan` accounting): per device, sum_load()'s sums
-    /// and maxima, size by size.
-    void cost_of_block(const std::array<part_block, 4>& p, std::size_t len, microbatch_cost* out) const noexcept {
-        std::array<double, row_block> time, stored, peak;
+    /// The `pipeplan` accounting of `len` sizes (see the file comment): per size, the most loaded
+    /// device's time (forward + backward), stored activations and peak (sum_load()).
+    template <std::size_t W>
+    void cost_of_lanes(const std::array<part_lanes<W>, 4>& p, std::size_t len, microbatch_cost* out) const noexcept {
+        std::array<double, W> time, stored, peak;
         for (std::size_t k = 0; k < len; ++k) time[k] = stored[k] = peak[k] = 0;
         for (const auto& d : devices_) {
-            std::array<double, row_block> f, b, s, excess;
-            for (std::size_t k = 0; k < len; ++k) f[k] = b[k] = s[k] = excess[k] = 0;
-            for (unsigned h = 0; h < d.held_size; ++h) {
-                const part_block& q = p[d.held[h]];
-                const double n = d.held_count[h];
-                for (std::size_t k = 0; k < len; ++k) {
-                    f[k] += n * q.f_ms[k];
-                    b[k] += n * q.b_ms[k];
-                    s[k] += n * q.stored_mb[k];
-                    excess[k] = std::max(excess[k], q.peak_mb[k] - q.stored_mb[k]);
-                }
-            }
+            load_sums<W> s;
+            sum_load(d, p, len, s);
             for (std::size_t k = 0; k < len; ++k) {
-                time[k] = std::max(time[k], f[k] + b[k]);
-                stored[k] = std::max(stored[k], s[k]);
-                peak[k] = std::max(peak[k], s[k] + excess[k]);
+                time[k] = std::max(time[k], s.f_ms[k] + s.b_ms[k]);
+                stored[k] = std::max(stored[k], s.stored_mb[k]);
+                peak[k] = std::max(peak[k], s.stored_mb[k] + s.excess_mb[k]);
             }
         }
         for (std::size_t k = 0; k < len; ++k) out[k] = microbatch_cost{time[k], stored[k], peak[k]};
@@ -347,12 +348,7 @@ private:
     [[nodiscard]] microbatch_cost cost_of(const std::array<part, 4>& p) const {
         microbatch_cost out;
         if (mode_ == accounting_mode::pipeplan) {
-            for (const auto& d : devices_) {
-                const chunk_cost c = sum_load(d, p);
-                out.time_ms = std::max(out.time_ms, c.forward_ms + c.backward_ms);
-                out.stored_mb = std::max(out.stored_mb, c.stored_mb);
-                out.peak_mb = std::max(out.peak_mb, c.peak_mb);
-            }
+            cost_of_lanes(one_lane(p), 1, &out);
             return out;
         }
         const double L = config_.layers_per_stage;
@@ -418,7 +414,12 @@ public:
         out.clear();
         if (const estimate_status st = price_all(s, r, p, failed); st != estimate_status::ok) return st;
         out.reserve(chunks_.size());
-        for (const auto& c : chunks_) out.push_back(sum_load(c, p));
+        const auto lanes = one_lane(p);
+        for (const auto& c : chunks_) {
+            load_sums<1> sum;
+            sum_load(c, lanes, 1, sum);
+            out.push_back(chunk_cost{sum.f_ms[0], sum.b_ms[0], sum.stored_mb[0], sum.stored_mb[0] + sum.excess_mb[0]});
+        }
         return estimate_status::ok;
     }
 
@@ -471,21 +472,30 @@ private:
         return estimate_status::ok;
     }
 
-    /// The `pipeplan` accounting of one load: sums of times and stored activations over its
-    /// components; peak = stored + the largest transient excess of a component it holds.
-    [[nodiscard]] static chunk_cost sum_load(const load& d, const std::array<part, 4>& p) noexcept {
-        chunk_cost out;
-        double excess = 0;
+    /// One load's sums at `len` sizes: per size, the sums of forward and backward times and of
+    /// stored activations over the components it holds, and the largest transient excess
+    /// (peak − stored) of one of them.
+    template <std::size_t W>
+    struct load_sums {
+        std::array<double, W> f_ms, b_ms, stored_mb, excess_mb;
+    };
+
+    /// The `pipeplan` accounting of one load (a device or a chunk) at `len` sizes: its peak is
+    /// stored + excess (load_sums). The one place the per-load sums are taken.
+    template <std::size_t W>
+    static void sum_load(const load& d, const std::array<part_lanes<W>, 4>& p, std::size_t len,
+                         load_sums<W>& out) noexcept {
+        for (std::size_t k = 0; k < len; ++k) out.f_ms[k] = out.b_ms[k] = out.stored_mb[k] = out.excess_mb[k] = 0;
         for (unsigned h = 0; h < d.held_size; ++h) {
-            const part& q = p[d.held[h]];
+            const part_lanes<W>& q = p[d.held[h]];
             const double n = d.held_count[h];
-            out.forward_ms += n * q.f_ms;
-            out.backward_ms += n * q.b_ms;
-            out.stored_mb += n * q.stored_mb;
-            excess = std::max(excess, q.peak_mb - q.stored_mb);
+            for (std::size_t k = 0; k < len; ++k) {
+                out.f_ms[k] += n * q.f_ms[k];
+                out.b_ms[k] += n * q.b_ms[k];
+                out.stored_mb[k] += n * q.stored_mb[k];
+                out.excess_mb[k] = std::max(out.excess_mb[k], q.peak_mb[k] - q.stored_mb[k]);
+            }
         }
-        out.peak_mb = out.stored_mb + excess;
-        return out;
     }
 
     /// Parameters of `c` (MB, fp16); an optional one the model does not know counts 0.
