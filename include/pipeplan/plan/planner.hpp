@@ -399,9 +399,12 @@ private:
         if (opt_.compare_splits) tasks.push_back({0, false, true});
         for (std::size_t k = 1; k < modes.size(); ++k) {
             const bool apart = opt_.threads > 1 && modes[k].base.recompute_ladder.front() != recompute_mode::none;
-            if (!apart) tasks.push_back({k, true, opt_.compare_splits});
-            if (apart) tasks.push_back({k, true, false});
-            if (apart && opt_.compare_splits) tasks.push_back({k, false, true});
+            if (!apart) {
+                tasks.push_back({k, true, opt_.compare_splits});
+                continue;
+            }
+            tasks.push_back({k, true, false});
+            if (opt_.compare_splits) tasks.push_back({k, false, true});
         }
         // More threads: the larger tables first (the available limit is above the preferred
         // one, and later modes store less per sample: longer rows), so the workers finish together.
