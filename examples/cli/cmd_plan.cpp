@@ -461,7 +461,7 @@ void register_plan(CLI::App& app) {
                   "its own and keep the fastest that fits (more memory is then rarely slower; where they run a plan "
                   "costs 2-8x as much; docs/plans.md)");
     sub->add_option("--threads", o->threads,
-                    "Worker threads for the candidate schedules and buffer planning (1..256); the plan is "
+                    "Worker threads for the later splits, the candidate schedules and buffer planning (1..256); the plan is "
                     "byte-identical for every count")
         ->check(integer_in(1u, 256u))
         ->capture_default_str();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "batching/real_batches.hpp"
@@ -258,6 +259,32 @@ TEST_CASE("planner memory: real T5-11B, later recomputation modes compared when 
     const plan_result r = plan_iteration(gpt, test::draw_batch("superni_gpt.csv", 65536, 1), mem_options(2, 4, 8, 4096, 36000));
     for (const candidate_report& c : r.candidates) CHECK(c.split.rfind("full ", 0) != 0);
     for (const candidate_report& c : r.candidates) CHECK(c.split.rfind("selective ", 0) != 0);
+}
+
+TEST_CASE("planner memory: real T5-11B, the recomputation modes' splits on worker threads give the same plan" * PIPEPLAN_NEEDS_DATA()) {
+    // At 11500 MB (25 % long targets, seed 2) the selective and full modes are both split: with
+    // threads > 1 the first mode's available split and the full mode's two splits run on the
+    // workers (split_modes), each worker with its own shape-cost cache.
+    const auto& t5 = test::profile_model("t5_11b", interpolation_mode::recommended);
+    const auto batch = test::draw_mixed_batch("superni_llama.csv", 65536, 2, 0.25);
+    const plan_result one = plan_iteration(t5, batch, mem_options(4, 4, 6, 1024, 11500));
+    REQUIRE(std::any_of(one.candidates.begin(), one.candidates.end(),
+                        [](const candidate_report& c) { return c.split.rfind("full ", 0) == 0; }));
+    for (std::size_t threads : {2u, 3u}) {
+        auto o = mem_options(4, 4, 6, 1024, 11500);
+        o.threads = threads;
+        planner<std::remove_cvref_t<decltype(t5)>> p(t5, o);
+        for (int run = 0; run < 2; ++run) {  // the second with the workers' caches filled
+            const plan_result many = p.plan(batch);
+            INFO("threads " << threads << ", run " << run);
+            CHECK(to_binary(many.plan) == to_binary(one.plan));
+            REQUIRE(many.candidates.size() == one.candidates.size());
+            for (std::size_t k = 0; k < one.candidates.size(); ++k) {
+                CHECK(many.candidates[k].split == one.candidates[k].split);
+                CHECK(many.candidates[k].makespan_ms == one.candidates[k].makespan_ms);
+            }
+        }
+    }
 }
 
 TEST_CASE("planner memory: real T5-11B, the extra splits are screened with the leading kind" * PIPEPLAN_NEEDS_DATA()) {

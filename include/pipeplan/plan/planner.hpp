@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -135,9 +136,10 @@ struct planner_options {
     /// order_search_evaluations to find an order without idle gaps; near-tight plans pay nothing.
     double polish_above_ratio = 1.04;
     std::size_t polish_evaluations = 96;  ///< 0 = no polish
-    /// Worker threads (>= 1) for the candidate schedules and the per-rank buffer planning. The
-    /// plan does not depend on it: candidates are compared in a fixed order (split, then kind)
-    /// and ties go to the earlier one, so any thread count gives byte-identical plans.
+    /// Worker threads (>= 1) for the splits after the first (split_modes()), the candidate
+    /// schedules and the per-rank buffer planning. The plan does not depend on it: splits are
+    /// grouped and candidates compared in a fixed order (split, then kind) and ties go to the
+    /// earlier one, so any thread count gives byte-identical plans.
     std::size_t threads = 1;
     /// When the preferred split needed recomputation, or its largest micro-batch stores within
     /// 1 % of its stored-activation limit (memory held the split back): also split under every
@@ -306,24 +308,35 @@ private:
     /// plan() with schedules under budget_mb_: the splits of the first
     /// recomputation mode that fits, then (planner_options::compare_recompute, when that mode
     /// recomputes or its stored limit binds: stored_limit_binds()) those of each later mode of the
-    /// ladder, each mode's splits one group (choose()).
+    /// ladder, each mode's splits one group (choose()). With threads > 1 the splits that do not
+    /// wait for another (split_modes()) run on the workers; the splits are the same.
     [[nodiscard]] plan_result plan_under_budget(std::span<const batching::sample> batch) {
         const auto t0 = detail::clock::now();
+        std::vector<mode_splits> modes(1);
+        modes[0].base = opt_.split;
+        solve_preferred(batch, modes[0], costs_);
+        const auto& ladder = opt_.split.recompute_ladder;
+        const auto first = std::find(ladder.begin(), ladder.end(), modes[0].pref->recompute);
+        if (opt_.compare_recompute && first != ladder.end() && (first != ladder.begin() || stored_limit_binds(*modes[0].pref)))
+            for (auto r = first + 1; r != ladder.end(); ++r) {
+                modes.emplace_back().base = opt_.split;
+                modes.back().base.recompute_ladder = {*r};
+            }
+        split_modes(batch, modes);
         std::vector<named_split> splits;
         std::vector<split_group> groups;
-        add_group(batch, opt_.split, splits, groups);
-        const auto& ladder = opt_.split.recompute_ladder;
-        const auto first = std::find(ladder.begin(), ladder.end(), splits.front().second.recompute);
-        if (opt_.compare_recompute && first != ladder.end() && (first != ladder.begin() || stored_limit_binds(splits.front().second)))
-            for (auto r = first + 1; r != ladder.end(); ++r) {
-                batching::split_options so = opt_.split;
-                so.recompute_ladder = {*r};
+        for (std::size_t k = 0; k < modes.size(); ++k) {
+            mode_splits& m = modes[k];
+            if (m.pref_error) {  // a later mode without a split is left out, as is its available split
                 try {
-                    add_group(batch, so, splits, groups);
+                    std::rethrow_exception(m.pref_error);
                 } catch (const error&) {
-                    // no split under this mode
+                    continue;
                 }
             }
+            if (m.alt_error) std::rethrow_exception(m.alt_error);
+            add_group(m, splits, groups);
+        }
         return finish(std::move(splits), std::move(groups), t0);
     }
 
@@ -345,34 +358,101 @@ private:
         std::size_t begin = 0, always = 0, end = 0;
     };
 
-    /// Appends the splits under options `base` as one group: the exact DP's (named by its
-    /// recomputation mode when not the first group), the available-memory split, the reweighted
-    /// splits and runner-ups; a split already in `splits` (same micro-batches and mode) is left out.
-    void add_group(std::span<const batching::sample> batch, batching::split_options base, std::vector<named_split>& splits,
-                   std::vector<split_group>& groups) {
-        split_group g{splits.size(), 0, 0};
-        const std::string prefix = groups.empty() ? "" : std::string(to_string(base.recompute_ladder.front())) + " ";
-        batching::split_options so = base;
+    /// The exact splits of one recomputation mode (one group): the preferred split with its
+    /// reweighted splits and runner-ups, and the available-memory split (compare_splits). An
+    /// exception of either solve is kept and rethrown where the one-thread order would meet it.
+    struct mode_splits {
+        batching::split_options base;
+        std::optional<batching::split_result> pref, alt;
+        std::vector<batching::split_result> runner_ups, reweighted;
+        std::exception_ptr pref_error, alt_error;
+    };
+
+    /// The preferred split of `m.base`'s modes, with its reweighted splits and runner-ups.
+    void solve_preferred(std::span<const batching::sample> batch, mode_splits& m, batching::shape_cost_cache& cache) {
+        batching::split_options so = m.base;
         so.alternative_splits = static_cast<int>(opt_.alternative_splits);
         so.fill_weights = opt_.fill_weights;
-        std::vector<batching::split_result> runner_ups, reweighted;
-        batching::split_result pref = batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_,
-                                                         opt_.alternative_splits > 0 ? &runner_ups : nullptr,
-                                                         opt_.fill_weights.empty() ? nullptr : &reweighted, &orders_);
+        m.pref = batching::exact_split(model_, batch, opt_.config, so, nullptr, &cache,
+                                       opt_.alternative_splits > 0 ? &m.runner_ups : nullptr,
+                                       opt_.fill_weights.empty() ? nullptr : &m.reweighted, &orders_);
+    }
+
+    /// Whether a mode's available-memory search is bounded by its preferred split's objective
+    /// (available_split()): only when that split took the preferred limit without recomputation.
+    [[nodiscard]] static bool available_bounded(const batching::split_result& preferred) noexcept {
+        return preferred.limit == batching::memory_limit_kind::preferred && preferred.recompute == recompute_mode::none;
+    }
+
+    /// The splits of `modes` that plan_under_budget() still needs: modes[0]'s available split
+    /// (its preferred one is solved), both splits of each later mode. One thread: in that order.
+    /// More: as tasks on the workers, each with its worker's shape-cost cache (the splits do not
+    /// depend on a cache), the available splits first. A later mode's available split waits for
+    /// its preferred split only where the latter could bound it (the mode is `none`); else the
+    /// two run apart.
+    void split_modes(std::span<const batching::sample> batch, std::vector<mode_splits>& modes) {
+        struct split_task {
+            std::size_t mode;
+            bool pref, alt;
+        };
+        std::vector<split_task> tasks;
+        if (opt_.compare_splits) tasks.push_back({0, false, true});
+        for (std::size_t k = 1; k < modes.size(); ++k) {
+            const bool apart = opt_.threads > 1 && modes[k].base.recompute_ladder.front() != recompute_mode::none;
+            if (!apart) {
+                tasks.push_back({k, true, opt_.compare_splits});
+                continue;
+            }
+            tasks.push_back({k, true, false});
+            if (opt_.compare_splits) tasks.push_back({k, false, true});
+        }
+        // More threads: the larger tables first (the available limit is above the preferred
+        // one, and later modes store less per sample: longer rows), so the workers finish together.
+        const auto larger = [](const split_task& x, const split_task& y) { return x.alt != y.alt ? x.alt : x.mode > y.mode; };
+        if (opt_.threads > 1) std::stable_sort(tasks.begin(), tasks.end(), larger);
+        const std::size_t workers = parallel_workers(tasks.size(), opt_.threads);
+        if (extra_costs_.size() + 1 < workers) extra_costs_.resize(workers - 1);
+        parallel_for(tasks.size(), opt_.threads, [&](std::size_t t, std::size_t worker) {
+            mode_splits& m = modes[tasks[t].mode];
+            batching::shape_cost_cache& cache = worker == 0 ? costs_ : extra_costs_[worker - 1];
+            if (tasks[t].pref) {
+                try {
+                    solve_preferred(batch, m, cache);
+                } catch (...) {
+                    m.pref_error = std::current_exception();
+                    return;  // (one thread: the mode's available split is not solved)
+                }
+            }
+            if (!tasks[t].alt) return;
+            try {
+                const bool solved = tasks[t].pref || tasks[t].mode == 0;  // the preferred split is known
+                m.alt = available_split(batch, m.base, solved ? &*m.pref : nullptr, cache);
+            } catch (...) {
+                m.alt_error = std::current_exception();
+            }
+        });
+        for (std::size_t k = 0; k < modes.size(); ++k)  // the filters that need the preferred split
+            if (modes[k].pref && modes[k].alt && !keep_available(*modes[k].alt, *modes[k].pref)) modes[k].alt.reset();
+    }
+
+    /// Appends mode `m`'s splits as one group: the exact DP's (named by its recomputation mode
+    /// when not the first group), the available-memory split, the reweighted splits and
+    /// runner-ups; a split already in `splits` (same micro-batches and mode) is left out.
+    void add_group(mode_splits& m, std::vector<named_split>& splits, std::vector<split_group>& groups) {
+        split_group g{splits.size(), 0, 0};
+        const std::string prefix = groups.empty() ? "" : std::string(to_string(m.base.recompute_ladder.front())) + " ";
         const auto add = [&](std::string name, batching::split_result&& s) {
             for (std::size_t k = 0; k < splits.size(); ++k)  // (in this group: the same micro-batches)
                 if (splits[k].second.microbatches == s.microbatches && (k >= g.begin || splits[k].second.recompute == s.recompute))
                     return;
             splits.emplace_back(prefix + name, std::move(s));
         };
-        std::optional<batching::split_result> alt;
-        if (opt_.compare_splits) alt = available_split(batch, base, pref);
-        add("preferred", std::move(pref));
-        if (alt) add("available", std::move(*alt));
+        add("preferred", std::move(*m.pref));
+        if (m.alt) add("available", std::move(*m.alt));
         g.always = splits.size() - g.begin;  // scheduled in full; the extras below are screened
-        for (std::size_t k = 0; k < reweighted.size(); ++k)
-            add("fill weight " + format_weight(opt_.fill_weights[k]), std::move(reweighted[k]));
-        for (std::size_t k = 0; k < runner_ups.size(); ++k) add("runner-up " + std::to_string(k + 1), std::move(runner_ups[k]));
+        for (std::size_t k = 0; k < m.reweighted.size(); ++k)
+            add("fill weight " + format_weight(opt_.fill_weights[k]), std::move(m.reweighted[k]));
+        for (std::size_t k = 0; k < m.runner_ups.size(); ++k) add("runner-up " + std::to_string(k + 1), std::move(m.runner_ups[k]));
         g.end = splits.size();
         if (g.end > g.begin) groups.push_back(g);
     }
@@ -551,6 +631,7 @@ private:
     planner_options opt_;
     std::vector<schedule::simulation_workspace> ws_;  ///< one per worker thread
     batching::shape_cost_cache costs_;  ///< shape costs shared by the splits of every iteration
+    std::vector<batching::shape_cost_cache> extra_costs_;  ///< workers 1.. of split_modes(): their own
     batching::order_memo orders_;       ///< the splits' initial sample orders of the batch last split
     /// The schedules' memory limit: the device memory, or less while within_memory() re-plans.
     double budget_mb_ = opt_.config.device_memory_mb;
@@ -558,27 +639,29 @@ private:
     /// probe runs the fastest plan so far (probe_below()).
     double beat_ms_ = std::numeric_limits<double>::infinity();
 
-    /// The split under the available memory alone, when it differs from `preferred`. When the
-    /// preferred split needed no recomputation, its micro-batches also fit the available rung at
-    /// the same costs, so only strictly better objectives are searched for (the bound prunes the
-    /// exact split); a split that is not strictly better is not a candidate.
+    /// The split under the available memory alone (nullopt: none). When `preferred` (the
+    /// mode's preferred split, if solved before) needed no recomputation (available_bounded()),
+    /// its micro-batches also fit the available rung at the same costs, so only strictly better
+    /// objectives are searched for (the bound prunes the exact split); keep_available() then
+    /// drops a split that is the preferred one or not strictly better.
     [[nodiscard]] std::optional<batching::split_result> available_split(std::span<const batching::sample> batch,
                                                                        const batching::split_options& base,
-                                                                       const batching::split_result& preferred) {
+                                                                       const batching::split_result* preferred,
+                                                                       batching::shape_cost_cache& cache) {
         batching::split_options so = base;
         so.limit_ladder = {batching::memory_limit_kind::available};
-        const bool bounded = preferred.limit == batching::memory_limit_kind::preferred &&
-                             preferred.recompute == recompute_mode::none;
-        if (bounded) so.objective_bound_ms = preferred.objective_ms;
+        if (preferred && available_bounded(*preferred)) so.objective_bound_ms = preferred->objective_ms;
         try {
-            batching::split_result alt =
-                batching::exact_split(model_, batch, opt_.config, so, nullptr, &costs_, nullptr, nullptr, &orders_);
-            if (alt.microbatches == preferred.microbatches) return std::nullopt;
-            if (bounded && !(alt.objective_ms < preferred.objective_ms)) return std::nullopt;
-            return alt;
+            return batching::exact_split(model_, batch, opt_.config, so, nullptr, &cache, nullptr, nullptr, &orders_);
         } catch (const error&) {
             return std::nullopt;  // no split under the available memory alone: keep the preferred one
         }
+    }
+    /// Whether the available split `alt` is a candidate beside `preferred`: it differs, and
+    /// beats it when the search was bounded by it.
+    [[nodiscard]] static bool keep_available(const batching::split_result& alt, const batching::split_result& preferred) {
+        if (alt.microbatches == preferred.microbatches) return false;
+        return !available_bounded(preferred) || alt.objective_ms < preferred.objective_ms;
     }
 
     /// The memory re-plans' search over budgets (within_memory()). Below the device memory, a
