@@ -238,21 +238,14 @@ inline std::uint64_t place_best_fit(std::span<const placement_item> items, const
     return arena;
 }
 
-/// Inserts `e` at position `at` of the `n` spans at `sp` (room for n + 1): the tail moves up
-/// by one place. Returns n + 1.
-inline std::size_t insert_at(placed_span* sp, std::size_t n, std::size_t at, const placed_span& e) {
-    for (std::size_t k = n; k > at; --k) sp[k] = sp[k - 1];
+/// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
+/// list), after the spans that begin at or below e's begin: those above move up one place, from
+/// the top (one pass, no call). Returns n + 1.
+inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
+    std::size_t at = n;
+    for (; at > 0 && sp[at - 1].begin > e.begin; --at) sp[at] = sp[at - 1];
     sp[at] = e;
     return n + 1;
-}
-
-/// Inserts `e` into the `n` spans at `sp` (room for n + 1), kept sorted by address (a short
-/// list): the position is counted without branches (where a search would mispredict), after
-/// the spans that begin at or below e's begin. Returns n + 1.
-inline std::size_t insert_sorted(placed_span* sp, std::size_t n, const placed_span& e) {
-    std::size_t at = 0;
-    for (std::size_t k = 0; k < n; ++k) at += sp[k].begin <= e.begin;
-    return insert_at(sp, n, at, e);
 }
 
 /// Scratch of place_rest(), kept across calls (its vectors only grow).
@@ -292,15 +285,12 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
             }
             n = kept;
         }
-        std::size_t at = n;  // b's place in `live` (by address), found with its gap
         const bool placed_before = offset[i] != unplaced;  // (by the search)
         if (!placed_before) {
             std::size_t n_later = 0;
             for (std::size_t j = next_placed[i + 1]; j < items.size() && items[j].first <= b.last; j = next_placed[j + 1])
                 n_later = insert_sorted(later, n_later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
-            // smallest gap between the buffers of live and later (both by address), merged;
-            // the live buffers visited before it end at or below its bottom, the others
-            // begin above it: their count is b's place in `live`
+            // smallest gap between the buffers of live and later (both by address), merged
             std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
             const std::uint64_t need = b.size_bytes;  // (> 0: an empty gap never fits)
             std::size_t k = 0;
@@ -309,7 +299,6 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
                 const std::uint64_t fit = gap >= need ? gap : UINT64_MAX;
                 const bool better = fit < best_gap;
                 pos = better ? cursor : pos;
-                at = better ? k : at;
                 best_gap = better ? fit : best_gap;
                 cursor = std::max(cursor, e.end);
             };
@@ -322,13 +311,10 @@ inline std::uint64_t place_rest(std::span<const placement_item> items, std::vect
         }
         arena = std::max(arena, offset[i] + b.size_bytes);
         // only a buffer that a later-born one meets joins `live` (not a workspace, say, dead
-        // before the next birth: the items come by first use)
+        // before the next birth: the items come by first use), by address (the live buffers
+        // below b begin below its offset, those above it at or above its end)
         if (i + 1 == items.size() || items[i + 1].first > b.last) continue;
-        if (placed_before) {  // its place among the live buffers (as insert_sorted() counts it)
-            at = 0;
-            for (std::size_t k = 0; k < n; ++k) at += live[k].begin <= offset[i];
-        }
-        n = insert_at(live, n, at, {offset[i], offset[i] + b.size_bytes, b.last, i});
+        n = insert_sorted(live, n, {offset[i], offset[i] + b.size_bytes, b.last, i});
         next_death = std::min(next_death, b.last);
     }
     return arena;
@@ -461,17 +447,16 @@ private:
     void place_best_gap(std::uint32_t s, std::uint32_t i) {
         const std::uint64_t need = items_[i].size_bytes;
         std::uint64_t best_gap = UINT64_MAX, pos = 0;
-        std::uint32_t at = 0;
-        const std::uint64_t top = each_gap(s, [&](std::uint64_t a, std::uint64_t b, std::uint32_t k) {  // (selects, not branches)
+        const std::uint64_t top = each_gap(s, [&](std::uint64_t a, std::uint64_t b, std::uint32_t) {  // (selects, not branches)
             const std::uint64_t fit = b - a >= need ? b - a : UINT64_MAX;
             const bool better = fit < best_gap;
             pos = better ? a : pos;
-            at = better ? k : at;
             best_gap = better ? fit : best_gap;
         });
         state& st = states_[s];
-        if (best_gap == UINT64_MAX) pos = top, at = st.live;
-        st.live = static_cast<std::uint32_t>(insert_at(&spans_[std::size_t(s) * cap_], st.live, at, {pos, pos + need, items_[i].last, i}));
+        if (best_gap == UINT64_MAX) pos = top;
+        // (the spans below the gap begin below pos, those above it at or above pos + need)
+        st.live = static_cast<std::uint32_t>(insert_sorted(&spans_[std::size_t(s) * cap_], st.live, {pos, pos + need, items_[i].last, i}));
         st.arena = std::max(st.arena, pos + need);
         st.hash += mix(pos, i);
         trail_.push_back({st.trail, pos});

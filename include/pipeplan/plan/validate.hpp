@@ -42,6 +42,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -218,19 +219,37 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     if (ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == rv.rank) bad("message to itself");
 }
 
+/// What structure_ok() asks of a kind, by code: nothing (user kinds, frees, ends), `unknown`
+/// (a code neither built in nor a user's), `local` (compute, load, clock and overlap: on a
+/// stage of the rank) or `message`.
+enum class structure_class : std::uint8_t { nothing, unknown, local, message };
+inline constexpr std::array<structure_class, 256> structure_class_by_code = [] {
+    std::array<structure_class, 256> t{};
+    for (std::size_t k = 0; k < t.size(); ++k) {
+        const auto kind = static_cast<instr_kind>(k);
+        const kind_category c = category(kind);
+        t[k] = is_unknown(kind)                                         ? structure_class::unknown
+               : !is_builtin(kind)                                      ? structure_class::nothing
+               : c == kind_category::compute || kind == instr_kind::load_microbatch || kind == instr_kind::set_frequency ||
+                       kind == instr_kind::overlap_f_b                  ? structure_class::local
+               : is_message(kind)                                       ? structure_class::message
+                                                                        : structure_class::nothing;
+    }
+    return t;
+}();
+
 /// Whether check_structure() finds nothing wrong with instruction `ins` (the same tests,
 /// without the messages: the common case of a sound plan costs no string work).
 [[nodiscard]] inline bool structure_ok(const rank_view& rv, const instruction& ins) {
-    if (is_unknown(ins.kind)) return false;
-    if (!is_builtin(ins.kind)) return true;
-    const std::size_t n = rv.p.buffers.size();
-    if ((ins.in != no_slot && ins.in >= n) || (ins.out != no_slot && ins.out >= n) || (ins.stash != no_slot && ins.stash >= n) ||
-        (ins.work != no_slot && ins.work >= n))
-        return false;
+    const structure_class sc = structure_class_by_code[static_cast<std::uint8_t>(ins.kind)];
+    if (sc == structure_class::unknown) return false;
+    // a slot out of range: s >= n for s != no_slot, i.e. s + 1 > n in 32 bits (no_slot + 1 = 0)
+    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(rv.p.buffers.size(), no_slot));
+    const bool slot_out = (ins.in + 1u > n) | (ins.out + 1u > n) | (ins.stash + 1u > n) | (ins.work + 1u > n);
+    if (sc == structure_class::nothing) return !slot_out || !is_builtin(ins.kind);
+    if (slot_out) return false;
+    const bool local = sc == structure_class::local;
     const kind_category c = category(ins.kind);
-    const bool local = c == kind_category::compute || ins.kind == instr_kind::load_microbatch ||
-                       ins.kind == instr_kind::set_frequency || ins.kind == instr_kind::overlap_f_b;
-    if (!local && !is_message(ins.kind)) return true;
     if (ins.microbatch >= rv.h.microbatches.size()) return false;
     const microbatch_entry& m = rv.h.microbatches[ins.microbatch];
     const std::uint32_t V = rv.h.virtual_stages();
@@ -339,15 +358,15 @@ struct buffer_walk {
     std::vector<state_t> state;
     std::vector<content> holds;
     std::vector<std::uint32_t> in_flight, birth, death;
-    std::vector<std::uint32_t> born, died;  ///< slots in the order of their birth / death in the walk
+    std::vector<std::uint32_t> born;  ///< slots in the order of their birth in the walk: born[0 .. births)
+    std::size_t births = 0;
     std::vector<char> is_work;
 
     buffer_walk(const rank_view& r, reporter& re)
         : rv(r), rep(re), state(r.p.buffers.size(), unborn), holds(r.p.buffers.size()),
           in_flight(r.p.buffers.size(), 0), birth(r.p.buffers.size(), 0), death(r.p.buffers.size(), 0),
           is_work(r.p.buffers.size(), 0) {
-        born.reserve(r.p.buffers.size());  // each slot is born and dies at most once
-        died.reserve(r.p.buffers.size());
+        born.resize(r.p.buffers.size());  // each slot is born at most once
     }
 
     [[gnu::cold, gnu::noinline]] void bad(std::uint32_t i, const std::string& m) {
@@ -380,7 +399,7 @@ struct buffer_walk {
         holds[slot] = c;
         birth[slot] = i;
         death[slot] = i;
-        born.push_back(slot);
+        born[births++] = slot;
     }
     [[gnu::cold, gnu::noinline]] void written_twice(std::uint32_t i, std::uint32_t slot) {
         bad(i, "slot " + std::to_string(slot) + " is written twice");
@@ -398,14 +417,12 @@ struct buffer_walk {
         state[slot] = dead;
         is_work[slot] = 1;
         birth[slot] = death[slot] = i;
-        born.push_back(slot);
-        died.push_back(slot);
+        born[births++] = slot;
     }
     void free(std::uint32_t i, std::uint32_t slot) {
         if (slot != no_slot && state[slot] == ready && in_flight[slot] == 0) {
             state[slot] = dead;
             death[slot] = i;
-            died.push_back(slot);
             return;
         }
         free_failed(i, slot);
@@ -429,9 +446,9 @@ struct buffer_walk {
             if (state[s] == ready || state[s] == pending) {
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " is never freed");
                 death[s] = n;
-                died.push_back(s);
             }
         }
+        born.resize(births);
         for (std::size_t k = 1; k < born.size(); ++k) {  // one instruction's few births by slot
             const std::uint32_t x = born[k];
             std::size_t j = k;
@@ -442,48 +459,51 @@ struct buffer_walk {
     }
 
 private:
-    /// finish()'s sweep. The buffers that die before a birth are marked and dropped together
-    /// in one pass over the few live ones before that birth is checked.
+    /// finish()'s sweep. The buffers that die before a birth are dropped together in one
+    /// pass over the few live ones before that birth is checked (once the earliest death among
+    /// them has passed).
     void sweep_arena() {
-        enum : char { out, live, dying };
         struct span_t {
             std::uint64_t begin, end;
-            std::uint32_t slot;
+            std::uint32_t slot, death;
         };
         const auto& buf = rv.p.buffers;
         std::vector<span_t> spans(born.size() + 1);  // the live ones, by offset: active[0 .. n)
         span_t* const active = spans.data();
         std::size_t n = 0;  // (few: a linear scan beats a binary search)
-        std::vector<char> mark(state.size(), out);
-        std::size_t d = 0;
+        std::uint32_t next_death = UINT32_MAX;  // the earliest death among active[0 .. n)
         for (const std::uint32_t s : born) {
             const buffer& b = buf[s];
             if (b.size_bytes == 0) continue;
-            bool drop = false;
-            for (; d < died.size() && death[died[d]] < birth[s]; ++d)  // the buffers dead before s's birth
-                if (char& m = mark[died[d]]; m == live) m = dying, drop = true;
-            if (drop) {
+            if (birth[s] > next_death) {  // drop the buffers dead before s's birth
+                next_death = UINT32_MAX;
                 std::size_t kept = 0;
-                for (std::size_t k = 0; k < n; ++k) {
-                    if (mark[active[k].slot] == dying) mark[active[k].slot] = out;
-                    else active[kept++] = active[k];
+                for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
+                    const span_t q = active[k];
+                    const bool alive = q.death >= birth[s];
+                    active[kept] = q;
+                    kept += alive;
+                    next_death = std::min(next_death, alive ? q.death : UINT32_MAX);
                 }
                 n = kept;
             }
-            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s};
-            std::size_t at = 0;  // the first live buffer at or above s's offset
-            while (at < n && active[at].begin < e.begin) ++at;
+            // s's place: the live buffers at or above its offset move up one (from the top),
+            // then its neighbours below and above are the only ones it can overlap
+            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes, s, death[s]};
+            std::size_t at = n;
+            for (; at > 0 && active[at - 1].begin >= e.begin; --at) active[at] = active[at - 1];
             const auto overlaps = [&](const span_t& q) { return e.begin < q.end && q.begin < e.end; };
             std::uint32_t hit = no_slot;
             if (at > 0 && overlaps(active[at - 1])) hit = active[at - 1].slot;
-            else if (at < n && overlaps(active[at])) hit = active[at].slot;
+            else if (at < n && overlaps(active[at + 1])) hit = active[at + 1].slot;
             if (hit != no_slot) {
+                for (std::size_t k = at; k < n; ++k) active[k] = active[k + 1];  // (back down: s is left out)
                 rep(rv.rank, birth[s], "buffer", "slot " + std::to_string(s) + " overlaps live slot " + std::to_string(hit) + " in the arena");
                 continue;
             }
-            for (std::size_t k = n++; k > at; --k) active[k] = active[k - 1];
             active[at] = e;
-            mark[s] = live;
+            ++n;
+            next_death = std::min(next_death, death[s]);
         }
     }
 };
