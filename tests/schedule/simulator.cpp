@@ -227,6 +227,44 @@ TEST_CASE("simulator: the one-pass replay writes the curves back to back and kee
     }
 }
 
+// The first-sight run checks each op of an order once, before it first tries it (a device that
+// waited runs on from the op it waited at, checked then): an op out of range, overlapped or of
+// another device is refused at any position of any order, and the general replay gives what the
+// event replay gives (the same error, or for an overlapped pair the same result).
+TEST_CASE("simulator: the first-sight run refuses a bad op at any position, after a wait too") {
+    const scenario sc = random_scenario(3, 5, 7);
+    const pipeline_schedule s = one_f_one_b{}(sc);
+    simulation_workspace ws;
+    simulation_result r, events;
+    auto outcome = [&](const pipeline_schedule& sched, detail::replay_method method, simulation_result& out) {
+        try {
+            detail::simulate_into_by(out, sc, sched, {}, ws, method);
+        } catch (const pipeplan::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    std::size_t refused = 0;
+    for (std::size_t d = 0; d < s.orders.size(); ++d)
+        for (std::size_t p = 0; p < s.orders[d].size(); ++p)
+            for (int how = 0; how < 4; ++how) {
+                CAPTURE(d);
+                CAPTURE(p);
+                CAPTURE(how);
+                pipeline_schedule bad = s;
+                op& o = bad.orders[d][p];
+                if (how == 0) o.microbatch = 5;
+                if (how == 1) o.stage = 3;
+                if (how == 2) o.overlaps_next = true;
+                if (how == 3) o.stage = static_cast<std::uint32_t>((d + 1) % 3);  // another device's
+                refused += detail::order_sweep(ws, sc, bad).run(r, {}) ? 0 : 1;
+                const std::string error = outcome(bad, detail::replay_method::orders, r);
+                CHECK(error == outcome(bad, detail::replay_method::events, events));
+                if (error.empty()) check_identical(r, events);
+            }
+    CHECK(refused == 4 * 2 * 3 * 5);
+}
+
 // simulation_options::give_up_above_ms: the event replay (links) stops only when the makespan
 // is sure to exceed the cut, and otherwise gives the full replay's result bit for bit.
 TEST_CASE("simulator: the replay with links gives up only above give_up_above_ms") {

@@ -415,6 +415,7 @@ private:
         const sweep_structure& st = ws_.structure;
         const sweep_recorder rec(sc_, sched_.w_share);
         const bool forward_backward = !st.split && !st.any_w && !st.any_inline && !st.any_recompute;
+        const std::uint8_t* flags = st.any_recompute ? ws_.structure_tables.checkpoint.data() : nullptr;
         std::vector<device_walk>& walks = ws_.times.walks;
         walks.resize(st.D);
         bool same = true;
@@ -431,18 +432,23 @@ private:
                 *w.curve++ = {0.0, w.state_mb};
             }
             op_timing* entries = timeline_ + w.span;
-            const op_code* codes = st.code.data() + w.span;
             const auto n = static_cast<std::uint32_t>(st.first_op[d + 1] - st.first_op[d]);
             const op* order = sched_.orders[d].data();
-            if (forward_backward)
-                same &= verify ? record_device<true, true>(rec, w, entries, codes, n, order)
-                               : record_device<true, false>(rec, w, entries, codes, n, order);
-            else
-                same &= verify ? record_device<false, true>(rec, w, entries, codes, n, order)
-                               : record_device<false, false>(rec, w, entries, codes, n, order);
+            same &= record_any(rec, w, entries, flags, n, order, forward_backward, verify, curve != nullptr);
             curve = w.curve;
         }
         return same;
+    }
+
+    /// record_device() of one device with its template arguments given at run time.
+    static bool record_any(const sweep_recorder& rec, device_walk& w, op_timing* entries, const std::uint8_t* flags,
+                           std::uint32_t n, const op* order, bool forward_backward, bool verify, bool curve) {
+        auto with = [&]<bool fb, bool check>() {
+            return curve ? record_device<fb, check, true>(rec, w, entries, flags, n, order)
+                         : record_device<fb, check, false>(rec, w, entries, flags, n, order);
+        };
+        if (forward_backward) return verify ? with.template operator()<true, true>() : with.template operator()<true, false>();
+        return verify ? with.template operator()<false, true>() : with.template operator()<false, false>();
     }
 
     /// The per-device figures and the rows of the result from the clocks and walks.

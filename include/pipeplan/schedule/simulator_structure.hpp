@@ -90,6 +90,13 @@ inline constexpr std::size_t op_codes = 7;
     return c >= op_code::B_after_f ? op_kind::B : static_cast<op_kind>(c);
 }
 
+/// The op_code of an op of kind `k` whose (stage, micro-batch) has the checkpoint flags `fl`
+/// (structure_scratch::checkpoint: bit 1 its forward was an f, bit 2 an R ran).
+[[nodiscard, gnu::always_inline]] constexpr op_code code_of(op_kind k, std::uint8_t fl) noexcept {
+    if (k != op_kind::B) return static_cast<op_code>(k);
+    return (fl & 2) != 0 ? op_code::B_after_R : (fl & 1) != 0 ? op_code::B_after_f : op_code::B;
+}
+
 /// One op in replay order: `cross_code` its cross input's timeline entry (0: none, ready at 0;
 /// else sweep_structure::span_of() of its op id) + the op's op_code · 2^29; `own` its own entry
 /// (the entry before it is the op before it on its device, or, before a device's first op, one
@@ -114,7 +121,6 @@ struct sweep_structure {
     std::vector<std::uint32_t> device_of_stage;
     std::vector<std::uint32_t> first_op;  ///< [d]: device d's first op id; [D] = the op count
     huge_page_vector<sweep_step> steps;   ///< replay order, padded by time_ahead steps of zeros
-    huge_page_vector<op_code> code;       ///< [span_of(op id, device)]: the op's code
     std::vector<op> ends;                 ///< [2d], [2d + 1]: device d's first and last op (steps kept)
 
     static constexpr unsigned code_shift = 29;
@@ -222,8 +228,9 @@ public:
 
     /// Op `o` (of code C) ran from `start_ms` to `end_ms` on the device of `w`. What its (stage,
     /// micro-batch) held before it is what the op before it there left: nothing before a
-    /// forward; f before R; R, f or F before B (its code); B before W.
-    template <op_code C>
+    /// forward; f before R; R, f or F before B (its code); B before W. `curve`: whether w.curve
+    /// is recorded (a constant: no test per op).
+    template <op_code C, bool curve>
     [[gnu::always_inline]] void add(device_walk& w, const op& o, double start_ms, double end_ms) const noexcept {
         const op x{kind_of(C), o.microbatch, o.stage};  // o, with its kind known to the compiler
         double held_mb = 0.0;
@@ -237,24 +244,26 @@ public:
         }
         const double during = model_.during_mb(x, w.state_mb + w.stored_mb - held_mb, held_mb);
         w.stored_mb += model_.held_after_mb(x) - held_mb;
-        record(w, start_ms, end_ms, during);
+        record<curve>(w, start_ms, end_ms, during);
     }
 
     /// add() with the code given at run time.
+    template <bool curve>
     [[gnu::always_inline]] void add(op_code c, device_walk& w, const op& o, double start_ms, double end_ms) const noexcept {
         switch (c) {
-            case op_code::F: add<op_code::F>(w, o, start_ms, end_ms); break;
-            case op_code::B: add<op_code::B>(w, o, start_ms, end_ms); break;
-            case op_code::W: add<op_code::W>(w, o, start_ms, end_ms); break;
-            case op_code::f: add<op_code::f>(w, o, start_ms, end_ms); break;
-            case op_code::R: add<op_code::R>(w, o, start_ms, end_ms); break;
-            case op_code::B_after_f: add<op_code::B_after_f>(w, o, start_ms, end_ms); break;
-            case op_code::B_after_R: add<op_code::B_after_R>(w, o, start_ms, end_ms); break;
+            case op_code::F: add<op_code::F, curve>(w, o, start_ms, end_ms); break;
+            case op_code::B: add<op_code::B, curve>(w, o, start_ms, end_ms); break;
+            case op_code::W: add<op_code::W, curve>(w, o, start_ms, end_ms); break;
+            case op_code::f: add<op_code::f, curve>(w, o, start_ms, end_ms); break;
+            case op_code::R: add<op_code::R, curve>(w, o, start_ms, end_ms); break;
+            case op_code::B_after_f: add<op_code::B_after_f, curve>(w, o, start_ms, end_ms); break;
+            case op_code::B_after_R: add<op_code::B_after_R, curve>(w, o, start_ms, end_ms); break;
         }
     }
 
     /// add() for an F or a B (`backward`) after its F when nothing is split off (schedules of F and
     /// B only), k its (stage, micro-batch) index: the same figures, without a branch on the kind.
+    template <bool curve>
     [[gnu::always_inline]] void add_forward_backward(device_walk& w, bool backward, std::size_t k, double start_ms,
                                                      double end_ms) const noexcept {
         const double stored = stored_[k];
@@ -262,13 +271,14 @@ public:
         const double after_mb = backward ? 0.0 : stored;  // held_after_mb(): F stored, B (no split) 0
         const double during = w.state_mb + w.stored_mb - held_mb + peak_[k];
         w.stored_mb += after_mb - held_mb;
-        record(w, start_ms, end_ms, during);
+        record<curve>(w, start_ms, end_ms, during);
     }
 
 private:
     /// The op's peak, busy time and the two steps of its curve (a step of zero length, when the
     /// op starts as the previous one ended, is replaced by the op's own; without a branch on the
     /// data: which steps collapse is about every other op).
+    template <bool curve>
     [[gnu::always_inline]] static void record(device_walk& w, double start_ms, double end_ms, double during_mb) noexcept {
         if (during_mb > w.peak_mb) {
             w.peak_mb = during_mb;
@@ -276,7 +286,7 @@ private:
         }
         ++w.span;
         w.busy_ms += end_ms - start_ms;
-        if (w.curve) {
+        if constexpr (curve) {
             w.curve -= equal_as_one(w.last_end_ms, start_ms);
             w.curve[0] = {start_ms, during_mb};
             w.curve[1] = {end_ms, w.state_mb + w.stored_mb};
@@ -293,7 +303,11 @@ private:
 /// structure_builder's tables, kept in the workspace between builds.
 struct structure_scratch {
     huge_page_vector<std::uint32_t> done;  ///< per slot: the timeline entry of the op that wrote it, or unfinished
-    std::vector<std::uint8_t> checkpoint;  ///< per (stage, micro-batch): bit 1 its forward was an f, bit 2 an R ran
+    /// Per (stage, micro-batch): bit 1 its forward was an f, bit 2 an R ran; written when some op
+    /// is an f (sweep_structure::any_recompute), and, with a B's kind, its op_code (code_of(): the
+    /// recording pass reads it; as no f or R can follow its B, the flags a B ran with are those
+    /// at the end of the run).
+    std::vector<std::uint8_t> checkpoint;
     std::vector<std::size_t> blocked_on;   ///< per device: the slot it waits for, or none
     std::vector<std::uint32_t> ready;      ///< the devices to run, a stack
     /// Kept steps only: per entry its op's level (1 + the largest of its inputs' and of the op
@@ -310,8 +324,7 @@ struct structure_scratch {
 class structure_builder {
 public:
     /// Times `sched` on `sc` (the shape of `st`, set_shape()) from the devices' `clocks` into
-    /// `timeline` (sweep_structure::span_of()) and st.code; writes the steps into `st` when
-    /// `keep_steps`.
+    /// `timeline` (sweep_structure::span_of()); writes the steps into `st` when `keep_steps`.
     structure_builder(sweep_structure& st, structure_scratch& scratch, device_clock* clocks, op_timing* timeline,
                       const scenario& sc, const pipeline_schedule& sched, bool keep_steps) noexcept
         : st_(st), scratch_(scratch), done_(scratch.done), checkpoint_(scratch.checkpoint), blocked_on_(scratch.blocked_on),
@@ -373,8 +386,6 @@ private:
         } else {
             st_.steps.clear();
         }
-        reserve_scratch(st_.code, sweep_structure::span_of(n, D));
-        st_.code.resize(sweep_structure::span_of(n, D));
         if (keep_steps_) {
             reserve_scratch(scratch_.level, sweep_structure::span_of(n, D));
             scratch_.level.resize(sweep_structure::span_of(n, D));
@@ -391,7 +402,6 @@ private:
         blocked_on_.assign(D, none);
         done_p_ = done_.data();
         steps_p_ = st_.steps.data();
-        code_p_ = st_.code.data();
     }
 
     /// Orders the steps by level (stable, so each device's ops stay in its order): the ops of a
@@ -446,7 +456,6 @@ private:
     struct tables {
         std::uint32_t* done;
         op_timing* entries;
-        op_code* code;
         const double* fwd;  ///< the scenario's forward_ms and backward_ms
         const double* bwd;
         const std::uint32_t* device_of_stage;
@@ -458,14 +467,23 @@ private:
     /// Runs the devices on the stack until it is empty; false on what run() refuses.
     template <bool prefetch, bool keep>
     bool run_all() {
-        const tables t{done_p_, timeline_, code_p_, fwd_, bwd_, st_.device_of_stage.data(), blocked_on_.data(), V_, M_, VM_};
+        const tables t{done_p_, timeline_, fwd_, bwd_, st_.device_of_stage.data(), blocked_on_.data(), V_, M_, VM_};
         while (ready_count_ > 0)
             if (!run_device<prefetch, keep>(t, ready_[--ready_count_])) return false;
         return true;
     }
 
-    /// Runs device d's order from its cursor (its clock's entry) until it ends or waits (the op
-    /// that waited is checked again when the device runs on); false on what run() refuses.
+    /// Whether op `o` may run on device d: its micro-batch and stage in range, not overlapped, its
+    /// stage on d.
+    [[nodiscard, gnu::always_inline]] static bool valid_on(const tables& t, op o, std::uint32_t d) noexcept {
+        return o.microbatch < t.M && o.stage < t.V && !o.overlaps_next && t.device_of_stage[o.stage] == d;
+    }
+
+    /// Runs device d's order from its cursor (its clock's entry) until it ends or waits; false
+    /// on what run() refuses. Each op is checked (valid_on()) once, before it is first tried: a
+    /// device's first op when the device first runs, the next op after each op that ran. A
+    /// device runs first from its first op, later only when woken from a wait, from the op it
+    /// waited at, which was checked then (p > 0; at p = 0 it is checked again).
     template <bool prefetch, bool keep>
     [[gnu::always_inline]] bool run_device(const tables& t, std::uint32_t d) {
         const std::vector<op>& ops = sched_.orders[d];
@@ -479,35 +497,40 @@ private:
         // them a few ops ahead (in a schedule of prefetch_from_ops ops or more; a smaller one
         // stays in the caches).
         outcome r = outcome::ran;
-        for (std::uint32_t p = c.span - row; p < size; ++p) {
-            const op o = order[p];
-            if (o.microbatch >= t.M || o.stage >= t.V || o.overlaps_next || t.device_of_stage[o.stage] != d) return false;
-            const std::size_t k = o.stage * t.M + o.microbatch;
-            if constexpr (prefetch) {  // (the entry and code of the op: c.span)
-                prefetch_line(address_of(t.fwd + k + 8));
-                prefetch_line(address_of(t.bwd + k + 8));
-                prefetch_line(address_of(t.done + k + 16));
-                prefetch_line(address_of(t.done + t.VM + k + 16));
-                prefetch_line(address_of(order + p) + 4 * sizeof(op));
-                prefetch_line<1>(address_of(t.entries + c.span + 3));
-                prefetch_line<1>(address_of(t.code + c.span + 64));
+        std::uint32_t p = c.span - row;
+        if (p < size) {
+            if (p == 0 && !valid_on(t, order[0], d)) return false;
+            for (;;) {
+                const op o = order[p];
+                const std::size_t k = o.stage * t.M + o.microbatch;
+                if constexpr (prefetch) {  // (the entry of the op: c.span)
+                    prefetch_line(address_of(t.fwd + k + 8));
+                    prefetch_line(address_of(t.bwd + k + 8));
+                    prefetch_line(address_of(t.done + k + 16));
+                    prefetch_line(address_of(t.done + t.VM + k + 16));
+                    prefetch_line(address_of(order + p) + 4 * sizeof(op));
+                    prefetch_line<1>(address_of(t.entries + c.span + 3));
+                }
+                r = run_op<keep>(t, o, order + p, k, d, c);
+                if (r != outcome::ran || ++p == size) break;
+                if (!valid_on(t, order[p], d)) return false;
             }
-            r = run_op<keep>(t, o, k, d, c);
-            if (r != outcome::ran) break;
         }
         clocks_[d] = c;
         return r != outcome::refused;
     }
 
-    /// Adds op `o` (checked; its (stage, micro-batch) k) of device d, or finds what it waits for.
+    /// Adds op `o` (checked; its (stage, micro-batch) k; `at` where it is in the order) of device
+    /// d, or finds what it waits for.
     template <bool keep>
-    [[gnu::always_inline]] outcome run_op(const tables& t, op o, std::size_t k, std::uint32_t d, device_clock& c) {
+    [[gnu::always_inline]] outcome run_op(const tables& t, op o, const op* at, std::size_t k, std::uint32_t d,
+                                          device_clock& c) {
         switch (o.kind) {
-            case op_kind::F: return step<op_kind::F, keep>(t, o, k, d, c);
-            case op_kind::B: return step<op_kind::B, keep>(t, o, k, d, c);
-            case op_kind::W: return step<op_kind::W, keep>(t, o, k, d, c);
-            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint, keep>(t, o, k, d, c);
-            case op_kind::R: return step<op_kind::R, keep>(t, o, k, d, c);
+            case op_kind::F: return step<op_kind::F, keep>(t, o, at, k, d, c);
+            case op_kind::B: return step<op_kind::B, keep>(t, o, at, k, d, c);
+            case op_kind::W: return step<op_kind::W, keep>(t, o, at, k, d, c);
+            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint, keep>(t, o, at, k, d, c);
+            case op_kind::R: return step<op_kind::R, keep>(t, o, at, k, d, c);
         }
         return outcome::refused;
     }
@@ -542,17 +565,6 @@ private:
         return {own, cross, local_kind ? local : cross, from.has || local_kind.has_value(), from.has};
     }
 
-    /// The op_code of an op of kind K whose (stage, micro-batch) has flags `fl`.
-    template <op_kind K>
-    [[nodiscard, gnu::always_inline]] static op_code code_of(std::uint8_t fl) noexcept {
-        if constexpr (K == op_kind::B) {
-            if (fl & 2) return op_code::B_after_R;
-            if (fl & 1) return op_code::B_after_f;
-            return op_code::B;
-        }
-        return static_cast<op_code>(K);
-    }
-
     /// The duration of an op of kind K (code `code`), its (stage, micro-batch) k: timing.hpp's
     /// op_model::duration_ms(), from the scenario's rows.
     template <op_kind K>
@@ -563,9 +575,11 @@ private:
         return t.fwd[k];
     }
 
-    /// Runs op `o` (of kind K) on device d: times it into its entry, or finds the input it waits for.
+    /// Runs op `o` (of kind K; `at` in the order) on device d: times it into its entry, or finds
+    /// the input it waits for.
     template <op_kind K, bool keep>
-    [[gnu::always_inline]] outcome step(const tables& t, op o, std::size_t k, std::uint32_t d, device_clock& c) {
+    [[gnu::always_inline]] outcome step(const tables& t, op o, const op* at, std::size_t k, std::uint32_t d,
+                                        device_clock& c) {
         const std::uint8_t fl = K == op_kind::B ? flags(k) : 0;
         const op_slots s = slots_of<K>(t, o, k, fl);
         std::uint32_t* done = t.done;
@@ -579,7 +593,7 @@ private:
             return outcome::waits;
         }
         if (!admit<K>(s.own, k)) return outcome::refused;
-        const op_code code = code_of<K>(fl);
+        const op_code code = code_of(K, fl);
         if constexpr (K == op_kind::B) any_inline_ |= code == op_code::B_after_f;
         op_timing* entries = t.entries;
         const double dur = duration_of<K>(t, o, k, code);
@@ -591,8 +605,10 @@ private:
         c.free_ms = start + dur;
         if (!(dur >= 0.0) || !(c.free_ms < std::numeric_limits<double>::infinity())) return outcome::refused;
         const std::uint32_t span = c.span++;
-        entries[span] = {o, start, c.free_ms};
-        t.code[span] = code;
+        op_timing& e = entries[span];
+        std::memcpy(&e.o, at, sizeof(op));  // the op in 16 bytes at once (field by field: 4 stores)
+        e.start_ms = start;
+        e.end_ms = c.free_ms;
         if constexpr (keep) keep_step(K, k, code, s.from_other_stage ? cross : 0, local, span, c);
         done[s.own] = span;
         ++count_[kind_index(K)];
@@ -661,7 +677,6 @@ private:
     // The tables' data, as pointers (not through the vectors, read again after each store).
     std::uint32_t* done_p_ = nullptr;
     sweep_step* steps_p_ = nullptr;
-    op_code* code_p_ = nullptr;
     std::uint32_t* level_p_ = nullptr;
     std::uint32_t* step_level_p_ = nullptr;
     std::uint32_t max_level_ = 0;
@@ -746,13 +761,14 @@ inline bool time_steps(const sweep_structure& st, const scenario& sc, double w, 
 }
 
 /// The recording pass of one device: its `n` entries from `entries` in order into `walk`
-/// (`codes[i]`: the code of entries[i]; `forward_backward`: the ops are F and B only, nothing
-/// split off, codes not read); `order`: the device's order, whose ops the entries are. With
-/// `verify` (after time_steps()), also whether each op of `order` has its entry's key (false when
-/// the orders differ from the kept ones: the figures are then to be dropped, but no table is read
-/// out of its range), and each entry gets its op.
-template <bool forward_backward, bool verify>
-bool record_device(const sweep_recorder& recorder, device_walk& walk, op_timing* entries, const op_code* codes,
+/// (`flags`: the checkpoint flags per (stage, micro-batch) that tell a B's code, code_of();
+/// nullptr when no op is an f or R; `forward_backward`: the ops are F and B only, nothing split
+/// off, no code needed; `curve`: walk.curve is recorded); `order`: the device's order, whose ops
+/// the entries are. With `verify` (after time_steps()), also whether each op of `order` has its
+/// entry's key (false when the orders differ from the kept ones: the figures are then to be
+/// dropped, but no table is read out of its range), and each entry gets its op.
+template <bool forward_backward, bool verify, bool curve>
+bool record_device(const sweep_recorder& recorder, device_walk& walk, op_timing* entries, const std::uint8_t* flags,
                    std::uint32_t n, const op* order) {
     device_walk w = walk;                 // in registers, as the recorder (the op's copy into its
     const sweep_recorder rec = recorder;  // entry may alias anything: read through references,
@@ -770,8 +786,10 @@ bool record_device(const sweep_recorder& recorder, device_walk& walk, op_timing*
             o.microbatch = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.microbatch, M - 1));
             o.stage = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.stage, V - 1));
         }
-        if constexpr (forward_backward) rec.add_forward_backward(w, o.kind == op_kind::B, k, e.start_ms, e.end_ms);
-        else rec.add(codes[i], w, o, e.start_ms, e.end_ms);
+        if constexpr (forward_backward)
+            rec.add_forward_backward<curve>(w, o.kind == op_kind::B, k, e.start_ms, e.end_ms);
+        else
+            rec.add<curve>(code_of(o.kind, flags ? flags[k] : 0), w, o, e.start_ms, e.end_ms);
         // the op in 16 bytes at once (field by field, g++ copied it through the stack: op has padding)
         if constexpr (verify) std::memcpy(&e.o, order + i, sizeof(op));
     }
