@@ -632,7 +632,10 @@ private:
     std::vector<schedule::simulation_workspace> ws_;  ///< one per worker thread
     batching::shape_cost_cache costs_;  ///< shape costs shared by the splits of every iteration
     std::vector<batching::shape_cost_cache> extra_costs_;  ///< workers 1.. of split_modes(): their own
-    batching::order_memo orders_;       ///< the splits' initial sample orders of the batch last split
+    /// The splits' initial sample orders of the batch last split. split_modes()'s workers share
+    /// it: the first preferred split (on the calling thread) fills it, and the later splits of the
+    /// same batch pad the same shapes, so they only read it.
+    batching::order_memo orders_;
     /// The schedules' memory limit: the device memory, or less while within_memory() re-plans.
     double budget_mb_ = opt_.config.device_memory_mb;
     /// The makespan a candidate must beat to be scheduled (choose()): infinite, or while a memory
