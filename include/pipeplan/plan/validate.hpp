@@ -219,21 +219,21 @@ inline void check_structure(const rank_view& rv, std::uint32_t i, reporter& rep)
     if (ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == rv.rank) bad("message to itself");
 }
 
-/// What structure_ok() asks of a kind, by code: nothing (user kinds, frees, ends), `unknown`
-/// (a code neither built in nor a user's), `local` (compute, load, clock and overlap: on a
-/// stage of the rank) or `message`.
-enum class structure_class : std::uint8_t { nothing, unknown, local, message };
+/// What structure_ok() asks of a kind, by code: `user` (a user's kind: nothing), `unknown` (a
+/// code neither built in nor a user's), `slots` (built-in frees, ends: slots in range), `local`
+/// (compute, load, clock and overlap: slots, and on a stage of the rank) or `message`.
+enum class structure_class : std::uint8_t { user, unknown, slots, local, message };
 inline constexpr std::array<structure_class, 256> structure_class_by_code = [] {
     std::array<structure_class, 256> t{};
     for (std::size_t k = 0; k < t.size(); ++k) {
         const auto kind = static_cast<instr_kind>(k);
         const kind_category c = category(kind);
         t[k] = is_unknown(kind)                                         ? structure_class::unknown
-               : !is_builtin(kind)                                      ? structure_class::nothing
+               : !is_builtin(kind)                                      ? structure_class::user
                : c == kind_category::compute || kind == instr_kind::load_microbatch || kind == instr_kind::set_frequency ||
                        kind == instr_kind::overlap_f_b                  ? structure_class::local
                : is_message(kind)                                       ? structure_class::message
-                                                                        : structure_class::nothing;
+                                                                        : structure_class::slots;
     }
     return t;
 }();
@@ -243,10 +243,11 @@ inline constexpr std::array<structure_class, 256> structure_class_by_code = [] {
 [[nodiscard]] inline bool structure_ok(const rank_view& rv, const instruction& ins) {
     const structure_class sc = structure_class_by_code[static_cast<std::uint8_t>(ins.kind)];
     if (sc == structure_class::unknown) return false;
+    if (sc == structure_class::user) return true;
     // a slot out of range: s >= n for s != no_slot, i.e. s + 1 > n in 32 bits (no_slot + 1 = 0)
     const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(rv.p.buffers.size(), no_slot));
     const bool slot_out = (ins.in + 1u > n) | (ins.out + 1u > n) | (ins.stash + 1u > n) | (ins.work + 1u > n);
-    if (sc == structure_class::nothing) return !slot_out || !is_builtin(ins.kind);
+    if (sc == structure_class::slots) return !slot_out;
     if (slot_out) return false;
     const bool local = sc == structure_class::local;
     const kind_category c = category(ins.kind);
