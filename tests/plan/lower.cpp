@@ -177,6 +177,68 @@ TEST_CASE("insert_frees: the lifetimes it returns are those of a rescan; the liv
     }
 }
 
+TEST_CASE("insert_frees: one free per freed slot after its last use, slots ascending; none for workspaces and unused buffers") {
+    rank_program p;
+    p.buffers.resize(4);
+    p.buffers[1].role = buffer_role::workspace;
+    p.buffers[2].role = buffer_role::stash;  // named by no instruction
+    p.buffers[3].role = buffer_role::grad_in;
+    p.buffers[3].microbatch = 5;
+    instruction f, b, red;
+    f.in = 0, f.work = 1;
+    b.kind = instr_kind::backward, b.in = 3, b.out = 3, b.stash = 0;  // slot 3 named twice
+    red.kind = instr_kind::reduce_gradients;
+    p.instructions = {f, b, red};
+    const std::vector<lifetime> life = insert_frees(p);
+    REQUIRE(p.instructions.size() == 5);
+    CHECK(p.instructions[0] == f);
+    CHECK(p.instructions[1] == b);
+    CHECK(p.instructions[2].kind == instr_kind::free);
+    CHECK(p.instructions[2].in == 0);
+    CHECK(p.instructions[3].kind == instr_kind::free);
+    CHECK(p.instructions[3].in == 3);
+    CHECK(p.instructions[3].microbatch == 5);
+    CHECK(p.instructions[4] == red);
+    REQUIRE(life.size() == 4);
+    CHECK((life[0].first == 0 && life[0].last == 2));
+    CHECK((life[1].first == 0 && life[1].last == 0));
+    CHECK(!life[2].used());
+    CHECK((life[3].first == 1 && life[3].last == 3));
+}
+
+TEST_CASE("insert_communication_and_frees_into: the programs and lifetimes of insert_communication() then insert_frees()") {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 3, 3 + 2 * seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            lowering_options o;
+            o.rank_offset = seed == 2 ? 4 : 0;
+            o.microbatch_offset = seed % 2 == 0 ? 0 : 7;
+            for (std::size_t j = 0; j + 1 < c.sc.microbatches; ++j) o.shapes.push_back({1, 128 + std::uint32_t(j), 0, 64});
+            const compute_programs cp = lower_compute(c.sc, c.sched);
+            std::vector<rank_program> fused(1);  // (one program there already: its vectors are reused)
+            fused[0].instructions.resize(3);
+            std::vector<std::vector<lifetime>> lives;
+            insert_communication_and_frees_into(fused, lives, cp, c.sc, o);
+            std::vector<rank_program> apart = insert_communication(cp, c.sc, o);
+            REQUIRE(fused.size() == apart.size());
+            REQUIRE(lives.size() == apart.size());
+            for (std::size_t r = 0; r < apart.size(); ++r) {
+                CAPTURE(r);
+                const std::vector<lifetime> life = insert_frees(apart[r]);
+                CHECK(fused[r].rank == apart[r].rank);
+                CHECK(fused[r].buffers == apart[r].buffers);
+                CHECK(fused[r].instructions == apart[r].instructions);
+                REQUIRE(lives[r].size() == life.size());
+                for (std::size_t s = 0; s < life.size(); ++s) {
+                    CHECK(lives[r][s].first == life[s].first);
+                    CHECK(lives[r][s].last == life[s].last);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("plan_buffers: best fit reuses a freed gap (closed form)") {
     rank_program p;
     p.buffers.resize(3);

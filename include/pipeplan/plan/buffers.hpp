@@ -83,52 +83,106 @@ struct lifetime {
     return static_cast<std::uint64_t>(best);
 }
 
-/// Inserts a `free` after the last use of every non-workspace buffer (pass 4a). Returns the
-/// lifetimes in the new program (equal to buffer_lifetimes(p) afterwards, derived from the old
-/// ones by shifting the indices past the inserted frees rather than by a second scan).
-inline std::vector<lifetime> insert_frees(rank_program& p) {
-    std::vector<lifetime> life = buffer_lifetimes(p);
-    const auto freed = [&](std::uint32_t s) { return life[s].used() && p.buffers[s].role != buffer_role::workspace; };
-    // frees grouped by the instruction they follow (counting sort by last use, slots ascending):
-    // first_free[i] frees follow the instructions before i, so instruction i moves to
-    // i + first_free[i] and the k-th free (in `slots`) to (its instruction) + 1 + k
-    std::vector<std::uint32_t> first_free(p.instructions.size() + 1, 0), slots, freed_at(life.size(), 0);
-    for (std::uint32_t s = 0; s < life.size(); ++s)
-        if (freed(s)) ++first_free[life[s].last + 1];
-    for (std::size_t i = 1; i < first_free.size(); ++i) first_free[i] += first_free[i - 1];
-    slots.resize(first_free.back());
-    {
-        std::vector<std::uint32_t> fill(first_free.begin(), first_free.end() - 1);
-        for (std::uint32_t s = 0; s < life.size(); ++s)
-            if (freed(s)) {
-                const std::uint32_t k = fill[life[s].last]++;
-                slots[k] = s;
-                freed_at[s] = life[s].last + 1 + k;
-            }
+/// Writes a program from its last instruction to its first, with a `free` right after the
+/// last use (in, out, stash or work) of every non-workspace buffer — frees after one
+/// instruction by slot, ascending — and the lifetimes of the slots in the written program
+/// (those of buffer_lifetimes() afterwards). Seen from the back, a slot's first sight is its
+/// last use, so one backward pass places every free. `out` holds room for the instructions and
+/// one free per non-workspace buffer; finish() moves the program to the front when a buffer
+/// was never used (no free), and resizes `out`. Writing stays at or above the next
+/// instruction's index, so `out` may be the program being read (insert_frees()).
+class free_writer {
+public:
+    free_writer(std::vector<instruction>& out, const std::vector<buffer>& buffers, std::vector<lifetime>& life)
+        : program_(out), buffers_(buffers.data()), w_(out.size()) {
+        life.assign(buffers.size(), lifetime{});
+        lives_ = &life;
+        out_ = out.data(), life_ = life.data(), n_ = life.size();
+        state_.resize(n_);
+        for (std::size_t s = 0; s < n_; ++s) state_[s] = buffers[s].role == buffer_role::workspace ? unseen_workspace : unseen;
     }
-    // in place, from the back: instruction i moves to i + first_free[i], its frees follow it
-    std::vector<instruction>& prog = p.instructions;
-    const std::size_t n = prog.size();
-    prog.resize(n + slots.size());
-    for (std::size_t i = n; i-- > 0;) {
-        for (std::uint32_t k = first_free[i + 1]; k-- > first_free[i];) {
-            const std::uint32_t s = slots[k];
-            instruction f;
+
+    /// Room for `instructions` instructions and the frees of `buffers`.
+    [[nodiscard]] static std::size_t room(std::size_t instructions, const std::vector<buffer>& buffers) noexcept {
+        std::size_t n = instructions;
+        for (const buffer& b : buffers) n += b.role != buffer_role::workspace;
+        return n;
+    }
+
+    /// The place of the instruction before those written so far, which names the slots `in`,
+    /// `out`, `stash` and `work` (the caller fills it, with those slots), after writing the
+    /// frees that follow it. (Inlined: the slots a caller passes as no_slot drop out.)
+    [[nodiscard, gnu::always_inline]] instruction& place(std::uint32_t in, std::uint32_t out, std::uint32_t stash,
+                                                         std::uint32_t work) {
+        const std::uint32_t used[4] = {in, out, stash, work};
+        std::uint32_t freed[4];  // the slots last used here that are freed, ascending
+        std::size_t k = 0;
+        for (const std::uint32_t s : used) {
+            if (s == no_slot || s >= n_ || state_[s] != unseen) continue;
+            state_[s] = seen;
+            std::size_t j = k++;
+            for (; j > 0 && freed[j - 1] > s; --j) freed[j] = freed[j - 1];
+            freed[j] = s;
+        }
+        while (k-- > 0) {
+            const std::uint32_t s = freed[k];
+            instruction& f = out_[--w_];
+            f = instruction{};
             f.kind = instr_kind::free;
             f.in = s;
-            f.microbatch = p.buffers[s].microbatch;
-            f.stage = p.buffers[s].stage;
-            prog[i + 1 + k] = f;
+            f.microbatch = buffers_[s].microbatch;
+            f.stage = buffers_[s].stage;
+            life_[s].last = static_cast<std::uint32_t>(w_);
         }
-        if (first_free[i] == 0) break;  // the instructions before i stay where they are
-        prog[i + first_free[i]] = prog[i];
+        const auto at = static_cast<std::uint32_t>(--w_);
+        for (const std::uint32_t s : used) {
+            if (s == no_slot || s >= n_) continue;
+            if (state_[s] == unseen_workspace) state_[s] = seen, life_[s].last = at;
+            life_[s].first = at;
+        }
+        return out_[at];
     }
-    for (std::uint32_t s = 0; s < life.size(); ++s) {
-        if (!life[s].used()) continue;
-        const bool f = freed(s);
-        life[s].first += first_free[life[s].first];
-        life[s].last = f ? freed_at[s] : life[s].last + first_free[life[s].last];
+
+    /// Writes `x` (the instruction before those written so far) and the frees that follow it.
+    void put(const instruction& x) { place(x.in, x.out, x.stash, x.work) = x; }
+
+    /// Moves the program to the front of `out` (where room was left for frees of unused
+    /// buffers) and resizes it.
+    void finish() {
+        if (w_ > 0) {
+            std::move(program_.begin() + static_cast<std::ptrdiff_t>(w_), program_.end(), program_.begin());
+            const auto shift = static_cast<std::uint32_t>(w_);
+            for (lifetime& l : *lives_)
+                if (l.used()) l.first -= shift, l.last -= shift;
+        }
+        program_.resize(program_.size() - w_);
+        w_ = 0;
     }
+
+private:
+    /// A slot in the backward pass: not yet named (a free follows its last use, when met), a
+    /// workspace not yet named (no free), or named already.
+    enum slot_state : std::uint8_t { unseen, unseen_workspace, seen };
+    std::vector<instruction>& program_;
+    const buffer* buffers_;
+    std::vector<lifetime>* lives_ = nullptr;
+    instruction* out_ = nullptr;
+    lifetime* life_ = nullptr;
+    std::vector<slot_state> state_;
+    std::size_t n_ = 0, w_;
+};
+
+/// Inserts a `free` after the last use of every non-workspace buffer (pass 4a), in place, by
+/// a free_writer. Returns the lifetimes in the new program (equal to buffer_lifetimes(p)
+/// afterwards).
+inline std::vector<lifetime> insert_frees(rank_program& p) {
+    std::vector<instruction>& prog = p.instructions;
+    const std::size_t n = prog.size();
+    prog.resize(free_writer::room(n, p.buffers));
+    std::vector<lifetime> life;
+    free_writer w(prog, p.buffers, life);
+    for (std::size_t i = n; i-- > 0;) w.put(instruction(prog[i]));  // (a copy: its place may be written)
+    w.finish();
     return life;
 }
 

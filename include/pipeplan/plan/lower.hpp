@@ -35,7 +35,10 @@
 //    optimizer_step at the end of every program.
 //    An overlapped forward/backward pair of the schedule (schedule::op::overlaps_next) gets an
 //    overlap_f_b right before its forward; the messages stay where the rules above put them.
-// 4. plan_buffers(program) (plan/buffers.hpp): lifetimes, frees, arena offsets.
+// 4. plan_buffers(program) (plan/buffers.hpp): lifetimes, frees, arena offsets. lower() and
+//    join_replicas() write each program from its last instruction to its first with the frees
+//    in place (insert_communication_and_frees_into(): the programs of insert_communication()
+//    then insert_frees(), without a second pass), then assign the offsets.
 #pragma once
 
 #include <algorithm>
@@ -361,10 +364,11 @@ inline void order_messages(const compute_programs& cp, std::vector<message>& msg
     }
 }
 
-inline instruction message_instruction(const compute_programs& cp, const message& m, bool send, bool start,
-                                       const lowering_options& opt) {
+/// Writes into `ins` the send (or receive) start (or wait) of message m.
+inline void write_message(instruction& ins, const compute_programs& cp, const message& m, bool send, bool start,
+                          const lowering_options& opt) {
     const instruction& p = cp.ops[m.producer.rank][m.producer.index];
-    instruction ins;
+    ins = instruction{};
     const instr_kind base = m.activation ? (send ? instr_kind::send_activation_start : instr_kind::recv_activation_start)
                                          : (send ? instr_kind::send_grad_start : instr_kind::recv_grad_start);
     ins.kind = start ? base : wait_of(base);
@@ -376,40 +380,47 @@ inline instruction message_instruction(const compute_programs& cp, const message
     else ins.out = m.slot_recv;
     ins.bytes = m.bytes;
     if (p.microbatch < opt.shapes.size()) ins.shape = opt.shapes[p.microbatch];
-    return ins;
 }
 
-/// Collects the non-compute instructions of every rank with their positions.
-inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs) {
-    const std::size_t R = cp.ops.size();
-    std::vector<std::vector<placed>> out(R);
-    {
-        std::vector<std::size_t> count(R, 0);  // 2 per message on each side, one per load at most
-        for (const message& m : msgs) count[m.producer.rank] += 2, count[m.consumer.rank] += 2;
-        for (std::size_t r = 0; r < R; ++r) out[r].reserve(count[r] + cp.microbatches);
-    }
-    // phase by phase, each in message order: every rank's list is then sorted by (phase, key)
-    // and the stable sort by anchor below completes the order (before, phase, key)
-    for (std::size_t k = 0; k < msgs.size(); ++k) out[msgs[k].producer.rank].push_back({msgs[k].producer.index + 1, 0, placed::send_start, k});
-    for (std::size_t k = 0; k < msgs.size(); ++k) out[msgs[k].consumer.rank].push_back({msgs[k].recv_anchor, 1, placed::recv_start, k});
+/// Calls visit(rank, x) for every inserted (non-compute) instruction x, phase by phase, each
+/// in message order: every rank's calls come in (phase, key) order.
+template <class Visit>
+void each_inserted(const compute_programs& cp, const std::vector<message>& msgs, std::vector<char>& loaded, Visit&& visit) {
+    for (std::size_t k = 0; k < msgs.size(); ++k) visit(msgs[k].producer.rank, placed{msgs[k].producer.index + 1, 0, placed::send_start, k});
+    for (std::size_t k = 0; k < msgs.size(); ++k) visit(msgs[k].consumer.rank, placed{msgs[k].recv_anchor, 1, placed::recv_start, k});
     for (std::size_t k = 0; k < msgs.size(); ++k) {  // (a message's two waits are on two ranks)
         const message& m = msgs[k];
-        out[m.consumer.rank].push_back({m.consumer.index, 2, placed::recv_wait, k});
-        out[m.producer.rank].push_back({m.send_anchor, 2, placed::send_wait, k});
+        visit(m.consumer.rank, placed{m.consumer.index, 2, placed::recv_wait, k});
+        visit(m.producer.rank, placed{m.send_anchor, 2, placed::send_wait, k});
     }
     // load_microbatch before the first forward of each micro-batch on the first / last stage's rank
     const std::size_t V = cp.stages;
-    for (std::size_t r = 0; r < R; ++r) {
-        std::vector<char> loaded(cp.microbatches, 0);
+    for (std::uint32_t r = 0; r < cp.ops.size(); ++r) {
+        loaded.assign(cp.microbatches, 0);
         for (std::uint32_t i = 0; i < cp.ops[r].size(); ++i) {
             const instruction& c = cp.ops[r][i];
             if (c.kind != instr_kind::forward || (c.stage != 0 && c.stage + 1 != V) || loaded[c.microbatch]) continue;
             loaded[c.microbatch] = 1;
-            out[r].push_back({i, 3, placed::load, c.microbatch});
+            visit(r, placed{i, 3, placed::load, c.microbatch});
         }
     }
-    for (std::size_t r = 0; r < R; ++r)  // by (before, phase, key), unique per rank (see above)
-        counting_sort(out[r], cp.ops[r].size() + 1, [](const placed& x) { return x.before; });
+}
+
+/// The non-compute instructions of every rank with their positions, by (before, phase, key):
+/// each_inserted()'s order, bucketed by `before` (unique per rank, see above).
+inline std::vector<std::vector<placed>> place_instructions(const compute_programs& cp, const std::vector<message>& msgs) {
+    const std::size_t R = cp.ops.size();
+    std::vector<std::vector<std::uint32_t>> start(R);  // [rank][before + 1]: counts, then first places
+    for (std::size_t r = 0; r < R; ++r) start[r].assign(cp.ops[r].size() + 2, 0);
+    std::vector<char> loaded;
+    each_inserted(cp, msgs, loaded, [&](std::uint32_t r, const placed& x) { ++start[r][x.before + 1]; });
+    std::vector<std::vector<placed>> out(R);
+    for (std::size_t r = 0; r < R; ++r) {
+        std::vector<std::uint32_t>& st = start[r];
+        for (std::size_t k = 1; k < st.size(); ++k) st[k] += st[k - 1];
+        out[r].resize(st.back());
+    }
+    each_inserted(cp, msgs, loaded, [&](std::uint32_t r, const placed& x) { out[r][start[r][x.before]++] = x; });
     return out;
 }
 
@@ -417,71 +428,136 @@ inline std::vector<std::vector<placed>> place_instructions(const compute_program
 
 namespace detail {
 
-/// The instruction of an inserted one on rank r.
-[[nodiscard]] inline instruction placed_instruction(const compute_programs& cp, const std::vector<message>& msgs,
-                                                    const placed& x, std::size_t r, const lowering_options& opt) {
-    if (x.what != placed::load)
-        return message_instruction(cp, msgs[x.key], x.what == placed::send_start || x.what == placed::send_wait,
-                                   x.what == placed::send_start || x.what == placed::recv_start, opt);
-    instruction ld;  // before the first forward of micro-batch x.key on this rank
-    ld.kind = instr_kind::load_microbatch;
-    ld.microbatch = static_cast<std::uint32_t>(x.key);
-    ld.stage = cp.ops[r][x.before].stage;
-    ld.type = opt.type;
-    if (ld.microbatch < opt.shapes.size()) ld.shape = opt.shapes[ld.microbatch];
-    return ld;
+/// Writes into `ins` the inserted instruction x of rank r.
+inline void write_placed(instruction& ins, const compute_programs& cp, const std::vector<message>& msgs, const placed& x,
+                         std::size_t r, const lowering_options& opt) {
+    if (x.what != placed::load) {
+        write_message(ins, cp, msgs[x.key], x.what == placed::send_start || x.what == placed::send_wait,
+                      x.what == placed::send_start || x.what == placed::recv_start, opt);
+        return;
+    }
+    ins = instruction{};  // before the first forward of micro-batch x.key on this rank
+    ins.kind = instr_kind::load_microbatch;
+    ins.microbatch = static_cast<std::uint32_t>(x.key);
+    ins.stage = cp.ops[r][x.before].stage;
+    ins.type = opt.type;
+    if (ins.microbatch < opt.shapes.size()) ins.shape = opt.shapes[ins.microbatch];
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// Rank r's program (its compute ops `ops` with slots, the inserted instructions `at` by
+/// place, the overlap_f_b heads, reduce_gradients and optimizer_step), written from the last
+/// instruction to the first: place(in, out, stash, work) gives the place of the next one (which
+/// names those slots), filled here. Every instruction's micro-batch is moved by
+/// opt.microbatch_offset. They are program_size() instructions; the buffers' micro-batches are
+/// moved already (communicate()).
+template <class Place>
+void emit_backward(const compute_programs& cp, const slot_builder& sb, const std::vector<placed>& at, std::size_t r,
+                   const lowering_options& opt, Place&& place) {
+    const auto bare = [&](instr_kind kind, std::uint8_t mode) {
+        instruction& x = place(no_slot, no_slot, no_slot, no_slot);
+        x = instruction{};
+        x.kind = kind;
+        x.mode = mode;
+        x.microbatch = opt.microbatch_offset;
+    };
+    bare(instr_kind::optimizer_step, 0);
+    bare(instr_kind::reduce_gradients, static_cast<std::uint8_t>(opt.reduce));
+    const std::vector<instruction>& ops = sb.ops[r];
+    static const std::vector<std::uint32_t> no_heads;
+    const std::vector<std::uint32_t>& heads = r < cp.overlap_heads.size() ? cp.overlap_heads[r] : no_heads;
+    std::size_t k = at.size(), pair = heads.size();
+    for (std::uint32_t i = static_cast<std::uint32_t>(ops.size()) + 1; i-- > 0;) {
+        if (i < ops.size()) {
+            const instruction& c = ops[i];
+            instruction& x = place(c.in, c.out, c.stash, c.work);
+            x = c;
+            x.type = opt.type;
+            if (c.microbatch < opt.shapes.size()) x.shape = opt.shapes[c.microbatch];
+            x.microbatch += opt.microbatch_offset;
+            if (pair > 0 && heads[pair - 1] == i) {  // the pair's forward comes next
+                --pair;
+                instruction& o = place(no_slot, no_slot, no_slot, no_slot);
+                o = x;
+                o.kind = instr_kind::overlap_f_b;
+                o.mode = 0;
+                o.in = o.out = o.stash = o.work = no_slot;
+            }
+        }
+        for (; k > 0 && at[k - 1].before == i; --k) {
+            const placed& y = at[k - 1];
+            const bool send = y.what == placed::send_start || y.what == placed::send_wait;
+            const bool recv = y.what == placed::recv_start || y.what == placed::recv_wait;
+            const std::uint32_t in = send ? sb.messages[y.key].slot_send : no_slot;
+            const std::uint32_t out = recv ? sb.messages[y.key].slot_recv : no_slot;
+            instruction& x = place(in, out, no_slot, no_slot);
+            write_placed(x, cp, sb.messages, y, r, opt);
+            x.microbatch += opt.microbatch_offset;
+        }
+    }
+}
+
+/// The number of instructions emit_backward() writes for rank r.
+[[nodiscard]] inline std::size_t program_size(const compute_programs& cp, const slot_builder& sb, const std::vector<placed>& at,
+                                              std::size_t r) {
+    return sb.ops[r].size() + at.size() + (r < cp.overlap_heads.size() ? cp.overlap_heads[r].size() : 0) + 2;
+}
+
+/// Passes 2 + 3 for every rank: the slots, messages and inserted instructions, then
+/// write(sb, inserted, r, program) for each rank (its rank, its buffer table with the
+/// micro-batch offset, and a zero arena set; its instructions left to write).
+template <class Write>
+void communicate(std::vector<rank_program>& progs, const compute_programs& cp, const schedule::scenario& sc,
+                 const lowering_options& opt, Write&& write) {
+    const std::size_t R = cp.ops.size();
+    progs.resize(R);
+    slot_builder sb(cp, sc, progs);
+    sb.run();
+    order_messages(cp, sb.messages);
+    const auto placed = place_instructions(cp, sb.messages);
+    for (std::size_t r = 0; r < R; ++r) {
+        rank_program& p = progs[r];
+        p.rank = static_cast<std::uint32_t>(r + opt.rank_offset);
+        p.arena_bytes = p.live_peak_bytes = 0;
+        if (opt.microbatch_offset != 0)
+            for (auto& b : p.buffers) b.microbatch += opt.microbatch_offset;
+        write(sb, placed[r], r, p);
+    }
 }
 
 }  // namespace detail
 
 inline void insert_communication_into(std::vector<rank_program>& progs, const compute_programs& cp,
                                       const schedule::scenario& sc, const lowering_options& opt) {
-    const std::size_t R = cp.ops.size();
-    progs.resize(R);
-    detail::slot_builder sb(cp, sc, progs);
-    sb.run();
-    detail::order_messages(cp, sb.messages);
-    const auto placed = detail::place_instructions(cp, sb.messages);
-    for (std::size_t r = 0; r < R; ++r) {
-        rank_program& p = progs[r];
-        p.rank = static_cast<std::uint32_t>(r + opt.rank_offset);
-        p.arena_bytes = p.live_peak_bytes = 0;
-        const auto& ops = sb.ops[r];
-        p.instructions.clear();
-        // room for the frees plan_buffers() inserts (at most one per buffer), so that it works in place
-        p.instructions.reserve(ops.size() + placed[r].size() + 2 + p.buffers.size());
-        std::size_t k = 0, pair = 0;
-        static const std::vector<std::uint32_t> no_heads;
-        const std::vector<std::uint32_t>& heads = r < cp.overlap_heads.size() ? cp.overlap_heads[r] : no_heads;
-        for (std::uint32_t i = 0; i <= ops.size(); ++i) {
-            for (; k < placed[r].size() && placed[r][k].before == i; ++k)
-                p.instructions.push_back(detail::placed_instruction(cp, sb.messages, placed[r][k], r, opt));
-            if (i < ops.size()) {
-                instruction c = ops[i];
-                c.type = opt.type;
-                if (c.microbatch < opt.shapes.size()) c.shape = opt.shapes[c.microbatch];
-                if (pair < heads.size() && heads[pair] == i) {  // the pair's forward comes next
-                    ++pair;
-                    instruction o = c;
-                    o.kind = instr_kind::overlap_f_b;
-                    o.mode = 0;
-                    o.in = o.out = o.stash = o.work = no_slot;
-                    p.instructions.push_back(o);
-                }
-                p.instructions.push_back(c);
-            }
-        }
-        instruction red;
-        red.kind = instr_kind::reduce_gradients;
-        red.mode = static_cast<std::uint8_t>(opt.reduce);
-        p.instructions.push_back(red);
-        instruction step;
-        step.kind = instr_kind::optimizer_step;
-        p.instructions.push_back(step);
-        if (opt.microbatch_offset == 0) continue;
-        for (auto& ins : p.instructions) ins.microbatch += opt.microbatch_offset;
-        for (auto& b : p.buffers) b.microbatch += opt.microbatch_offset;
-    }
+    using detail::placed;
+    detail::communicate(progs, cp, sc, opt, [&](const detail::slot_builder& sb, const std::vector<placed>& at, std::size_t r,
+                                                rank_program& p) {
+        std::size_t w = detail::program_size(cp, sb, at, r);
+        p.instructions.resize(w);
+        detail::emit_backward(cp, sb, at, r, opt,
+                              [&](std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t) -> instruction& { return p.instructions[--w]; });
+    });
+}
+
+/// insert_communication_into() and then insert_frees() on every program, in one backward write
+/// per rank (a free_writer): `lives[r]` receives the lifetimes insert_frees() returns.
+inline void insert_communication_and_frees_into(std::vector<rank_program>& progs, std::vector<std::vector<lifetime>>& lives,
+                                                const compute_programs& cp, const schedule::scenario& sc,
+                                                const lowering_options& opt = {}) {
+    lives.resize(cp.ops.size());
+    using detail::placed;
+    detail::communicate(progs, cp, sc, opt, [&](const detail::slot_builder& sb, const std::vector<placed>& at, std::size_t r,
+                                                rank_program& p) {
+        p.instructions.resize(free_writer::room(detail::program_size(cp, sb, at, r), p.buffers));
+        free_writer w(p.instructions, p.buffers, lives[r]);
+        detail::emit_backward(cp, sb, at, r, opt, [&](std::uint32_t in, std::uint32_t out, std::uint32_t stash, std::uint32_t work) -> instruction& {
+            return w.place(in, out, stash, work);
+        });
+        w.finish();
+    });
 }
 
 inline std::vector<rank_program> insert_communication(const compute_programs& cp, const schedule::scenario& sc,
@@ -513,8 +589,9 @@ inline void lower_into(execution_plan& p, const schedule::scenario& sc, const sc
     p.header.predicted_peak_memory_mb.assign(p.header.ranks(), 0.0);  // 0 MB: not predicted here
     p.header.microbatches.resize(sc.microbatches);
     for (std::size_t j = 0; j < sc.microbatches && j < opt.shapes.size(); ++j) p.header.microbatches[j].shape = opt.shapes[j];
-    insert_communication_into(p.programs, cp, sc, opt);
-    for (auto& prog : p.programs) plan_buffers(prog);
+    std::vector<std::vector<lifetime>> lives;
+    insert_communication_and_frees_into(p.programs, lives, cp, sc, opt);
+    for (std::size_t r = 0; r < p.programs.size(); ++r) assign_offsets(p.programs[r], lives[r]);
 }
 
 /// All passes: schedule → compute → communication → buffers, for one replica (rank_offset and
@@ -561,6 +638,7 @@ struct join_options {
     h.dp = static_cast<std::uint32_t>(reps.size());
     h.zero_stage = o.zero_stage;
     std::uint32_t microbatch_offset = 0;
+    std::vector<std::vector<lifetime>> lives;  // by rank: its lifetimes (the frees inserted)
     for (std::size_t r = 0; r < reps.size(); ++r) {
         const replica_schedule& rep = reps[r];
         if (rep.sched->placement.devices() != h.devices || rep.sched->placement.chunks() != h.chunks)
@@ -575,8 +653,11 @@ struct join_options {
             h.microbatches.push_back(e);
             h.microbatches.back().replica = static_cast<std::uint32_t>(r);
         }
-        auto progs = insert_communication(lower_compute(*rep.sc, *rep.sched), *rep.sc, lo);
+        std::vector<rank_program> progs;
+        std::vector<std::vector<lifetime>> rep_lives;
+        insert_communication_and_frees_into(progs, rep_lives, lower_compute(*rep.sc, *rep.sched), *rep.sc, lo);
         for (auto& prog : progs) p.programs.push_back(std::move(prog));
+        for (auto& life : rep_lives) lives.push_back(std::move(life));
         if (rep.sim) {
             h.predicted_makespan_ms = std::max(h.predicted_makespan_ms, rep.sim->makespan_ms);
             for (double x : rep.sim->peak_memory_mb) h.predicted_peak_memory_mb.push_back(x);
@@ -585,7 +666,7 @@ struct join_options {
         }
         microbatch_offset += static_cast<std::uint32_t>(rep.microbatches.size());
     }
-    parallel_for(p.programs.size(), o.threads, [&](std::size_t k, std::size_t) { plan_buffers(p.programs[k]); });
+    parallel_for(p.programs.size(), o.threads, [&](std::size_t k, std::size_t) { assign_offsets(p.programs[k], lives[k]); });
     return p;
 }
 
