@@ -287,6 +287,33 @@ TEST_CASE("planner memory: real T5-11B, the recomputation modes' splits on worke
     }
 }
 
+TEST_CASE("planner memory: real GPT-6.7B, the later V kinds' candidates run ahead on idle workers: same candidates" * PIPEPLAN_NEEDS_DATA()) {
+    // 65k at 36000 MB: zb-v wins on its extra split, and v-half and v-min are pruned by their
+    // lower bounds. With threads > 1 their candidates whose bound is below the fastest so far
+    // run ahead on the idle worker (planner::run_rounds) and are discarded: the reports, the
+    // choice and the plan are those of one kind after the other.
+    const auto& gpt = test::profile_model("gpt_6.7b", interpolation_mode::recommended);
+    for (const unsigned seed : {1u, 2u}) {
+        const auto batch = test::draw_batch("superni_gpt.csv", 65536, seed);
+        const plan_result one = plan_iteration(gpt, batch, mem_options(2, 4, 8, 4096, 36000));
+        REQUIRE(std::none_of(one.candidates.begin(), one.candidates.end(),
+                             [](const candidate_report& c) { return c.name == "v-half" || c.name == "v-min"; }));
+        for (std::size_t threads : {2u, 3u}) {
+            auto o = mem_options(2, 4, 8, 4096, 36000);
+            o.threads = threads;
+            const plan_result many = plan_iteration(gpt, batch, o);
+            INFO("seed " << seed << ", threads " << threads);
+            CHECK(to_binary(many.plan) == to_binary(one.plan));
+            REQUIRE(many.candidates.size() == one.candidates.size());
+            for (std::size_t k = 0; k < one.candidates.size(); ++k) {
+                CHECK(many.candidates[k].name == one.candidates[k].name);
+                CHECK(many.candidates[k].split == one.candidates[k].split);
+                CHECK(many.candidates[k].makespan_ms == one.candidates[k].makespan_ms);
+            }
+        }
+    }
+}
+
 TEST_CASE("planner memory: real T5-11B, the extra splits are screened with the leading kind" * PIPEPLAN_NEEDS_DATA()) {
     // The reweighted splits (fill weights 0.5 and 0.25) are screened by one quick simulation each
     // and one is scheduled in full. A V kind leads these plans; screened with it, the screen keeps
