@@ -16,6 +16,7 @@
 #include "pipeplan/cost/profile.hpp"
 #include "pipeplan/plan/planner.hpp"
 #include "profile_models.hpp"
+#include "same_plan.hpp"
 #include "support.hpp"
 
 using namespace pipeplan;
@@ -277,12 +278,7 @@ TEST_CASE("planner memory: real T5-11B, the recomputation modes' splits on worke
         for (int run = 0; run < 2; ++run) {  // the second with the workers' caches filled
             const plan_result many = p.plan(batch);
             INFO("threads " << threads << ", run " << run);
-            CHECK(to_binary(many.plan) == to_binary(one.plan));
-            REQUIRE(many.candidates.size() == one.candidates.size());
-            for (std::size_t k = 0; k < one.candidates.size(); ++k) {
-                CHECK(many.candidates[k].split == one.candidates[k].split);
-                CHECK(many.candidates[k].makespan_ms == one.candidates[k].makespan_ms);
-            }
+            test::check_same_plan(one, many);
         }
     }
 }
@@ -301,15 +297,8 @@ TEST_CASE("planner memory: real GPT-6.7B, the later V kinds' candidates run ahea
         for (std::size_t threads : {2u, 3u}) {
             auto o = mem_options(2, 4, 8, 4096, 36000);
             o.threads = threads;
-            const plan_result many = plan_iteration(gpt, batch, o);
             INFO("seed " << seed << ", threads " << threads);
-            CHECK(to_binary(many.plan) == to_binary(one.plan));
-            REQUIRE(many.candidates.size() == one.candidates.size());
-            for (std::size_t k = 0; k < one.candidates.size(); ++k) {
-                CHECK(many.candidates[k].name == one.candidates[k].name);
-                CHECK(many.candidates[k].split == one.candidates[k].split);
-                CHECK(many.candidates[k].makespan_ms == one.candidates[k].makespan_ms);
-            }
+            test::check_same_plan(one, plan_iteration(gpt, batch, o));
         }
     }
 }
