@@ -1032,6 +1032,7 @@ private:
     struct candidate_run {
         candidate_report report;
         std::vector<detail::scheduled> replicas;
+        std::exception_ptr error{};  ///< run_candidates(): what scheduling it threw (rethrown where it is reported)
     };
 
     /// Schedules `kind` on every replica scenario `scs` of a split (its name in the report), each
@@ -1137,12 +1138,13 @@ private:
         const std::vector<std::size_t> extras = screen(splits, scs, g, screen_leader(splits, scs, ks, always, best));
         std::vector<std::size_t> all = always;
         all.insert(all.end(), extras.begin(), extras.end());
+        std::vector<std::vector<task>> rounds;  // one V kind each
         for (std::size_t i = 0; i < ks.size(); ++i) {
             if (ks[i].config == 0) continue;
-            tasks.clear();
-            for (std::size_t k : ks.begin() + std::ptrdiff_t(i) == first_v ? extras : all) tasks.push_back({k, ks[i], rank(k, i)});
-            run_tasks(splits, scs, tasks, reports, best);
+            auto& round = rounds.emplace_back();
+            for (std::size_t k : ks.begin() + std::ptrdiff_t(i) == first_v ? extras : all) round.push_back({k, ks[i], rank(k, i)});
         }
+        run_rounds(splits, scs, rounds, reports, best);
         tasks.clear();
         for (std::size_t k : all)
             for (std::size_t i = 0; i < ks.size(); ++i)
@@ -1205,25 +1207,99 @@ private:
     /// ms, the V's bound 2182.7736306762695 ms: v-half and v-min cannot win there).
     void run_tasks(const std::vector<named_split>& splits, scenario_sets& scs, const std::vector<task>& all,
                    std::vector<candidate_report>& reports, choice& best) {
+        std::vector<double> bounds_ms;
+        for (const task& t : all) bounds_ms.push_back(candidate_bound_ms(splits, scs, t.kind, t.split, true));
+        const std::vector<std::size_t> run = may_win(all, bounds_ms, best);
         std::vector<task> tasks;
-        const double reached_ms = best.makespan_ms * (1.0 - bound_rounding);
-        for (const task& t : all) {
-            const double bound_ms = candidate_bound_ms(splits, scs, t.kind, t.split, true);
-            if (bound_ms < reached_ms || (bound_ms <= best.makespan_ms && t.rank < best.rank)) tasks.push_back(t);
+        for (std::size_t t : run) tasks.push_back(all[t]);
+        std::vector<candidate_run> runs = run_candidates(splits, scs, tasks);
+        for (const candidate_run& c : runs)
+            if (c.error) std::rethrow_exception(c.error);
+        for (std::size_t t = 0; t < tasks.size(); ++t) keep(tasks[t], std::move(runs[t]), reports, best);
+    }
+
+    /// run_tasks() of each of the `rounds` in turn. With threads > 1, a round whose tasks leave
+    /// workers idle has them fill up (to a multiple of the thread count) with tasks of the later
+    /// rounds whose bound does not exceed the best makespan now, the lowest bounds first (the
+    /// likeliest to be run when their round comes): a task that a later round then runs takes
+    /// that run; the others are discarded. The rounds take the same runs in the same order as
+    /// one after the other, so the reports and the choice are the same (the 1M plan's V kinds:
+    /// four tasks in three rounds of one or two, run two at a time).
+    void run_rounds(const std::vector<named_split>& splits, scenario_sets& scs, const std::vector<std::vector<task>>& rounds,
+                    std::vector<candidate_report>& reports, choice& best) {
+        if (opt_.threads <= 1 || rounds.size() < 2) {
+            for (const auto& round : rounds) run_tasks(splits, scs, round, reports, best);
+            return;
         }
+        std::vector<std::vector<double>> bounds_ms(rounds.size());
+        std::vector<std::vector<std::optional<candidate_run>>> runs(rounds.size());
+        for (std::size_t r = 0; r < rounds.size(); ++r) {
+            for (const task& t : rounds[r]) bounds_ms[r].push_back(candidate_bound_ms(splits, scs, t.kind, t.split, true));
+            runs[r].resize(rounds[r].size());
+        }
+        for (std::size_t r = 0;;) {
+            for (; r < rounds.size(); ++r) {  // the rounds whose tasks have all run, in turn
+                const std::vector<std::size_t> run = may_win(rounds[r], bounds_ms[r], best);
+                if (std::any_of(run.begin(), run.end(), [&](std::size_t t) { return !runs[r][t]; })) break;
+                for (std::size_t t : run)
+                    if (runs[r][t]->error) std::rethrow_exception(runs[r][t]->error);
+                for (std::size_t t : run) keep(rounds[r][t], std::move(*runs[r][t]), reports, best);
+            }
+            if (r == rounds.size()) return;
+            std::vector<std::pair<std::size_t, std::size_t>> next;  // (round, task): round r's, then ahead
+            for (std::size_t t : may_win(rounds[r], bounds_ms[r], best))
+                if (!runs[r][t]) next.emplace_back(r, t);
+            std::vector<std::pair<std::size_t, std::size_t>> ahead;
+            for (std::size_t q = r + 1; q < rounds.size(); ++q)
+                for (std::size_t t = 0; t < rounds[q].size(); ++t)
+                    if (!runs[q][t] && bounds_ms[q][t] <= best.makespan_ms) ahead.emplace_back(q, t);
+            std::stable_sort(ahead.begin(), ahead.end(), [&](const auto& x, const auto& y) {  // likeliest to run first
+                return bounds_ms[x.first][x.second] < bounds_ms[y.first][y.second];
+            });
+            const std::size_t fill = (next.size() + opt_.threads - 1) / opt_.threads * opt_.threads;
+            for (std::size_t k = 0; k < ahead.size() && next.size() < fill; ++k) next.push_back(ahead[k]);
+            std::vector<task> tasks;
+            for (const auto& [q, t] : next) tasks.push_back(rounds[q][t]);
+            std::vector<candidate_run> done = run_candidates(splits, scs, tasks);
+            for (std::size_t k = 0; k < next.size(); ++k) runs[next[k].first][next[k].second] = std::move(done[k]);
+        }
+    }
+
+    /// The indices of the tasks (`bounds_ms`: their candidate_bound_ms()) that may still beat
+    /// `best` (run_tasks()).
+    [[nodiscard]] static std::vector<std::size_t> may_win(const std::vector<task>& all, const std::vector<double>& bounds_ms,
+                                                          const choice& best) {
+        std::vector<std::size_t> out;
+        const double reached_ms = best.makespan_ms * (1.0 - bound_rounding);
+        for (std::size_t t = 0; t < all.size(); ++t)
+            if (bounds_ms[t] < reached_ms || (bounds_ms[t] <= best.makespan_ms && all[t].rank < best.rank)) out.push_back(t);
+        return out;
+    }
+
+    /// Schedules every task (run_candidate(), in parallel); an exception is kept in its run.
+    std::vector<candidate_run> run_candidates(const std::vector<named_split>& splits, scenario_sets& scs,
+                                              const std::vector<task>& tasks) {
         std::vector<candidate_run> runs(tasks.size());
         ws_.resize(std::max(ws_.size(), parallel_workers(tasks.size(), opt_.threads)));
         parallel_for(tasks.size(), opt_.threads, [&](std::size_t t, std::size_t worker) {
             const task& x = tasks[t];
-            runs[t] = run_candidate(*x.kind.kind, splits[x.split].first, scs[x.kind.config][x.split], ws_[worker],
-                                    opt_.order_search_evaluations);
+            try {
+                runs[t] = run_candidate(*x.kind.kind, splits[x.split].first, scs[x.kind.config][x.split], ws_[worker],
+                                        opt_.order_search_evaluations);
+            } catch (...) {
+                runs[t].error = std::current_exception();
+            }
         });
-        for (std::size_t t = 0; t < tasks.size(); ++t) {
-            reports.push_back(runs[t].report);
-            const double ms = runs[t].report.makespan_ms;
-            if (runs[t].report.feasible && (ms < best.makespan_ms || (ms == best.makespan_ms && tasks[t].rank < best.rank)))
-                best = {std::move(runs[t].replicas), tasks[t].split, tasks[t].kind.kind, reports.size() - 1, ms, tasks[t].rank};
-        }
+        return runs;
+    }
+
+    /// Reports task `t`'s run and keeps it in `best` when it is the fastest feasible one so far
+    /// (ties: the lower rank).
+    static void keep(const task& t, candidate_run&& run, std::vector<candidate_report>& reports, choice& best) {
+        reports.push_back(run.report);
+        const double ms = run.report.makespan_ms;
+        if (run.report.feasible && (ms < best.makespan_ms || (ms == best.makespan_ms && t.rank < best.rank)))
+            best = {std::move(run.replicas), t.split, t.kind.kind, reports.size() - 1, ms, t.rank};
     }
 
     /// The kind that screens splits when no candidate is feasible yet: zb-h1 when it is a
