@@ -6,12 +6,15 @@
 // "Simulator speed"). The simulator's large scratch buffers and results are therefore advised
 // as huge pages: a hint that changes how the kernel backs them, never what they hold. Linux only
 // (a no-op elsewhere), and only for the whole 2 MiB pages inside a buffer (huge_page_allocator
-// aligns large buffers to huge pages, so all of such a buffer is).
+// aligns large buffers to huge pages, so all of such a buffer is). Freed large blocks are kept for
+// the next allocation of the same size (huge_block_cache, at most 64 MiB): a fresh simulation
+// whose result the caller dropped then writes into memory that is already faulted in.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -48,6 +51,79 @@ inline void advise_huge_pages(const void* p, std::size_t bytes) noexcept {
     return bytes - whole >= huge_page_bytes / 8 ? whole + huge_page_bytes : whole;
 }
 
+/// Freed blocks of huge_page_allocator, kept for the next allocation of the same rounded size (at
+/// most kept_blocks blocks and kept_bytes bytes, the oldest released first): a block taken from
+/// here is already faulted in, where a fresh one costs the kernel's clearing of every huge page
+/// (~240 µs per 2 MiB on the development VM: ~3 ms of a fresh 1F1B simulation at S 64, M 4096,
+/// whose result and scratch are three such blocks that the previous simulation freed). What it
+/// holds is the last owner's data: the allocator never zeroes memory (construct()). One per
+/// process, behind a mutex (an allocation of a huge page or more takes it once).
+class huge_block_cache {
+public:
+    static constexpr std::size_t kept_blocks = 8;
+    static constexpr std::size_t kept_bytes = std::size_t{64} << 20;
+
+    huge_block_cache() = default;
+    huge_block_cache(const huge_block_cache&) = delete;
+    huge_block_cache& operator=(const huge_block_cache&) = delete;
+    ~huge_block_cache() {
+        for (std::size_t i = 0; i < count_; ++i) ::operator delete(blocks_[i].p, std::align_val_t{huge_page_bytes});
+    }
+
+    /// The process's cache (never destroyed: blocks may be freed during static destruction).
+    [[nodiscard]] static huge_block_cache& instance() {
+        static huge_block_cache* cache = new huge_block_cache;
+        return *cache;
+    }
+
+    /// A kept block of `bytes` (a multiple of huge_page_bytes), or nullptr.
+    [[nodiscard]] void* take(std::size_t bytes) noexcept {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        for (std::size_t i = count_; i-- > 0;)  // the newest first
+            if (blocks_[i].bytes == bytes) {
+                void* p = blocks_[i].p;
+                held_ -= bytes;
+                for (std::size_t j = i + 1; j < count_; ++j) blocks_[j - 1] = blocks_[j];
+                --count_;
+                return p;
+            }
+        return nullptr;
+    }
+
+    /// Keeps block `p` of `bytes` (releasing the oldest blocks as the limits need), or releases
+    /// it when it alone exceeds kept_bytes.
+    void keep(void* p, std::size_t bytes) noexcept {
+        block released[kept_blocks + 1];
+        std::size_t n = 0;
+        {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            if (bytes > kept_bytes) {
+                released[n++] = {p, bytes};
+            } else {
+                std::size_t drop = 0;
+                while (count_ - drop == kept_blocks || held_ + bytes > kept_bytes) {
+                    held_ -= blocks_[drop].bytes;
+                    released[n++] = blocks_[drop++];
+                }
+                for (std::size_t j = drop; j < count_; ++j) blocks_[j - drop] = blocks_[j];
+                count_ -= drop;
+                blocks_[count_++] = {p, bytes};
+                held_ += bytes;
+            }
+        }
+        for (std::size_t i = 0; i < n; ++i) ::operator delete(released[i].p, std::align_val_t{huge_page_bytes});
+    }
+
+private:
+    struct block {
+        void* p = nullptr;
+        std::size_t bytes = 0;
+    };
+    std::mutex mutex_;
+    block blocks_[kept_blocks];
+    std::size_t count_ = 0, held_ = 0;  ///< blocks kept (oldest first) and their bytes
+};
+
 /// An allocator whose blocks of at least one huge page are aligned to huge pages, rounded up to
 /// whole ones and advised as huge pages (huge_advised_bytes(): all but a short tail): such a block
 /// is backed by huge pages from its first byte (a block of plain operator new has up to 2 MiB at
@@ -65,14 +141,15 @@ struct huge_page_allocator {
         if (n > (SIZE_MAX / 2 - huge_page_bytes) / sizeof(T)) throw std::bad_array_new_length();  // rounded fits
         const std::size_t bytes = n * sizeof(T);
         if (bytes < huge_page_bytes) return std::allocator<T>{}.allocate(n);
-        const std::size_t rounded = (bytes + huge_page_bytes - 1) & ~(huge_page_bytes - 1);
-        void* p = ::operator new(rounded, std::align_val_t{huge_page_bytes});
+        const std::size_t rounded = rounded_bytes(bytes);
+        void* p = huge_block_cache::instance().take(rounded);
+        if (!p) p = ::operator new(rounded, std::align_val_t{huge_page_bytes});
         advise_huge_pages(p, huge_advised_bytes(bytes));
         return static_cast<T*>(p);
     }
     void deallocate(T* p, std::size_t n) noexcept {
         if (n * sizeof(T) < huge_page_bytes) return std::allocator<T>{}.deallocate(p, n);
-        ::operator delete(p, std::align_val_t{huge_page_bytes});
+        huge_block_cache::instance().keep(p, rounded_bytes(n * sizeof(T)));
     }
     /// Construction without a value default-initializes: resize() of a vector of numbers leaves
     /// the new entries unwritten (scratch that is overwritten anyway is not zero-filled first,
@@ -86,6 +163,12 @@ struct huge_page_allocator {
         ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
     }
     friend bool operator==(const huge_page_allocator&, const huge_page_allocator&) noexcept { return true; }
+
+private:
+    /// `bytes` rounded up to whole huge pages.
+    [[nodiscard]] static constexpr std::size_t rounded_bytes(std::size_t bytes) noexcept {
+        return (bytes + huge_page_bytes - 1) & ~(huge_page_bytes - 1);
+    }
 };
 
 /// A vector whose large storage is huge pages (huge_page_allocator); resize() leaves new entries
