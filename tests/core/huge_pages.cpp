@@ -80,5 +80,18 @@ TEST_CASE("huge pages: the block cache keeps the newest blocks within its limits
     const std::size_t over = huge_block_cache::kept_bytes + huge_page_bytes;
     cache.keep(block(over), over);
     CHECK(cache.take(over) == nullptr);
+    CHECK(cache.held_bytes() == 0);
     cache.keep(block(huge_page_bytes), huge_page_bytes);
+    CHECK(cache.held_bytes() == huge_page_bytes);
+}
+
+TEST_CASE("huge pages: release() gives every kept block back") {
+    using pipeplan::huge_block_cache;
+    huge_block_cache cache;
+    CHECK(cache.release() == 0);
+    for (int i = 0; i < 3; ++i) cache.keep(::operator new(2 * huge_page_bytes, std::align_val_t{huge_page_bytes}), 2 * huge_page_bytes);
+    CHECK(cache.held_bytes() == 6 * huge_page_bytes);
+    CHECK(cache.release() == 6 * huge_page_bytes);
+    CHECK(cache.held_bytes() == 0);
+    CHECK(cache.take(2 * huge_page_bytes) == nullptr);
 }

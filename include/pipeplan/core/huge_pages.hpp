@@ -114,12 +114,33 @@ public:
         for (std::size_t i = 0; i < n; ++i) ::operator delete(released[i].p, std::align_val_t{huge_page_bytes});
     }
 
+    /// Releases every kept block to the system and returns their bytes: for a long-running
+    /// process (a trainer) that has finished simulating and wants the memory back.
+    std::size_t release() noexcept {
+        block released[kept_blocks];
+        std::size_t n = 0, bytes = 0;
+        {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            for (; n < count_; ++n) released[n] = blocks_[n];
+            bytes = held_;
+            count_ = held_ = 0;
+        }
+        for (std::size_t i = 0; i < n; ++i) ::operator delete(released[i].p, std::align_val_t{huge_page_bytes});
+        return bytes;
+    }
+
+    /// The bytes of the blocks kept now.
+    [[nodiscard]] std::size_t held_bytes() const noexcept {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        return held_;
+    }
+
 private:
     struct block {
         void* p = nullptr;
         std::size_t bytes = 0;
     };
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     block blocks_[kept_blocks];
     std::size_t count_ = 0, held_ = 0;  ///< blocks kept (oldest first) and their bytes
 };
