@@ -61,7 +61,9 @@ struct byte_writer {
     std::string out;
     template <class T>
     void uint(T v) {
-        for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xFF));
+        char bytes[sizeof(T)];  // little-endian whatever the host's order
+        for (std::size_t i = 0; i < sizeof(T); ++i) bytes[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xFF);
+        out.append(bytes, sizeof(T));
     }
     void f64(double x) { uint(std::bit_cast<std::uint64_t>(x)); }
     void str(std::string_view s) {
@@ -94,17 +96,23 @@ void put(byte_writer& w, const T& v) {
     }
 }
 
+/// The bytes of a frame (magic, version, program count, payload size and checksum, payload): the
+/// payload is written after room for its size and checksum, which are filled in once it is known.
 inline std::string frame(const plan_header& h, const rank_program* const* progs, std::size_t n) {
-    byte_writer payload;
-    put(payload, h);
-    for (std::size_t i = 0; i < n; ++i) put(payload, *progs[i]);
     byte_writer w;
     w.out.append(binary_magic);
     w.uint(binary_format_version);
     w.uint(static_cast<std::uint32_t>(n));
-    w.uint(static_cast<std::uint64_t>(payload.out.size()));
-    w.uint(fnv1a64(payload.out));
-    w.out += payload.out;
+    const std::size_t sums = w.out.size();  // payload size (u64), then its checksum (u64)
+    w.out.append(16, '\0');
+    const std::size_t start = w.out.size();
+    put(w, h);
+    for (std::size_t i = 0; i < n; ++i) put(w, *progs[i]);
+    const std::string_view payload = std::string_view(w.out).substr(start);
+    byte_writer head;
+    head.uint(static_cast<std::uint64_t>(payload.size()));
+    head.uint(fnv1a64(payload));
+    w.out.replace(sums, 16, head.out);
     return std::move(w.out);
 }
 
