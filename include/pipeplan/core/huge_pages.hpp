@@ -66,9 +66,7 @@ public:
     huge_block_cache() = default;
     huge_block_cache(const huge_block_cache&) = delete;
     huge_block_cache& operator=(const huge_block_cache&) = delete;
-    ~huge_block_cache() {
-        for (std::size_t i = 0; i < count_; ++i) ::operator delete(blocks_[i].p, std::align_val_t{huge_page_bytes});
-    }
+    ~huge_block_cache() { (void)release(); }
 
     /// The process's cache (never destroyed: blocks may be freed during static destruction).
     [[nodiscard]] static huge_block_cache& instance() {
