@@ -339,6 +339,40 @@ TEST_CASE("plan_buffers: placements against the brute-force optimum on tiny inst
     CHECK(worst_beam <= 1.5);
 }
 
+TEST_CASE("plan_buffers: place_rest stopped above a limit and resumed places as one call") {
+    splitmix64 rng(77);
+    for (int t = 0; t < 60; ++t) {
+        std::vector<plan::detail::placement_item> items;
+        const std::size_t n = 20 + rng.below(120);
+        for (std::uint32_t i = 0; i < n; ++i) {
+            const auto first = static_cast<std::uint32_t>(rng.below(n / 2));
+            items.push_back({i, first, first + static_cast<std::uint32_t>(rng.below(12)), 256 * (1 + rng.below(40))});
+        }
+        std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+            return a.first != b.first ? a.first < b.first : a.last != b.last ? a.last > b.last : a.slot < b.slot;
+        });
+        plan::detail::rest_scratch x;
+        std::vector<std::uint64_t> search(n, plan::detail::unplaced);  // some items placed first (a valid placement)
+        plan::detail::place_rest(items, search, x);
+        for (std::size_t i = 0; i < n; ++i)
+            if (rng.below(3) != 0) search[i] = plan::detail::unplaced;
+        std::vector<std::uint64_t> whole = search;
+        const std::uint64_t arena = plan::detail::place_rest(items, whole, x);
+        for (const std::uint64_t limit : {arena / 4, arena / 2, arena - 1, arena}) {
+            std::vector<std::uint64_t> offset = search;
+            const plan::detail::rest_result r = plan::detail::place_rest_from(items, offset, x, 0, limit);
+            CAPTURE(t);
+            CAPTURE(limit);
+            CHECK((r.arena > limit) == (arena > limit));  // (the arena only grows)
+            if (r.arena <= limit) CHECK(r.next == n);
+            const plan::detail::rest_result end = plan::detail::place_rest_from(items, offset, x, r.next, UINT64_MAX);
+            CHECK(end.next == n);
+            CHECK(end.arena == arena);
+            CHECK(offset == whole);
+        }
+    }
+}
+
 namespace {
 
 /// A rank program of `microbatches` FIFO stashes as a long 1F1B plan has them: micro-batch m's

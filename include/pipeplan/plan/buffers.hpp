@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <iterator>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/plan/instruction.hpp"
@@ -308,70 +309,137 @@ struct rest_scratch {
     std::vector<std::uint32_t> next_placed;
 };
 
+/// Best fit over gaps visited in address order: the bottom of the smallest gap of at least
+/// `need` bytes (> 0), the first of equal ones, else the top of the visited spans. The
+/// smallest excess (gap - need) is kept: a gap too small wraps above any real excess.
+struct best_fit_scan {
+    std::uint64_t need, cursor = 0, pos = 0, best = UINT64_MAX;
+    /// The gap from the top so far to `begin`, then the span up to `end` (begin >= cursor).
+    [[gnu::always_inline]] void visit(std::uint64_t begin, std::uint64_t end) {  // (selects, not branches: the gaps come in no order)
+        const std::uint64_t excess = begin - cursor - need;
+        const bool better = excess < best;
+        pos = better ? cursor : pos;
+        best = better ? excess : best;
+        cursor = end;
+    }
+    /// A span that may overlap those visited.
+    [[gnu::always_inline]] void visit_any(const placed_span& e) { visit(std::max(e.begin, cursor), std::max(e.end, cursor)); }
+    [[nodiscard]] std::uint64_t offset() const { return best > UINT64_MAX - need ? cursor : pos; }
+};
+
+/// Drops from the `n` spans at `live` (by address) those dead before instruction `now`;
+/// returns their number and sets `next_death` to the earliest last use left. With `fit`, also
+/// visits the spans left (they meet at `now`: none overlap).
+template <bool Fit>
+[[gnu::always_inline]] inline std::size_t drop_dead(placed_span* live, std::size_t n, std::uint32_t now, std::uint32_t& next_death,
+                                                    best_fit_scan& fit) {
+    next_death = UINT32_MAX;
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
+        const placed_span e = live[k];
+        const bool alive = e.last >= now;
+        live[kept] = e;
+        kept += alive;
+        next_death = std::min(next_death, alive ? e.last : UINT32_MAX);
+        if constexpr (Fit) {  // (a dead span neither fits nor moves the top)
+            const std::uint64_t excess = alive ? e.begin - fit.cursor - fit.need : UINT64_MAX;
+            const bool better = excess < fit.best;
+            fit.pos = better ? fit.cursor : fit.pos;
+            fit.best = better ? excess : fit.best;
+            fit.cursor = alive ? e.end : fit.cursor;
+        }
+    }
+    return kept;
+}
+
+/// Whether item i joins place_rest()'s live list: a later-born item meets it (not a
+/// workspace, say, dead before the next birth: the items come by first use).
+[[nodiscard]] inline bool meets_next_birth(std::span<const placement_item> items, std::size_t i) {
+    return i + 1 < items.size() && items[i + 1].first <= items[i].last;
+}
+
+/// place_rest()'s state before item `from` (its items before `from` placed in `offset`): the
+/// live list (those of them that join it and are alive at item from's birth, by address) and
+/// the arena so far. Returns the number of live buffers.
+inline std::size_t rest_state_at(std::span<const placement_item> items, const std::vector<std::uint64_t>& offset, std::size_t from,
+                                 placed_span* live, std::uint32_t& next_death, std::uint64_t& arena) {
+    std::size_t n = 0;
+    const std::uint32_t now = from < items.size() ? items[from].first : UINT32_MAX;  // (none left: only the arena)
+    for (std::uint32_t k = 0; k < from; ++k) {
+        arena = std::max(arena, offset[k] + items[k].size_bytes);
+        if (!meets_next_birth(items, k) || items[k].last < now) continue;
+        n = insert_sorted(live, n, {offset[k], offset[k] + items[k].size_bytes, items[k].last, k});
+        next_death = std::min(next_death, items[k].last);
+    }
+    return n;
+}
+
+/// place_rest()'s result: the arena so far and the first item not yet placed (items.size()
+/// when it ran to the end).
+struct rest_result {
+    std::uint64_t arena = 0;
+    std::size_t next = 0;
+};
+
 /// Places the items `offset` leaves `unplaced` around those it places, in time order: each
 /// into the smallest gap between the buffers whose lifetimes meet its own (those live at its
-/// birth, and the placed ones born during its life), or above them. Returns the arena size.
-inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset, rest_scratch& x) {
+/// birth, and the placed ones born during its life), or above them. Starts at item `from`
+/// (those before it placed by an earlier call: the same placement as one call) and stops
+/// after the item that takes the arena above `limit_bytes`.
+inline rest_result place_rest_from(std::span<const placement_item> items, std::vector<std::uint64_t>& offset, rest_scratch& x,
+                                   std::size_t from, std::uint64_t limit_bytes) {
     // live: the placed buffers that meet the next births, by address; later: the placed
     // buffers born during one buffer's life, by address (plain arrays with counts: every item
     // fits in each)
     if (x.live.size() < items.size() + 1) x.live.resize(items.size() + 1), x.later.resize(items.size() + 1);
     placed_span* const live = x.live.data();
     placed_span* const later = x.later.data();
-    std::size_t n = 0;  // live buffers
     std::uint64_t arena = 0;
     std::uint32_t next_death = UINT32_MAX;  // the earliest last use in `live`
+    std::size_t n = from == 0 ? 0 : rest_state_at(items, offset, from, live, next_death, arena);  // live buffers
     x.next_placed.resize(items.size() + 1);  // [i]: the first placed item at or after i
     std::uint32_t* const next_placed = x.next_placed.data();
     next_placed[items.size()] = static_cast<std::uint32_t>(items.size());
-    for (std::size_t i = items.size(); i-- > 0;) next_placed[i] = offset[i] != unplaced ? static_cast<std::uint32_t>(i) : next_placed[i + 1];
-    for (std::uint32_t i = 0; i < items.size(); ++i) {
+    for (std::size_t i = items.size(); i-- > from;) next_placed[i] = offset[i] != unplaced ? static_cast<std::uint32_t>(i) : next_placed[i + 1];
+    for (auto i = static_cast<std::uint32_t>(from); i < items.size(); ++i) {
         const placement_item& b = items[i];
-        if (b.first > next_death) {  // drop the buffers dead before b's birth
-            next_death = UINT32_MAX;
-            std::size_t kept = 0;
-            for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
-                const placed_span e = live[k];
-                const bool alive = e.last >= b.first;
-                live[kept] = e;
-                kept += alive;
-                next_death = std::min(next_death, alive ? e.last : UINT32_MAX);
-            }
-            n = kept;
-        }
-        const bool placed_before = offset[i] != unplaced;  // (by the search)
-        if (!placed_before) {
+        const bool drop = b.first > next_death;  // buffers in `live` died before b's birth
+        best_fit_scan fit{b.size_bytes};
+        if (offset[i] != unplaced) {  // (placed by the search)
+            if (drop) n = drop_dead<false>(live, n, b.first, next_death, fit);
+        } else {
             std::size_t n_later = 0;
             for (std::size_t j = next_placed[i + 1]; j < items.size() && items[j].first <= b.last; j = next_placed[j + 1])
                 n_later = insert_sorted(later, n_later, {offset[j], offset[j] + items[j].size_bytes, 0, 0});
-            // smallest gap between the buffers of live and later (both by address), merged
-            std::uint64_t pos = 0, best_gap = UINT64_MAX, cursor = 0;
-            const std::uint64_t need = b.size_bytes;  // (> 0: an empty gap never fits)
-            std::size_t k = 0;
-            const auto visit = [&](const placed_span& e) {  // (selects, not branches: the gaps come in no order)
-                const std::uint64_t gap = std::max(e.begin, cursor) - cursor;
-                const std::uint64_t fit = gap >= need ? gap : UINT64_MAX;
-                const bool better = fit < best_gap;
-                pos = better ? cursor : pos;
-                best_gap = better ? fit : best_gap;
-                cursor = std::max(cursor, e.end);
-            };
-            for (std::size_t l = 0; l < n_later; ++l) {  // usually none
-                for (; k < n && live[k].begin < later[l].begin; ++k) visit(live[k]);
-                visit(later[l]);
+            if (n_later == 0 && drop) {  // (usual: one pass drops and fits)
+                n = drop_dead<true>(live, n, b.first, next_death, fit);
+            } else if (n_later == 0) {  // (the live buffers meet at b's birth: none overlap)
+                for (std::size_t k = 0; k < n; ++k) fit.visit(live[k].begin, live[k].end);
+            } else {  // live and later merged (they may overlap)
+                if (drop) n = drop_dead<false>(live, n, b.first, next_death, fit);
+                std::size_t k = 0;
+                for (std::size_t l = 0; l < n_later; ++l) {
+                    for (; k < n && live[k].begin < later[l].begin; ++k) fit.visit_any(live[k]);
+                    fit.visit_any(later[l]);
+                }
+                for (; k < n; ++k) fit.visit_any(live[k]);
             }
-            for (; k < n; ++k) visit(live[k]);
-            offset[i] = best_gap == UINT64_MAX ? cursor : pos;
+            offset[i] = fit.offset();
         }
         arena = std::max(arena, offset[i] + b.size_bytes);
-        // only a buffer that a later-born one meets joins `live` (not a workspace, say, dead
-        // before the next birth: the items come by first use), by address (the live buffers
-        // below b begin below its offset, those above it at or above its end)
-        if (i + 1 == items.size() || items[i + 1].first > b.last) continue;
+        if (arena > limit_bytes) return {arena, i + 1};
+        // by address (the live buffers below b begin below its offset, those above it at or
+        // above its end)
+        if (!meets_next_birth(items, i)) continue;
         n = insert_sorted(live, n, {offset[i], offset[i] + b.size_bytes, b.last, i});
         next_death = std::min(next_death, b.last);
     }
-    return arena;
+    return {arena, items.size()};
+}
+
+/// place_rest_from() over all the items: returns the arena.
+inline std::uint64_t place_rest(std::span<const placement_item> items, std::vector<std::uint64_t>& offset, rest_scratch& x) {
+    return place_rest_from(items, offset, x, 0, UINT64_MAX).arena;
 }
 
 /// Beam search over placements in time order (see the file comment). Each state is a partial
@@ -730,10 +798,7 @@ private:
 [[nodiscard]] inline std::vector<placement_item> placement_items(const rank_program& p, const std::vector<lifetime>& life,
                                                                  std::uint64_t alignment_bytes) {
     const auto placed = [&](std::uint32_t s) { return life[s].used() && p.buffers[s].size_bytes > 0; };
-    std::size_t births = 0;
-    for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
-        if (placed(s)) births = std::max<std::size_t>(births, std::size_t(life[s].first) + 1);
-    std::vector<std::uint32_t> start(births + 1, 0);
+    std::vector<std::uint32_t> start(p.instructions.size() + 1, 0);  // (a first use is an instruction's index)
     for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
         if (placed(s)) ++start[life[s].first + 1];
     for (std::size_t t = 1; t < start.size(); ++t) start[t] += start[t - 1];
@@ -792,8 +857,9 @@ inline constexpr std::uint64_t good_enough_percent = 8;
 /// fit by size and by breadth; else the beam_stages under the aligned live set (their widths
 /// capped at `max_beam_width`; a stage the cap makes a repeat is skipped), each followed by
 /// place_rest() for the smaller buffers where that can help (see the loop), until the arena
-/// is within good_enough_percent of the live set. Returns the smallest arena; fills `offset`
-/// (by item). Deterministic.
+/// is within good_enough_percent of the live set (a place_rest() that goes above that stops
+/// there, and is finished only where its arena counts: the same result). Returns the smallest
+/// arena (the first of equal ones); fills `offset` (by item). Deterministic.
 inline std::uint64_t place_items(std::span<const placement_item> items, const live_extent& live, std::size_t max_beam_width,
                                  std::vector<std::uint64_t>& offset) {
     if (items.empty()) return offset.clear(), 0;
@@ -801,14 +867,14 @@ inline std::uint64_t place_items(std::span<const placement_item> items, const li
     rest_scratch rest;
     std::vector<std::uint64_t> trial;
     std::uint64_t best = UINT64_MAX;
-    const auto keep = [&](std::uint64_t arena) {
-        if (arena < best) best = arena, offset.swap(trial);
+    const auto keep = [&](std::uint64_t arena, std::vector<std::uint64_t>& placed) {
+        if (arena < best) best = arena, offset.swap(placed);
     };
     if (max_beam_width == 0) {
         const overlap_lists ov(items);
         for (const bool breadth : {false, true}) {
             trial.assign(items.size(), unplaced);
-            keep(place_best_fit(items, ov, greedy_order(items, breadth), trial, scratch));
+            keep(place_best_fit(items, ov, greedy_order(items, breadth), trial, scratch), trial);
         }
         return best;
     }
@@ -819,12 +885,21 @@ inline std::uint64_t place_items(std::span<const placement_item> items, const li
     };
     std::vector<std::uint64_t> previous, fallback;  // the last search's placement; the best one set aside
     std::uint64_t fallback_searched = UINT64_MAX;
+    // The small buffers' placements that go above good_enough stop there (when a later one
+    // reaches it, they do not count); they are finished, in order, where their arenas count:
+    // before a test of `best` that they could decide, and at the end.
+    std::vector<std::pair<rest_result, std::vector<std::uint64_t>>> stopped;  // (and their offsets)
+    const auto finish_stopped = [&] {
+        for (auto& [r, placed] : stopped) keep(place_rest_from(items, placed, rest, r.next, UINT64_MAX).arena, placed);
+        stopped.clear();
+    };
     for (std::size_t k = 0; k < std::size(beam_stages); ++k) {
         const beam_stage st = capped(k);
         bool repeat = false;
         for (std::size_t j = 0; j < k; ++j) repeat = repeat || capped(j) == st;
         if (repeat) continue;
         const std::uint64_t searched = search.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, trial);
+        if (searched > good_enough) finish_stopped();  // (those stopped are above good_enough: a searched at most that is not futile)
         // The small buffers, around the rest — unless that cannot help: the searched buffers
         // alone reach the best arena, or the search placed them as the last one did, or they
         // already miss good_enough (then set aside: placed at the end if nothing does better).
@@ -835,13 +910,16 @@ inline std::uint64_t place_items(std::span<const placement_item> items, const li
             if (searched < fallback_searched) fallback_searched = searched, fallback = trial;
             continue;
         }
-        keep(place_rest(items, trial, rest));
-        if (best <= good_enough) break;
+        const rest_result r = place_rest_from(items, trial, rest, 0, good_enough);
+        if (r.arena <= good_enough) {  // (below every stopped one: they do not count)
+            keep(r.arena, trial);
+            stopped.clear();
+            break;
+        }
+        stopped.emplace_back(r, std::move(trial));
     }
-    if (fallback_searched < best) {
-        trial.swap(fallback);
-        keep(place_rest(items, trial, rest));
-    }
+    finish_stopped();
+    if (fallback_searched < best) keep(place_rest(items, fallback, rest), fallback);
     return best;
 }
 
