@@ -174,10 +174,17 @@ struct planner_options {
     /// budgets move with it), so a smaller limit may have found a faster plan under a budget a
     /// larger limit's search never tries; the probes try some. A probe schedules only candidates
     /// whose lower bound beats the fastest plan so far (plan_result::memory_probes). Empty (the
-    /// default) = no probes; recommended_memory_probe_shares() is the set measured in
-    /// docs/plans.md. Off by default: where they run, a plan costs 1.8-2.9x as much on GPT-6.7B
-    /// 65k and ~8x on T5-11B 65k (each probe re-splits).
+    /// default) = only memory_replan_probe_shares' probes; recommended_memory_probe_shares() is the
+    /// set measured in docs/plans.md. Off by default: where they run, a plan costs 1.8-2.9x as
+    /// much on GPT-6.7B 65k and ~8x on T5-11B 65k (each probe re-splits).
     std::vector<double> memory_probe_shares = {};
+    /// Where the memory re-plans ran (the plan under the device memory needed more than it) and
+    /// memory_probe_shares is empty, plans are also made under budgets these shares below the
+    /// kept plan's budget, as memory_probe_shares' probes are. The re-plans try budgets that
+    /// depend on the limit, so a budget that gave a smaller limit a faster plan that fits is not
+    /// tried at a larger one; probes within 2 % recover most such plans (docs/plans.md, "More
+    /// memory never slower"). Plans that fit at once never probe. Empty = off.
+    std::vector<double> memory_replan_probe_shares = {0.005, 0.01, 0.02};
 
     /// The memory probes' shares measured in docs/plans.md ("Memory probes"): 0.5, 1, 2, 4, 8,
     /// 16 and 32 % below the kept plan's budget (`pipeplan plan --memory-probes`).
@@ -216,7 +223,7 @@ struct plan_result {
     /// made under the device memory needed more (arena + model state) than the device has.
     double budget_mb = 0.0;
     std::size_t memory_attempts = 1;          ///< plans made to find one within the device memory
-    std::size_t memory_probes = 0;            ///< plans made under smaller budgets to find a faster one (memory_probe_shares)
+    std::size_t memory_probes = 0;            ///< plans made under smaller budgets to find a faster one (the memory probes)
     planning_times times;
     /// Replica 0's scenario, schedule and simulation (for traces and charts).
     schedule::scenario scenario;
@@ -267,9 +274,10 @@ public:
         if (!(opt_.memory_replan_gain >= 0.0 && std::isfinite(opt_.memory_replan_gain)))
             throw invalid_argument("planner: the memory re-plans' gain must be finite and >= 0 (got " +
                                    std::to_string(opt_.memory_replan_gain) + ")");
-        for (double p : opt_.memory_probe_shares)
-            if (!(p > 0.0 && p < 1.0))
-                throw invalid_argument("planner: memory probe shares must lie in (0, 1) (got " + std::to_string(p) + ")");
+        for (const std::vector<double>* shares : {&opt_.memory_probe_shares, &opt_.memory_replan_probe_shares})
+            for (double p : *shares)
+                if (!(p > 0.0 && p < 1.0))
+                    throw invalid_argument("planner: memory probe shares must lie in (0, 1) (got " + std::to_string(p) + ")");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
         for (double w : opt_.fill_weights)
@@ -786,13 +794,16 @@ private:
     }
     static constexpr double probe_binds_share = 0.9;
 
-    /// The memory probes (planner_options::memory_probe_shares): where memory binds `kept` and it
-    /// has fewer than memory_replan_gain_microbatches micro-batches, plans under each budget the
+    /// The memory probes (planner_options::memory_probe_shares; when that is empty and `kept` came
+    /// from the memory re-plans, memory_replan_probe_shares): where memory binds `kept` and it has
+    /// fewer than memory_replan_gain_microbatches micro-batches, plans under each budget the
     /// shares below kept's (split's device memory and schedules' limit both), each scheduling only
     /// candidates that beat the fastest plan so far (beat_ms_), and keeps the fastest that fits.
     template <class F>
     void probe_below(F& plan_once, double device_mb, plan_result& kept, bool replanned) {
-        if (opt_.memory_probe_shares.empty() || kept.plan.header.microbatches.size() >= opt_.memory_replan_gain_microbatches ||
+        const std::vector<double>& shares =
+            opt_.memory_probe_shares.empty() && replanned ? opt_.memory_replan_probe_shares : opt_.memory_probe_shares;
+        if (shares.empty() || kept.plan.header.microbatches.size() >= opt_.memory_replan_gain_microbatches ||
             !memory_binds(kept, replanned))
             return;
         struct reset {
@@ -802,7 +813,7 @@ private:
         const double from_mb = kept.budget_mb;
         const std::size_t attempts = kept.memory_attempts;
         std::size_t probes = 0;
-        for (double share : opt_.memory_probe_shares) {
+        for (double share : shares) {
             budget_mb_ = opt_.config.device_memory_mb = from_mb * (1.0 - share);
             beat_ms_ = kept.makespan_ms;
             ++probes;
