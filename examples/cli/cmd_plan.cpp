@@ -123,7 +123,7 @@ void print_summary(const plan::plan_result& r) {
     for (std::size_t k = 0; k < r.plan.programs.size(); ++k)
         fmt::print("  {:>5} {:>14.1f} {:>15.1f} {:>10.1f} {:>13.1f} {:>13} {:>11}\n", k, r.peak_memory_mb[k],
                    f.model_state_mb[k], r.arena_mb[k], r.live_peak_mb[k], r.plan.programs[k].instructions.size(),
-                   plan::to_binary(plan::share_of(r.plan, k)).size());
+                   plan::rank_binary_bytes(r.plan, k));
     fmt::print("  planning time: split {:.2f} ms, schedule {:.2f} ms, lower {:.2f} ms, validate {:.2f} ms, total {:.2f} ms\n",
                r.times.split_ms, r.times.schedule_ms, r.times.lower_ms, r.times.validate_ms, r.times.total_ms);
 }
@@ -135,11 +135,12 @@ nlohmann::json summary_json(const plan::plan_result& r) {
     return j;
 }
 
-/// --out DIR: the plan directory (plan/directory.hpp: written whole, replacing DIR in one step).
-void write_plan_dir(plan::plan_result& r, const std::string& dir, bool json) {
+/// --out DIR: the plan directory (plan/directory.hpp: written whole, replacing DIR in one step;
+/// the rank files on `threads` threads).
+void write_plan_dir(plan::plan_result& r, const std::string& dir, bool json, unsigned threads) {
     nlohmann::json m = summary_json(r);
     m.erase("planning_ms");  // timings differ run to run; the manifest stays byte-identical
-    plan::write_plan_directory(dir, r.plan, json, std::move(m));
+    plan::write_plan_directory(dir, r.plan, json, std::move(m), threads);
 }
 
 /// The plan's Gantt chart: one labelled group of device rows per data-parallel replica, the
@@ -184,7 +185,7 @@ void write_outputs(plan::plan_result& r, const plan_cli_options& o, const plan::
         }
         write_file_atomically(o.svg, ss.str());
     }
-    if (!o.out_dir.empty()) write_plan_dir(r, o.out_dir, o.format == "json");
+    if (!o.out_dir.empty()) write_plan_dir(r, o.out_dir, o.format == "json", o.threads);
 }
 
 /// Flags that only make sense with some other flag are errors without it, never ignored.
@@ -478,8 +479,8 @@ void register_plan(CLI::App& app) {
                   "its own and keep the fastest that fits (more memory is then rarely slower; where they run a plan "
                   "costs 2-8x as much; docs/plans.md)");
     sub->add_option("--threads", o->threads,
-                    "Worker threads for the later splits, the candidate schedules and buffer planning (1..256); the plan is "
-                    "byte-identical for every count")
+                    "Worker threads for the later splits, the candidate schedules, buffer planning and writing --out's "
+                    "rank files (1..256); the plan is byte-identical for every count")
         ->check(integer_in(1u, 256u))
         ->capture_default_str();
     sub->add_flag("--json", o->json, "Print the summary as one JSON object");

@@ -51,6 +51,11 @@ TEST_CASE("file: atomic replace keeps permissions, follows symlinks, refuses spe
     REQUIRE(::stat(f.c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0640);
     CHECK(slurp(f) == "two");
+    pipeplan::write_file_atomically(f, {"a", "", "bc", std::string(70000, 'd')});  // pieces, in order
+    CHECK(slurp(f) == "abc" + std::string(70000, 'd'));
+    REQUIRE(::stat(f.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0640);
+    pipeplan::write_file_atomically(f, "two");
 
     fs::create_symlink("out.txt", d.path / "link.txt");
     pipeplan::write_output_file(d.path / "link.txt", "three");

@@ -1,8 +1,13 @@
-// core/sha256.hpp: SHA-256 against FIPS 180-4's examples, HMAC-SHA-256 against RFC 4231.
+// core/sha256.hpp: SHA-256 against FIPS 180-4's examples (and its SHA-extension code against the
+// portable code), HMAC-SHA-256 against RFC 4231.
 #include <doctest/doctest.h>
 
+#include <array>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "pipeplan/core/random.hpp"
 #include "pipeplan/core/sha256.hpp"
 
 using pipeplan::hmac_sha256;
@@ -38,4 +43,34 @@ TEST_CASE("hmac_sha256: RFC 4231 test cases 1, 2, 3, 6 and 7") {
           "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
     CHECK(pipeplan::digests_equal(hmac_sha256("k", {"a"}), hmac_sha256("k", {"a"})));
     CHECK_FALSE(pipeplan::digests_equal(hmac_sha256("k", {"a"}), hmac_sha256("k", {"b"})));
+}
+
+TEST_CASE("sha256: the SHA-extension code (where the processor has it) and the portable code give the same digests") {
+    pipeplan::splitmix64 rng(7);
+    std::string bytes(64 * 300 + 37, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() & 0xFF);
+    const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
+    for (const std::size_t blocks : {1u, 2u, 3u, 300u}) {
+        std::array<std::uint32_t, 8> portable{1, 2, 3, 4, 5, 6, 7, 8}, dispatched = portable;
+        pipeplan::detail::sha256_blocks_portable(portable, data, blocks);
+        pipeplan::detail::sha256_blocks(dispatched, data, blocks);
+        CHECK(dispatched == portable);
+#if defined(PIPEPLAN_SHA256_X86)
+        if (pipeplan::detail::sha256_has_sha_ni()) {
+            std::array<std::uint32_t, 8> extension{1, 2, 3, 4, 5, 6, 7, 8};
+            pipeplan::detail::sha256_blocks_sha_ni(extension, data, blocks);
+            CHECK(extension == portable);
+        }
+#endif
+    }
+    // any split of the input: whole blocks straight from it, the rest buffered
+    const pipeplan::sha256_digest whole = sha256_of(bytes);
+    for (const std::size_t cut : {0u, 5u, 64u, 100u, 128u, 64u * 300u}) {
+        pipeplan::sha256 h;
+        h.update(std::string_view(bytes).substr(0, cut)).update(std::string_view(bytes).substr(cut));
+        CHECK(h.finish() == whole);
+    }
+    pipeplan::sha256 bytewise;
+    for (const char c : bytes) bytewise.update(std::string_view(&c, 1));
+    CHECK(bytewise.finish() == whole);
 }

@@ -1,5 +1,6 @@
 // plan/identity.hpp, the validator's header rules (a mutation test over every header and
-// micro-batch-table field) and plan/directory.hpp (whole-plan directories).
+// micro-batch-table field), plan/directory.hpp (whole-plan directories, written on any
+// number of threads) and plan/serialize.hpp's binary parts.
 #include <doctest/doctest.h>
 
 #include <sys/file.h>
@@ -12,7 +13,9 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/core/random.hpp"
@@ -59,6 +62,18 @@ std::string header_violations(const execution_plan& p) {
     return s;
 }
 
+/// `payload` (of `programs` programs) in a frame of format version `format`, laid out as every
+/// version's writer lays it out: magic, format, program count, payload size, FNV-1a, payload.
+std::string framed(std::uint32_t format, std::size_t programs, const std::string& payload) {
+    plan::detail::byte_writer f;
+    f.out.append(binary_magic);
+    f.uint(format);
+    f.uint(static_cast<std::uint32_t>(programs));
+    f.uint(static_cast<std::uint64_t>(payload.size()));
+    f.uint(fnv1a64(payload));
+    return f.out + payload;
+}
+
 /// `p` in the binary layout of format version `format` (1 or 2) with a header of plan version
 /// `plan_version` (a version 2 file may carry a version 1 header), as those versions' writers wrote it.
 std::string legacy_binary(const execution_plan& p, std::uint32_t format, std::uint32_t plan_version) {
@@ -87,13 +102,7 @@ std::string legacy_binary(const execution_plan& p, std::uint32_t format, std::ui
     }
     if (plan_version >= 2) w.uint(h.plan_id);
     for (const rank_program& prog : p.programs) plan::detail::put(w, prog);
-    plan::detail::byte_writer f;
-    f.out.append(binary_magic);
-    f.uint(format);
-    f.uint(static_cast<std::uint32_t>(p.programs.size()));
-    f.uint(static_cast<std::uint64_t>(w.out.size()));
-    f.uint(fnv1a64(w.out));
-    return f.out + w.out;
+    return framed(format, p.programs.size(), w.out);
 }
 
 struct identity_temp_dir {
@@ -230,6 +239,83 @@ TEST_CASE("plan directory: written whole, read back equal; a smaller plan leaves
         CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
 }
 
+namespace {
+
+/// The files of the plan directory `dir`, by name.
+std::map<std::string, std::string> directory_bytes(const fs::path& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::directory_iterator(dir)) files[e.path().filename().string()] = read_file_bytes(e.path());
+    return files;
+}
+
+}  // namespace
+
+TEST_CASE("plan directory: written on 1, 2 or 5 threads, the same bytes; each rank file is to_binary of its share") {
+    identity_temp_dir d;
+    execution_plan p = identity_sample_plan();
+    const std::uint64_t id = p.header.plan_id;
+    p.header.plan_id = 0;  // (stamped again by each write)
+    for (const bool json : {false, true}) {
+        CAPTURE(json);
+        std::map<std::string, std::string> first;
+        for (const std::size_t threads : {1u, 2u, 5u}) {
+            CAPTURE(threads);
+            execution_plan q = p;
+            write_plan_directory(d.path / "plan", q, json, {{"note", "kept"}}, threads);
+            CHECK(q.header.plan_id == id);
+            const auto files = directory_bytes(d.path / "plan");
+            if (first.empty()) first = files;
+            CHECK(files == first);
+            REQUIRE(files.size() == q.programs.size() + 1);
+            for (std::size_t k = 0; k < q.programs.size(); ++k)
+                CHECK(files.at(rank_file_name(k, json)) == (json ? to_json_text(share_of(q, k)) : to_binary(share_of(q, k))));
+        }
+    }
+}
+
+namespace {
+
+/// `p`'s whole-plan binary form written by the growing byte_writer field by field (the
+/// reference for the sized writer and the parts).
+std::string reference_binary(const execution_plan& p) {
+    plan::detail::byte_writer w;
+    plan::detail::put(w, p.header);
+    for (const rank_program& prog : p.programs) plan::detail::put(w, prog);
+    return framed(plan_format_version, p.programs.size(), w.out);
+}
+
+}  // namespace
+
+TEST_CASE("binary parts: the same bytes as the whole frame and the rank frames on any thread count; sizes counted") {
+    const execution_plan p = identity_sample_plan();
+    const std::string whole = to_binary(p);
+    CHECK(whole == reference_binary(p));
+    for (const std::size_t threads : {1u, 3u}) {
+        const binary_parts parts = binary_parts_of(p.header, p.programs, threads);
+        std::vector<std::string_view> pieces{parts.header};
+        for (const std::string& prog : parts.programs) pieces.push_back(prog);
+        std::string joined = plan::detail::frame_head(p.programs.size(), pieces);
+        for (const std::string_view piece : pieces) joined += piece;
+        CHECK(joined == whole);
+        for (std::size_t k = 0; k < p.programs.size(); ++k) {
+            const std::string rank = to_binary(share_of(p, k));
+            CHECK(rank == reference_binary(execution_plan{p.header, {p.programs[k]}}));
+            CHECK(rank == plan::detail::frame_head(1, {parts.header, parts.programs[k]}) + parts.header + parts.programs[k]);
+            CHECK(rank_binary_bytes(p, k) == rank.size());
+        }
+    }
+    execution_plan unstamped = p;
+    unstamped.header.plan_id = 0;
+    for (const std::size_t threads : {1u, 2u, 6u}) {  // the checksum summed while the parts are made
+        std::uint64_t checksum = 0;
+        const binary_parts parts = binary_parts_of(unstamped.header, unstamped.programs, threads, &checksum);
+        CHECK(checksum == fnv1a64(std::string_view(to_binary(unstamped)).substr(plan::detail::frame_head_bytes)));
+        CHECK(plan_identity(parts, checksum) == p.header.plan_id);
+    }
+    CHECK(fnv1a64(std::string_view(whole).substr(40), fnv1a64(std::string_view(whole).substr(32, 8))) ==
+          fnv1a64(std::string_view(whole).substr(32)));
+}
+
 TEST_CASE("plan directory: stale or planted files, other plans' rank files, and foreign directories are refused") {
     identity_temp_dir d;
     const fs::path dir = d.path / "plan";
@@ -328,13 +414,7 @@ std::string version3_binary(const execution_plan& p) {
         else if (f.since <= 3) plan::detail::put(w, p.header.*f.member);
     });
     for (const rank_program& prog : p.programs) plan::detail::put(w, prog);
-    plan::detail::byte_writer f;
-    f.out.append(binary_magic);
-    f.uint(std::uint32_t{3});
-    f.uint(static_cast<std::uint32_t>(p.programs.size()));
-    f.uint(static_cast<std::uint64_t>(w.out.size()));
-    f.uint(fnv1a64(w.out));
-    return f.out + w.out;
+    return framed(3, p.programs.size(), w.out);
 }
 
 TEST_CASE("memory rule: a rank whose arena + model state exceeds the recorded device memory is named with its figures") {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -47,6 +48,13 @@ namespace detail {
         if (n == 0) return EIO;
         text.remove_prefix(static_cast<std::size_t>(n));
     }
+    return 0;
+}
+
+/// write_all of each piece in turn.
+[[nodiscard]] inline int write_all(int fd, std::initializer_list<std::string_view> pieces) noexcept {
+    for (const std::string_view piece : pieces)
+        if (const int err = write_all(fd, piece); err != 0) return err;
     return 0;
 }
 
@@ -158,7 +166,8 @@ struct regular_read_options {
     return text;
 }
 
-/// Writes `text` to the regular file `path` atomically: into a temporary file in the folder of
+/// Writes `text` (or the concatenation of `pieces`, never copied into one string) to the
+/// regular file `path` atomically: into a temporary file in the folder of
 /// the real target (a symlink is followed, and stays a symlink), then renamed over the target.
 /// A new file gets the usual 0666 & ~umask permissions, a replaced one keeps its permissions.
 /// On failure the target is untouched, the temporary file is removed, and pipeplan::error names
@@ -166,7 +175,8 @@ struct regular_read_options {
 /// write_output_file for devices and FIFOs).
 /// With `follow_symlinks` false a symlink at `path` is refused instead (stores: a planted link
 /// must not redirect a write; the rename itself never follows one).
-inline void write_file_atomically(const std::filesystem::path& path, std::string_view text, bool follow_symlinks = true) {
+inline void write_file_atomically(const std::filesystem::path& path, std::initializer_list<std::string_view> pieces,
+                                  bool follow_symlinks = true) {
     namespace fs = std::filesystem;
     if (path.empty()) throw error("cannot write '': empty file name");
     const fs::path target = follow_symlinks ? detail::resolve_symlinks(path) : path;
@@ -192,12 +202,15 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
         ::unlink(tmp.c_str());
         detail::throw_file_error(path, std::string(what) + std::strerror(err));
     };
-    int err = detail::write_all(fd, text);
+    int err = detail::write_all(fd, pieces);
     if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
     if (err == 0 && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;
     if (::close(fd) != 0 && err == 0) err = errno;
     if (err != 0) fail(err, "");
     if (::rename(tmp.c_str(), target.c_str()) != 0) fail(errno, "cannot replace the file: ");
+}
+inline void write_file_atomically(const std::filesystem::path& path, std::string_view text, bool follow_symlinks = true) {
+    write_file_atomically(path, {text}, follow_symlinks);
 }
 
 /// Writes `text` to the output argument `path` the way a command-line user expects:

@@ -40,6 +40,7 @@
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/file.hpp"
+#include "pipeplan/core/parallel.hpp"
 #include "pipeplan/plan/identity.hpp"
 #include "pipeplan/plan/json.hpp"
 #include "pipeplan/plan/plan.hpp"
@@ -151,13 +152,30 @@ inline void swap_into_place(const std::filesystem::path& tmp, const std::filesys
     std::filesystem::remove_all(tmp, ec);  // now the old plan
 }
 
+/// Writes rank `k`'s file into the temporary directory `tmp`: JSON, or the binary frame of
+/// the stamped header's and the program's bytes in `parts` (plan/serialize.hpp), whose
+/// checksum continues `header_sum`, the FNV-1a of the header's bytes.
+inline void write_rank_file(const std::filesystem::path& tmp, const execution_plan& p, const binary_parts& parts,
+                            std::uint64_t header_sum, std::size_t k, bool json) {
+    const std::filesystem::path file = tmp / rank_file_name(k, json);
+    if (json) {
+        write_file_atomically(file, to_json_text(share_of(p, k)));
+        return;
+    }
+    const std::string& prog = parts.programs[k];
+    const std::string head = frame_head(1, parts.header.size() + prog.size(), fnv1a64(prog, header_sum));
+    write_file_atomically(file, {head, parts.header, prog});
+}
+
 }  // namespace detail
 
 /// Writes `p` as a plan directory at `dir` (see the file comment): rank files in binary, or
 /// JSON with `json`, and the manifest, which holds `manifest` (a JSON object, e.g. the
 /// planner's summary) plus format, version, iteration, ranks, plan_id and files. Stamps p.
+/// With `threads` > 1 the programs are serialized and the rank files written on that many
+/// threads (core/parallel.hpp); the files are the same bytes for every count.
 inline void write_plan_directory(const std::filesystem::path& dir, execution_plan& p, bool json,
-                                 nlohmann::json manifest = nlohmann::json::object()) {
+                                 nlohmann::json manifest = nlohmann::json::object(), std::size_t threads = 1) {
     namespace fs = std::filesystem;
     const auto [parent, name] = detail::split_dir(dir);
     std::error_code ec;
@@ -167,7 +185,7 @@ inline void write_plan_directory(const std::filesystem::path& dir, execution_pla
     const fs::path target = parent / name;
     const bool exists = detail::check_replaceable(target);
     detail::remove_stale_temporaries(parent, name);
-    stamp_identity(p);
+    const binary_parts parts = stamp_identity(p, threads);
     std::string tmp = (parent / ("." + name + ".tmp.XXXXXX")).string();
     if (::mkdtemp(tmp.data()) == nullptr)
         throw error("plan directory '" + dir.string() + "': cannot create a temporary directory in '" + parent.string() +
@@ -176,13 +194,11 @@ inline void write_plan_directory(const std::filesystem::path& dir, execution_pla
     ::umask(mask);
     ::chmod(tmp.c_str(), 0777 & ~mask);
     try {
+        const std::uint64_t header_sum = json ? 0 : fnv1a64(parts.header);
+        parallel_for(p.programs.size(), threads,
+                     [&](std::size_t k, std::size_t) { detail::write_rank_file(tmp, p, parts, header_sum, k, json); });
         nlohmann::json files = nlohmann::json::array();
-        for (std::size_t k = 0; k < p.programs.size(); ++k) {
-            const std::string file = rank_file_name(k, json);
-            const rank_plan rp = share_of(p, k);
-            write_file_atomically(fs::path(tmp) / file, json ? to_json_text(rp) : to_binary(rp));
-            files.push_back(file);
-        }
+        for (std::size_t k = 0; k < p.programs.size(); ++k) files.push_back(rank_file_name(k, json));
         manifest["format"] = plan_manifest_format;
         manifest["version"] = plan_format_version;
         manifest["iteration"] = p.header.iteration;

@@ -168,7 +168,8 @@ inline constexpr bool is_struct_list<std::vector<T>> = plan_struct<T>;
 /// Calls f(field) for every field of S, in table order.
 template <plan_struct S, class F>
 constexpr void for_each_field(F&& f) {
-    std::apply([&](const auto&... fs) { (f(fs), ...); }, plan_fields(std::type_identity<S>{}));
+    constexpr auto fields = plan_fields(std::type_identity<S>{});  // a constant: not rebuilt per call
+    std::apply([&](const auto&... fs) { (f(fs), ...); }, fields);
 }
 
 /// The fewest bytes a value of T takes in the binary format (bounds the counts a reader accepts).

@@ -44,7 +44,7 @@ namespace pipeplan::plan {
     j["memory_attempts"] = r.memory_attempts;
     j["memory_probes"] = r.memory_probes;
     std::vector<std::size_t> bytes;
-    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) bytes.push_back(to_binary(share_of(r.plan, k)).size());
+    for (std::size_t k = 0; k < r.plan.programs.size(); ++k) bytes.push_back(rank_binary_bytes(r.plan, k));
     j["plan_bytes"] = bytes;
     j["planning_ms"] = {{"split", r.times.split_ms}, {"schedule", r.times.schedule_ms}, {"lower", r.times.lower_ms},
                         {"validate", r.times.validate_ms}, {"total", r.times.total_ms}};

@@ -26,6 +26,7 @@
 // the byte offset. Nothing is returned unless the whole file is sound.
 #pragma once
 
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -39,6 +40,7 @@
 
 #include "pipeplan/core/error.hpp"
 #include "pipeplan/core/file.hpp"
+#include "pipeplan/core/parallel.hpp"
 #include "pipeplan/plan/fields.hpp"
 #include "pipeplan/plan/plan.hpp"
 
@@ -48,9 +50,12 @@ inline constexpr std::string_view binary_magic{"PPLAN\x1A\n\0", 8};
 /// The binary layout's version: the frame's and the plan's (plan_format_version) move together.
 inline constexpr std::uint32_t binary_format_version = plan_format_version;
 
-/// FNV-1a, 64 bit.
-[[nodiscard]] inline std::uint64_t fnv1a64(std::string_view bytes) noexcept {
-    std::uint64_t h = 0xcbf29ce484222325ull;
+/// FNV-1a's offset basis: the sum of no bytes.
+inline constexpr std::uint64_t fnv1a64_basis = 0xcbf29ce484222325ull;
+
+/// FNV-1a, 64 bit; `h` continues an earlier call's result (the FNV of bytes a + b is
+/// fnv1a64(b, fnv1a64(a))).
+[[nodiscard]] inline std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t h = fnv1a64_basis) noexcept {
     for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
     return h;
 }
@@ -72,9 +77,62 @@ struct byte_writer {
     }
 };
 
-/// Writes `v` (a field of type T; see fields.hpp for how each type is laid out).
+/// byte_writer's interface, writing into a buffer sized beforehand (binary_bytes): no
+/// capacity checks per field.
+struct span_writer {
+    char* at = nullptr;  ///< the next byte
+    template <class T>
+    void uint(T v) {
+        char bytes[sizeof(T)];  // little-endian whatever the host's order; one store (at cannot alias it)
+        for (std::size_t i = 0; i < sizeof(T); ++i) bytes[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xFF);
+        std::memcpy(at, bytes, sizeof(T));
+        at += sizeof(T);
+    }
+    void f64(double x) { uint(std::bit_cast<std::uint64_t>(x)); }
+    void str(std::string_view s) {
+        uint(static_cast<std::uint32_t>(s.size()));
+        if (!s.empty()) std::memcpy(at, s.data(), s.size());
+        at += s.size();
+    }
+};
+
+/// byte_writer's interface, counting the bytes instead of writing them.
+struct byte_counter {
+    std::size_t bytes = 0;
+    template <class T>
+    void uint(T) {
+        bytes += sizeof(T);
+    }
+    void f64(double) { bytes += 8; }
+    void str(std::string_view s) { bytes += 4 + s.size(); }
+};
+
+/// The bytes put() writes for every value of T where they are the same for all (numbers,
+/// shapes, structs of them: instructions, buffers), else 0.
 template <class T>
-void put(byte_writer& w, const T& v) {
+[[nodiscard]] constexpr std::size_t fixed_binary_bytes() noexcept {
+    if constexpr (plan_struct<T>) {
+        std::size_t n = 0;
+        bool fixed = true;
+        for_each_field<T>([&](const auto& f) {
+            const std::size_t b = fixed_binary_bytes<typename std::decay_t<decltype(f)>::value_type>();
+            fixed = fixed && b > 0;
+            n += b;
+        });
+        return fixed ? n : 0;
+    } else if constexpr (is_std_vector<T> || std::is_same_v<T, std::string>) {
+        return 0;
+    } else if constexpr (std::is_same_v<T, tensor_shape>) {
+        return 16;
+    } else {
+        return sizeof(T);
+    }
+}
+
+/// Writes `v` (a field of type T; see fields.hpp for how each type is laid out) to a
+/// byte_writer or span_writer, or counts its bytes with a byte_counter.
+template <class W, class T>
+void put(W& w, const T& v) {
     if constexpr (plan_struct<T>) {
         for_each_field<T>([&](const auto& f) {
             if (f.text == field_text::version) put(w, plan_format_version);  // the layout written
@@ -82,7 +140,10 @@ void put(byte_writer& w, const T& v) {
         });
     } else if constexpr (is_std_vector<T>) {
         w.uint(static_cast<std::uint32_t>(v.size()));
-        for (const auto& e : v) put(w, e);
+        if constexpr (std::is_same_v<W, byte_counter> && fixed_binary_bytes<typename T::value_type>() > 0)
+            w.bytes += v.size() * fixed_binary_bytes<typename T::value_type>();
+        else
+            for (const auto& e : v) put(w, e);
     } else if constexpr (std::is_same_v<T, std::string>) {
         w.str(v);
     } else if constexpr (std::is_same_v<T, double>) {
@@ -96,24 +157,62 @@ void put(byte_writer& w, const T& v) {
     }
 }
 
-/// The bytes of a frame (magic, version, program count, payload size and checksum, payload): the
-/// payload is written after room for its size and checksum, which are filled in once it is known.
-inline std::string frame(const plan_header& h, const rank_program* const* progs, std::size_t n) {
+/// The bytes put() writes for `v`.
+template <class T>
+[[nodiscard]] std::size_t binary_bytes(const T& v) {
+    byte_counter c;
+    put(c, v);
+    return c.bytes;
+}
+
+/// The bytes before a payload: magic, format version, program count, payload size, checksum.
+inline constexpr std::size_t frame_head_bytes = 32;
+
+/// The frame's head for `n` programs and a payload of `size` bytes whose FNV-1a is `sum`.
+[[nodiscard]] inline std::string frame_head(std::size_t n, std::uint64_t size, std::uint64_t sum) {
     byte_writer w;
     w.out.append(binary_magic);
     w.uint(binary_format_version);
     w.uint(static_cast<std::uint32_t>(n));
-    const std::size_t sums = w.out.size();  // payload size (u64), then its checksum (u64)
-    w.out.append(16, '\0');
-    const std::size_t start = w.out.size();
-    put(w, h);
-    for (std::size_t i = 0; i < n; ++i) put(w, *progs[i]);
-    const std::string_view payload = std::string_view(w.out).substr(start);
-    byte_writer head;
-    head.uint(static_cast<std::uint64_t>(payload.size()));
-    head.uint(fnv1a64(payload));
-    w.out.replace(sums, 16, head.out);
+    w.uint(size);
+    w.uint(sum);
     return std::move(w.out);
+}
+
+/// The frame's head for `n` programs and the payload made of `pieces` in order.
+[[nodiscard]] inline std::string frame_head(std::size_t n, const std::vector<std::string_view>& pieces) {
+    std::uint64_t size = 0, sum = fnv1a64_basis;
+    for (const std::string_view p : pieces) size += p.size(), sum = fnv1a64(p, sum);
+    return frame_head(n, size, sum);
+}
+
+/// Writes `v` at `out` + `offset`, which must hold binary_bytes(v) more bytes; returns the end.
+template <class T>
+std::size_t put_at(std::string& out, std::size_t offset, const T& v) {
+    span_writer w{out.data() + offset};
+    put(w, v);
+    return static_cast<std::size_t>(w.at - out.data());
+}
+
+/// The bytes of `v` as put() writes them.
+template <class T>
+[[nodiscard]] std::string payload_of(const T& v) {
+    std::string out(binary_bytes(v), '\0');
+    put_at(out, 0, v);
+    return out;
+}
+
+/// The bytes of a frame (frame_head, then the payload: the header and the programs): the
+/// payload is written in place after room for the head, which is filled in once it is known.
+inline std::string frame(const plan_header& h, const rank_program* const* progs, std::size_t n) {
+    std::size_t bytes = frame_head_bytes + binary_bytes(h);
+    for (std::size_t i = 0; i < n; ++i) bytes += binary_bytes(*progs[i]);
+    std::string out(bytes, '\0');
+    std::size_t at = put_at(out, frame_head_bytes, h);
+    for (std::size_t i = 0; i < n; ++i) at = put_at(out, at, *progs[i]);
+    const std::string head = frame_head(n, {std::string_view(out).substr(frame_head_bytes)});
+    out.replace(0, frame_head_bytes, head);
+    return out;
 }
 
 /// Where a reader is in the plan: "programs[0].instructions[12].kind", built only for errors.
@@ -274,6 +373,62 @@ inline std::pair<plan_header, std::vector<rank_program>> parse_binary(std::strin
 }
 
 }  // namespace detail
+
+/// The size of rank `r`'s binary rank file (to_binary(share_of(p, r)).size()), counted
+/// without writing it.
+[[nodiscard]] inline std::size_t rank_binary_bytes(const execution_plan& p, std::size_t r) {
+    return detail::frame_head_bytes + detail::binary_bytes(p.header) + detail::binary_bytes(p.programs[r]);
+}
+
+/// A plan's binary payload in parts, each serialized once: the header's bytes and every
+/// program's. The whole plan's file is frame_head(n, {header, programs...}) + header +
+/// programs..., rank r's file frame_head(1, {header, programs[r]}) + header + programs[r]
+/// (plan/directory.hpp writes rank files from the parts, plan/identity.hpp hashes them).
+struct binary_parts {
+    std::string header;
+    std::vector<std::string> programs;
+};
+
+/// The parts of the plan of header `h` and `programs`, the programs serialized on up to
+/// `threads` threads (core/parallel.hpp; the bytes do not depend on the count). With
+/// `checksum`, also the FNV-1a of the whole payload (the header's bytes, then the programs' in
+/// order), summed while the parts are made: one task makes the header, then sums each
+/// program's bytes as soon as they are made (making one itself that no worker has taken yet),
+/// while the other workers make the programs.
+[[nodiscard]] inline binary_parts binary_parts_of(const plan_header& h, const std::vector<rank_program>& programs,
+                                                  std::size_t threads = 1, std::uint64_t* checksum = nullptr) {
+    const std::size_t n = programs.size();
+    binary_parts parts;
+    parts.programs.resize(n);
+    std::vector<std::atomic<bool>> taken(n), made(n);  // made: also when making it threw
+    const auto make = [&](std::size_t k) {
+        if (taken[k].exchange(true, std::memory_order_acq_rel)) return false;
+        struct mark_made {
+            std::atomic<bool>& flag;
+            ~mark_made() {
+                flag.store(true, std::memory_order_release);
+                flag.notify_all();
+            }
+        } mark{made[k]};
+        parts.programs[k] = detail::payload_of(programs[k]);
+        return true;
+    };
+    parallel_for(n + 1, threads, [&](std::size_t task, std::size_t) {
+        if (task > 0) {
+            (void)make(task - 1);
+            return;
+        }
+        parts.header = detail::payload_of(h);
+        if (checksum == nullptr) return;
+        std::uint64_t sum = fnv1a64(parts.header);
+        for (std::size_t k = 0; k < n; ++k) {
+            if (!make(k)) made[k].wait(false, std::memory_order_acquire);  // a worker is making it
+            sum = fnv1a64(parts.programs[k], sum);
+        }
+        *checksum = sum;
+    });
+    return parts;
+}
 
 /// The binary form of one rank's share.
 [[nodiscard]] inline std::string to_binary(const rank_plan& rp) {
