@@ -89,6 +89,18 @@ TEST_CASE("messages: start_of_wait equals the brute-force pairing on random prog
             const wait_pairing got = start_of_wait(prog, table);
             CHECK(got.start_of == want.start_of);
             CHECK(got.faults == want.faults);
+            // over a list of the messages (what the validator passes), and over every index
+            // (the other instructions passed over): the same pairing
+            const std::vector<std::uint32_t> listed = message_indices(prog);
+            for (const std::uint32_t i : listed) CHECK(is_message(prog[i].kind));
+            CHECK(listed.size() == static_cast<std::size_t>(std::count_if(prog.begin(), prog.end(), [](const instruction& x) { return is_message(x.kind); })));
+            std::vector<std::uint32_t> every(prog.size());
+            for (std::uint32_t i = 0; i < every.size(); ++i) every[i] = i;
+            for (const auto& list : {listed, every}) {
+                const wait_pairing over = start_of_wait(prog, table, list);
+                CHECK(over.start_of == want.start_of);
+                CHECK(over.faults == want.faults);
+            }
         }
     }
 }
@@ -119,6 +131,19 @@ TEST_CASE("messages: counterparts of lowered plans are mutual and of matching ki
                 }
             }
             CHECK(seq.flat.size() == starts);
+            // from lists of each rank's messages, or of every instruction: the same places
+            std::vector<std::vector<std::uint32_t>> listed, every;
+            for (const rank_program& rp : p.programs) {
+                listed.push_back(message_indices(rp.instructions));
+                every.emplace_back(rp.instructions.size());
+                for (std::uint32_t i = 0; i < rp.instructions.size(); ++i) every.back()[i] = i;
+            }
+            for (const auto& lists : {listed, every}) {
+                const message_sequence other = pair_sequence(p, lists);
+                CHECK(other.k == seq.k);
+                CHECK(other.begin == seq.begin);
+                CHECK(other.flat == seq.flat);
+            }
         }
     }
 }

@@ -285,3 +285,50 @@ TEST_CASE("validate: mutation test — every edit that breaks the plan is reject
                               << " rejected, " << harmless_accepted << " accepted (all harmless)");
     CHECK(rejected >= broken);
 }
+
+TEST_CASE("validate: structure_ok() passes exactly the instructions check_structure() finds nothing wrong with") {
+    // Random edits of every field structure_ok() reads (kinds built in, a user's or unknown;
+    // slots, micro-batches, stages, peers, shapes, dtypes) on plans of every schedule (with and
+    // without a placement map, one and several replicas): the fast test and the reporting one agree.
+    splitmix64 rng(23);
+    std::size_t passed = 0, failed = 0;
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        const auto sc = test::random_scenario(2 + seed, 4 + seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            const execution_plan p = lower(c.sc, c.sched);
+            const plan::detail::placement_tables t(p.header);
+            for (const rank_program& prog : p.programs) {
+                const plan::detail::rank_view rv(p.header, prog, t);
+                const plan::detail::structure_limits lim(rv);
+                rank_program one = prog;  // the edited instruction alone, with the rank's buffers
+                one.instructions.resize(1);
+                const plan::detail::rank_view rv1(p.header, one, t);
+                for (int k = 0; k < 200; ++k) {
+                    instruction x = prog.instructions[rng.below(prog.instructions.size())];
+                    switch (rng.below(9)) {
+                        case 0: x.kind = static_cast<instr_kind>(rng.below(256)); break;
+                        case 1: (rng.below(2) ? x.in : x.work) = static_cast<std::uint32_t>(rng.below(prog.buffers.size() + 2)); break;
+                        case 2: x.stash = rng.below(2) ? no_slot : static_cast<std::uint32_t>(prog.buffers.size()); break;
+                        case 3: x.microbatch = static_cast<std::uint32_t>(rng.below(p.header.microbatches.size() + 2)); break;
+                        case 4: x.stage = static_cast<std::uint32_t>(rng.below(p.header.virtual_stages() + 2)); break;
+                        case 5: x.peer = static_cast<std::int32_t>(rng.below(p.programs.size() + 2)) - 1; break;
+                        case 6: (rng.below(2) ? x.shape.hidden : x.shape.dec_seqlen) += 1; break;
+                        case 7: x.type = static_cast<dtype>(rng.below(4)); break;
+                        default: break;  // as lowered
+                    }
+                    one.instructions[0] = x;
+                    validation_report r;
+                    plan::detail::reporter rep{r, 8};
+                    plan::detail::check_structure(rv1, 0, rep);
+                    CAPTURE(describe(x));
+                    CHECK(plan::detail::structure_ok(lim, x) == r.ok());
+                    (r.ok() ? passed : failed) += 1;
+                }
+            }
+        }
+    }
+    MESSAGE(passed << " sound, " << failed << " broken");
+    CHECK(passed > 1000);
+    CHECK(failed > 1000);
+}

@@ -18,6 +18,7 @@
 // match rules) for the answer to mean anything; a start without a counterpart never passes.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -36,6 +37,19 @@ struct blocked_rank {
 };
 
 namespace detail {
+
+/// [buffered ? 0 : 1][kind code] whether an instruction of that kind may stop a cursor (the
+/// file comment): a wait (buffered) or a start (any other rule), and reduce_gradients.
+inline constexpr auto cursor_stops_by_code = [] {
+    std::array<std::array<bool, 256>, 2> t{};
+    for (std::size_t code = 0; code < 256; ++code) {
+        const auto k = static_cast<instr_kind>(code);
+        const bool reduce = k == instr_kind::reduce_gradients;
+        t[0][code] = reduce || is_message_wait(k);
+        t[1][code] = reduce || is_message_start(k);
+    }
+    return t;
+}();
 
 /// The cursors of find_deadlock() and what they need to know of the plan.
 class rank_cursors {
@@ -67,7 +81,7 @@ public:
                 const std::size_t n = plan_.programs[r].instructions.size();
                 if (pos_[r] >= n) continue;
                 const std::size_t before = pos_[r];
-                while (pos_[r] < n && step(r)) {}
+                advance(r);
                 progress = progress || pos_[r] != before;
                 finished += pos_[r] == n;
             }
@@ -80,6 +94,25 @@ public:
     }
 
 private:
+    /// Moves rank r's cursor as far as it goes: over the instructions that never stop it, and
+    /// through step() at the others.
+    void advance(std::size_t r) {
+        const auto& prog = plan_.programs[r].instructions;
+        const std::array<bool, 256>& stops = cursor_stops_by_code[rule_ == send_rule::buffered ? 0 : 1];
+        const std::size_t n = prog.size();
+        std::size_t i = pos_[r];
+        while (i < n) {
+            if (!stops[static_cast<std::uint8_t>(prog[i].kind)]) {
+                ++i;
+                continue;
+            }
+            pos_[r] = i;
+            if (!step(r)) return;
+            i = pos_[r];
+        }
+        pos_[r] = i;
+    }
+
     /// Runs rank r's current instruction (or group) when it can; false when it must wait.
     bool step(std::size_t r) {
         const auto& prog = plan_.programs[r].instructions;

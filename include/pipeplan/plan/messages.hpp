@@ -108,14 +108,27 @@ struct open_starts {
 
 }  // namespace detail
 
-/// Pairs every wait of `prog` with its start (see the file comment). `microbatches` sizes the
-/// lookup table (the header's micro-batch count; any micro-batch number is handled).
-[[nodiscard]] inline wait_pairing start_of_wait(const std::vector<instruction>& prog, std::size_t microbatches) {
+/// The indices of the starts and waits of `prog`, ascending (what start_of_wait() and
+/// pair_sequence() read of a program; a caller that classified the instructions already may
+/// pass its own list).
+[[nodiscard]] inline std::vector<std::uint32_t> message_indices(const std::vector<instruction>& prog) {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t i = 0; i < prog.size(); ++i)
+        if (is_message(prog[i].kind)) out.push_back(i);
+    return out;
+}
+
+/// Pairs every wait of `prog` with its start (see the file comment); `messages` lists the
+/// indices of every start and wait of prog, ascending (message_indices(); other instructions
+/// listed are passed over). `microbatches` sizes the lookup table (the header's micro-batch
+/// count; any micro-batch number is handled).
+[[nodiscard]] inline wait_pairing start_of_wait(const std::vector<instruction>& prog, std::size_t microbatches,
+                                                std::span<const std::uint32_t> messages) {
     wait_pairing out;
     out.start_of.assign(prog.size(), no_instruction);
     detail::open_starts open(prog, microbatches);
     std::size_t still_open = 0;
-    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+    for (const std::uint32_t i : messages) {
         const instruction& x = prog[i];
         if (is_message_start(x.kind)) {
             if (open.is_open(x)) {
@@ -136,6 +149,11 @@ struct open_starts {
     }
     if (still_open > 0) open.report_open(out.faults);
     return out;
+}
+
+/// start_of_wait() of every start and wait of `prog`.
+[[nodiscard]] inline wait_pairing start_of_wait(const std::vector<instruction>& prog, std::size_t microbatches) {
+    return start_of_wait(prog, microbatches, message_indices(prog));
 }
 
 /// start_of_wait() sized by the program itself (its messages' micro-batches, at most its length).
@@ -183,9 +201,12 @@ struct message_end {
     friend bool operator==(const message_end&, const message_end&) = default;
 };
 
-/// Numbers every start of `plan` within its rank pair. Starts whose peer is not a rank of the
-/// plan (or is the rank itself) get no place.
-[[nodiscard]] inline message_sequence pair_sequence(const execution_plan& plan) {
+/// Numbers every start of `plan` within its rank pair; `messages[r]` lists the indices of
+/// every start of rank r's program, ascending (message_indices(); other instructions listed
+/// are passed over). Starts whose peer is not a rank of the plan (or is the rank itself) get
+/// no place.
+[[nodiscard]] inline message_sequence pair_sequence(const execution_plan& plan,
+                                                    const std::vector<std::vector<std::uint32_t>>& messages) {
     const std::size_t R = plan.programs.size();
     message_sequence seq;
     seq.ranks = R;
@@ -196,15 +217,15 @@ struct message_end {
                static_cast<std::size_t>(x.peer) != r;
     };
     for (std::size_t r = 0; r < R; ++r)  // count, then fill
-        for (const instruction& x : plan.programs[r].instructions)
-            if (paired(r, x)) ++seq.begin[r * R + static_cast<std::size_t>(x.peer) + 1];
+        for (const std::uint32_t i : messages[r])
+            if (const instruction& x = plan.programs[r].instructions[i]; paired(r, x)) ++seq.begin[r * R + static_cast<std::size_t>(x.peer) + 1];
     for (std::size_t x = 1; x < seq.begin.size(); ++x) seq.begin[x] += seq.begin[x - 1];
     seq.flat.resize(seq.begin.back());
     std::vector<std::uint32_t> fill(seq.begin.begin(), seq.begin.end() - 1);
     for (std::size_t r = 0; r < R; ++r) {
         const auto& prog = plan.programs[r].instructions;
         seq.k[r].assign(prog.size(), no_instruction);
-        for (std::uint32_t i = 0; i < prog.size(); ++i) {
+        for (const std::uint32_t i : messages[r]) {
             if (!paired(r, prog[i])) continue;
             const std::size_t pair = r * R + static_cast<std::size_t>(prog[i].peer);
             seq.k[r][i] = fill[pair] - seq.begin[pair];
@@ -212,6 +233,14 @@ struct message_end {
         }
     }
     return seq;
+}
+
+/// pair_sequence() of every start of `plan`.
+[[nodiscard]] inline message_sequence pair_sequence(const execution_plan& plan) {
+    std::vector<std::vector<std::uint32_t>> messages;
+    messages.reserve(plan.programs.size());
+    for (const rank_program& p : plan.programs) messages.push_back(message_indices(p.instructions));
+    return pair_sequence(plan, messages);
 }
 
 /// The start that rank `rank`'s start `index` pairs with: the peer's start of the same place in

@@ -43,6 +43,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -238,31 +239,57 @@ inline constexpr std::array<structure_class, 256> structure_class_by_code = [] {
     return t;
 }();
 
+/// What structure_ok() compares every instruction of a rank with, read once per rank.
+struct structure_limits {
+    std::uint32_t slots;  ///< the buffer count (at most no_slot)
+    std::uint32_t stages;  ///< virtual_stages()
+    std::size_t microbatches;
+    const microbatch_entry* table;
+    std::uint32_t replica;
+    dtype type;
+    std::uint32_t rank, device;
+    std::uint32_t first_rank;  ///< of the rank's replica (rank_of_stage() of a stage on device 0)
+    const std::uint32_t* stage_devices;  ///< the header's map; nullptr without one (stage v on device v)
+    explicit structure_limits(const rank_view& rv)
+        : slots(static_cast<std::uint32_t>(std::min<std::size_t>(rv.p.buffers.size(), no_slot))), stages(rv.h.virtual_stages()),
+          microbatches(rv.h.microbatches.size()), table(rv.h.microbatches.data()), replica(rv.replica), type(rv.h.type),
+          rank(rv.rank), device(rv.device), first_rank(rv.replica * rv.h.devices),
+          stage_devices(rv.h.stage_devices.empty() ? nullptr : rv.h.stage_devices.data()) {}
+    /// rank_view::device_of() of a stage < stages.
+    [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const { return stage_devices ? stage_devices[stage] : stage; }
+};
+
+/// a == b, as two 64-bit compares.
+[[nodiscard]] inline bool same_shape(const tensor_shape& a, const tensor_shape& b) noexcept {
+    static_assert(sizeof(tensor_shape) == 16, "four 32-bit fields, no padding");
+    using halves = std::array<std::uint64_t, 2>;
+    const auto x = std::bit_cast<halves>(a), y = std::bit_cast<halves>(b);
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+}
+
 /// Whether check_structure() finds nothing wrong with instruction `ins` (the same tests,
 /// without the messages: the common case of a sound plan costs no string work).
-[[nodiscard]] inline bool structure_ok(const rank_view& rv, const instruction& ins) {
+[[nodiscard]] inline bool structure_ok(const structure_limits& lim, const instruction& ins) {
     const structure_class sc = structure_class_by_code[static_cast<std::uint8_t>(ins.kind)];
     if (sc == structure_class::unknown) return false;
     if (sc == structure_class::user) return true;
     // a slot out of range: s >= n for s != no_slot, i.e. s + 1 > n in 32 bits (no_slot + 1 = 0)
-    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(rv.p.buffers.size(), no_slot));
+    const std::uint32_t n = lim.slots;
     const bool slot_out = (ins.in + 1u > n) | (ins.out + 1u > n) | (ins.stash + 1u > n) | (ins.work + 1u > n);
     if (sc == structure_class::slots) return !slot_out;
-    if (slot_out) return false;
-    const bool local = sc == structure_class::local;
+    if (slot_out || ins.microbatch >= lim.microbatches) return false;
+    const microbatch_entry& m = lim.table[ins.microbatch];
+    const std::uint32_t V = lim.stages;
+    if ((m.replica != lim.replica) | !same_shape(ins.shape, m.shape) | (ins.type != lim.type) | (ins.stage >= V)) return false;
+    if (sc == structure_class::local) return lim.device_of(ins.stage) == lim.device;  // (rank_view::holds(), stage < V)
     const kind_category c = category(ins.kind);
-    if (ins.microbatch >= rv.h.microbatches.size()) return false;
-    const microbatch_entry& m = rv.h.microbatches[ins.microbatch];
-    const std::uint32_t V = rv.h.virtual_stages();
-    if (m.replica != rv.replica || !(ins.shape == m.shape) || ins.type != rv.h.type || ins.stage >= V) return false;
-    if (local) return rv.holds(ins.stage);
     const bool act = is_activation_message(ins.kind);
     const bool send = c == kind_category::send_start || c == kind_category::send_wait;
     if ((act && ins.stage + 1 >= V) || (!act && ins.stage == 0)) return false;
     const std::uint32_t other = act ? ins.stage + 1 : ins.stage - 1;
     const std::uint32_t mine = send ? ins.stage : other, theirs = send ? other : ins.stage;
-    return rv.holds(mine) && ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == rv.rank_of_stage(theirs) &&
-           static_cast<std::uint32_t>(ins.peer) != rv.rank;
+    return lim.device_of(mine) == lim.device && ins.peer >= 0 &&
+           static_cast<std::uint32_t>(ins.peer) == lim.first_rank + lim.device_of(theirs) && static_cast<std::uint32_t>(ins.peer) != lim.rank;
 }
 
 /// clock: each set_frequency sets a clock in range for the compute op right after it.
@@ -325,21 +352,22 @@ inline void check_arena(const rank_view& rv, reporter& rep) {
 }
 
 /// pairing: every start has exactly one later wait of the same message (start_of_wait(),
-/// messages.hpp), naming the same buffer, bytes, shape and dtype. Leaves the pairing in `pairs`.
-inline void check_pairing(const rank_view& rv, reporter& rep, wait_pairing& pairs) {
-    pairs = start_of_wait(rv.h, rv.p);
+/// messages.hpp), naming the same buffer, bytes, shape and dtype; `messages` lists the
+/// program's starts and waits, ascending (program_facts::messages). Leaves the pairing in `pairs`.
+inline void check_pairing(const rank_view& rv, std::span<const std::uint32_t> messages, reporter& rep, wait_pairing& pairs) {
+    pairs = start_of_wait(rv.p.instructions, rv.h.microbatches.size(), messages);
     const auto& prog = rv.p.instructions;
     static constexpr const char* what[] = {"started again before its wait", "waits for a message that was not started",
                                            "never waited for"};
     for (const wait_pairing::fault& f : pairs.faults)
         rep(rv.rank, f.index, "pairing", describe(prog[f.index]) + ": " + what[static_cast<std::size_t>(f.what)]);
-    for (std::uint32_t i = 0; i < prog.size(); ++i) {
+    for (const std::uint32_t i : messages) {
         const std::uint32_t o = pairs.start_of[i];
         if (o == no_instruction) continue;
         const instruction &ins = prog[i], &st = prog[o];
         if (st.in != ins.in || st.out != ins.out)
             rep(rv.rank, i, "pairing", describe(ins) + ": names another buffer than its start");
-        else if (st.bytes != ins.bytes || !(st.shape == ins.shape) || st.type != ins.type)
+        else if (st.bytes != ins.bytes || !same_shape(st.shape, ins.shape) || st.type != ins.type)
             rep(rv.rank, i, "pairing", describe(ins) + ": bytes, shape or dtype differ from its start");
     }
 }
@@ -735,22 +763,62 @@ inline void check_header(const plan_header& h, std::uint32_t rank, reporter& rep
     check_microbatch_table(h, rank, rep);
 }
 
+/// What the structure pass (program_facts) notes of a kind, by code (bits).
+enum fact_bit : std::uint8_t { fact_clock = 1, fact_overlap = 2, fact_end = 4, fact_work = 8, fact_bwd = 16, fact_message = 32 };
+inline constexpr std::array<std::uint8_t, 256> fact_bits_by_code = [] {
+    std::array<std::uint8_t, 256> t{};
+    for (std::size_t code = 0; code < t.size(); ++code) {
+        const auto k = static_cast<instr_kind>(code);
+        t[code] = static_cast<std::uint8_t>(
+            (k == instr_kind::set_frequency ? fact_clock : 0) | (k == instr_kind::overlap_f_b ? fact_overlap : 0) |
+            (k == instr_kind::reduce_gradients || k == instr_kind::optimizer_step ? fact_end
+             : is_compute(k) || is_message(k)                                      ? fact_work
+                                                                                   : 0) |
+            (k == instr_kind::backward || k == instr_kind::backward_weight ? fact_bwd : 0) |
+            (is_message(k) ? fact_message : 0));
+    }
+    return t;
+}();
+
 /// What the structure pass notes of a program for the later rules: whether there is anything
-/// for the clock and overlap rules to check, and what the reduce rule reads (check_end()).
+/// for the clock and overlap rules to check, what the reduce rule reads (check_end()), and
+/// the indices of the starts and waits, ascending (all the pairing and match rules read).
 struct program_facts {
     bool clocks = false, overlaps = false;
     std::vector<std::uint32_t> ends;  ///< the reduce_gradients and optimizer_steps, in program order
     std::int64_t last_bwd = -1, last_work = -1;  ///< the last backward(_weight); the last compute op or message
+    std::vector<std::uint32_t> messages;  ///< the starts and waits
 
-    void note(const instruction& x, std::uint32_t i) {
-        const instr_kind k = x.kind;
-        clocks |= (k == instr_kind::set_frequency) | (x.clock_mhz != 0);
-        overlaps |= k == instr_kind::overlap_f_b;
-        if (k == instr_kind::reduce_gradients || k == instr_kind::optimizer_step) ends.push_back(i);
-        else if (is_compute(k) || is_message(k)) {
-            last_work = i;
-            if (k == instr_kind::backward || k == instr_kind::backward_weight) last_bwd = i;
+    /// The structure pass: check_structure() of every instruction that is not structure_ok(),
+    /// noting the facts on the way (in locals: one pass of a few instructions each).
+    program_facts(const rank_view& rv, reporter& rep) : messages(rv.p.instructions.size()) {
+        const structure_limits lim(rv);
+        const auto& prog = rv.p.instructions;
+        std::uint8_t seen = 0;  // the fact bits of every kind met
+        std::uint64_t clock_bits = 0;  // the clock_mhz fields or'ed
+        std::int64_t work = -1, bwd = -1;
+        std::uint32_t* const listed = messages.data();
+        std::size_t n = 0;
+        for (std::uint32_t i = 0; i < prog.size(); ++i) {
+            const instruction& x = prog[i];
+            if (!structure_ok(lim, x)) check_structure(rv, i, rep);
+            const std::uint8_t f = fact_bits_by_code[static_cast<std::uint8_t>(x.kind)];
+            seen |= f;
+            clock_bits |= x.clock_mhz;
+            listed[n] = i;  // kept when x is a message
+            n += (f & fact_message) != 0;
+            if (!(f & (fact_end | fact_work))) continue;
+            if (f & fact_end) ends.push_back(i);
+            else {
+                work = i;
+                if (f & fact_bwd) bwd = i;
+            }
         }
+        messages.resize(n);
+        clocks = (seen & fact_clock) != 0 || clock_bits != 0;
+        overlaps = (seen & fact_overlap) != 0;
+        last_work = work;
+        last_bwd = bwd;
     }
 };
 
@@ -780,24 +848,21 @@ inline void check_end(const rank_view& rv, const program_facts& facts, reporter&
     if (step < 0) rep(rv.rank, violation::whole_program, "reduce", "no optimizer_step");
 }
 
-/// Every rule that concerns one rank alone; leaves the rank's message pairing in `pairs`.
+/// Every rule that concerns one rank alone; leaves the rank's message pairing in `pairs` and
+/// the indices of its starts and waits in `messages`.
 inline void check_rank(const plan_header& h, const placement_tables& t, const rank_program& p, reporter& rep,
-                       const validate_options& opt, wait_pairing& pairs) {
+                       const validate_options& opt, wait_pairing& pairs, std::vector<std::uint32_t>& messages) {
     const rank_view rv(h, p, t);
     const std::size_t before = rep.seen;
     check_arena_figures(p, rep);
-    program_facts facts;
-    for (std::uint32_t i = 0; i < p.instructions.size(); ++i) {
-        const instruction& x = p.instructions[i];
-        if (!structure_ok(rv, x)) check_structure(rv, i, rep);
-        facts.note(x, i);
-    }
+    program_facts facts(rv, rep);
+    messages = std::move(facts.messages);
     check_arena(rv, rep);
     if (rep.seen != before) return;  // the walks below index with these fields
     if (facts.clocks) check_clocks(rv, opt, rep);
     if (facts.overlaps) check_overlaps(rv, rep);
     if (!enough_compute(rv, rep)) return;  // bounds chunks x M by the program's length
-    check_pairing(rv, rep, pairs);
+    check_pairing(rv, messages, rep, pairs);
     std::vector<unit_state> units(std::size_t(h.chunks) * h.microbatches.size());
     walk_rank(rv, rep, units);
     check_units(rv, units, rep);
@@ -859,9 +924,10 @@ inline void check_deadlock(const execution_plan& plan, const std::vector<wait_pa
     }
 }
 
-/// The cross-rank rules (match, deadlock).
-inline void check_messages(const execution_plan& plan, const std::vector<wait_pairing>& pairs, reporter& rep) {
-    const message_sequence seq = pair_sequence(plan);
+/// The cross-rank rules (match, deadlock); `messages[r]` lists rank r's starts and waits.
+inline void check_messages(const execution_plan& plan, const std::vector<wait_pairing>& pairs,
+                           const std::vector<std::vector<std::uint32_t>>& messages, reporter& rep) {
+    const message_sequence seq = pair_sequence(plan, messages);
     if (check_match(plan, seq, rep)) check_deadlock(plan, pairs, seq, rep);
 }
 }  // namespace detail
@@ -891,7 +957,9 @@ inline void check_messages(const execution_plan& plan, const std::vector<wait_pa
     const std::size_t before = rep.seen;
     const detail::placement_tables t(h);
     std::vector<wait_pairing> pairs(plan.programs.size());
-    for (std::size_t r = 0; r < plan.programs.size(); ++r) detail::check_rank(h, t, plan.programs[r], rep, opt, pairs[r]);
+    std::vector<std::vector<std::uint32_t>> messages(plan.programs.size());
+    for (std::size_t r = 0; r < plan.programs.size(); ++r)
+        detail::check_rank(h, t, plan.programs[r], rep, opt, pairs[r], messages[r]);
     const bool ranks_sound = rep.seen == before;
     for (const rank_program& p : plan.programs) detail::check_memory(h, p, rep);
     detail::check_header(h, 0, rep);
@@ -900,7 +968,7 @@ inline void check_messages(const execution_plan& plan, const std::vector<wait_pa
             "header.plan_id: " + plan_id_hex(h.plan_id) + " is not this plan's identity (" + plan_id_hex(plan_identity(plan)) +
                 "): the header or a program was changed after the plan was stamped");
     // The cross-rank rules need sound local structure (matched starts and waits).
-    if (ranks_sound) detail::check_messages(plan, pairs, rep);
+    if (ranks_sound) detail::check_messages(plan, pairs, messages, rep);
     return out;
 }
 
@@ -934,7 +1002,8 @@ inline void validate_or_throw(const execution_plan& plan, const validate_options
         return out;
     }
     wait_pairing pairs;
-    detail::check_rank(rp.header, detail::placement_tables(rp.header), rp.program, rep, opt, pairs);
+    std::vector<std::uint32_t> messages;
+    detail::check_rank(rp.header, detail::placement_tables(rp.header), rp.program, rep, opt, pairs, messages);
     detail::check_header(rp.header, rp.program.rank, rep);
     detail::check_memory(rp.header, rp.program, rep);
     return out;
