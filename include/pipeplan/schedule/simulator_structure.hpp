@@ -300,6 +300,16 @@ private:
     const double* peak_;    ///< would be reloaded after every store)
 };
 
+/// A device in structure_builder's run, in one cache line: what a visit of it reads and writes
+/// (the op it runs next, its order's end, its clock) and what waking it reads (the slot it waits
+/// for). A visit's chain of loads is then the device (popped from the stack), this line, its op.
+struct alignas(64) device_cursor {
+    const op* next = nullptr;  ///< the op it runs next (or waits at)
+    const op* end = nullptr;
+    device_clock clock;
+    std::size_t blocked_on = SIZE_MAX;  ///< the slot it waits for, or none
+};
+
 /// structure_builder's tables, kept in the workspace between builds.
 struct structure_scratch {
     huge_page_vector<std::uint32_t> done;  ///< per slot: the timeline entry of the op that wrote it, or unfinished
@@ -308,7 +318,7 @@ struct structure_scratch {
     /// recording pass reads it; as no f or R can follow its B, the flags a B ran with are those
     /// at the end of the run).
     std::vector<std::uint8_t> checkpoint;
-    std::vector<std::size_t> blocked_on;   ///< per device: the slot it waits for, or none
+    std::vector<device_cursor> cursors;   ///< per device
     std::vector<std::uint32_t> ready;      ///< the devices to run, a stack
     /// Kept steps only: per entry its op's level (1 + the largest of its inputs' and of the op
     /// before it on its device; entry 0: level 0), per step its level, the steps by level.
@@ -324,10 +334,11 @@ struct structure_scratch {
 class structure_builder {
 public:
     /// Times `sched` on `sc` (the shape of `st`, set_shape()) from the devices' `clocks` into
-    /// `timeline` (sweep_structure::span_of()); writes the steps into `st` when `keep_steps`.
+    /// `timeline` (sweep_structure::span_of()), and the clocks at the end into `clocks` when run()
+    /// succeeds; writes the steps into `st` when `keep_steps`.
     structure_builder(sweep_structure& st, structure_scratch& scratch, device_clock* clocks, op_timing* timeline,
                       const scenario& sc, const pipeline_schedule& sched, bool keep_steps) noexcept
-        : st_(st), scratch_(scratch), done_(scratch.done), checkpoint_(scratch.checkpoint), blocked_on_(scratch.blocked_on),
+        : st_(st), scratch_(scratch), done_(scratch.done), checkpoint_(scratch.checkpoint), cursors_(scratch.cursors),
           ready_(scratch.ready), clocks_(clocks), timeline_(timeline), sc_(sc), sched_(sched), V_(sc.stages),
           M_(sc.microbatches), VM_(V_ * M_), keep_steps_(keep_steps), fwd_(sc.forward_ms.data()),
           bwd_(sc.backward_ms.data()), w_(sched.w_share), one_minus_w_(1.0 - sched.w_share) {}
@@ -335,18 +346,26 @@ public:
     [[nodiscard]] bool run() {
         const std::size_t D = st_.D;
         prepare(D);
+        const tables t = tables_of();
+        for (std::size_t d = 0; d < D; ++d) {  // each device's first op (run_device() checks the others)
+            const device_cursor& c = cursors_[d];
+            if (c.next != c.end && !valid_on(t, *c.next, static_cast<std::uint32_t>(d))) return false;
+        }
         // The devices that can run, a stack: each device is on it at most once (pushed first,
         // or when woken from a wait, after it was popped), so D entries hold it. Last in, first
         // out: a woken device runs at once, while its inputs are in the cache, and runs ~2 ops
         // per visit in 1F1B at S 64 (a queue: 0.7).
         ready_.resize(D);
-        for (std::size_t d = D; d-- > 0;) ready_[ready_count_++] = static_cast<std::uint32_t>(d);
+        std::uint32_t* top = ready_.data();
+        for (std::size_t d = D; d-- > 0;) *top++ = static_cast<std::uint32_t>(d);
         const bool large = st_.first_op[D] >= prefetch_from_ops;
-        if (!(keep_steps_ ? (large ? run_all<true, true>() : run_all<false, true>())
-                          : (large ? run_all<true, false>() : run_all<false, false>())))
+        if (!(keep_steps_ ? (large ? run_all<true, true>(top) : run_all<false, true>(top))
+                          : (large ? run_all<true, false>(top) : run_all<false, false>(top))))
             return false;
-        for (std::size_t d = 0; d < D; ++d)
-            if (blocked_on_[d] != none) return false;  // a deadlock (or a missing input)
+        for (std::size_t d = 0; d < D; ++d) {
+            if (cursors_[d].blocked_on != none) return false;  // a deadlock (or a missing input)
+            clocks_[d] = cursors_[d].clock;
+        }
         const std::size_t keys = V_ * M_;
         const std::size_t forwards = count_[kind_index(op_kind::F)] + count_[kind_index(op_kind::F_checkpoint)];
         if (forwards != keys || count_[kind_index(op_kind::B)] != keys ||
@@ -399,7 +418,11 @@ private:
         reserve_scratch(done_, 4 * keys);
         done_.resize(4 * keys);  // R and W only written when opened
         std::fill_n(done_.begin(), 2 * keys, unfinished);
-        blocked_on_.assign(D, none);
+        cursors_.resize(D);
+        for (std::size_t d = 0; d < D; ++d) {
+            const std::vector<op>& order = sched_.orders[d];
+            cursors_[d] = {order.data(), order.data() + order.size(), clocks_[d], none};
+        }
         done_p_ = done_.data();
         steps_p_ = st_.steps.data();
     }
@@ -459,17 +482,25 @@ private:
         const double* fwd;  ///< the scenario's forward_ms and backward_ms
         const double* bwd;
         const std::uint32_t* device_of_stage;
-        std::size_t* blocked_on;
+        device_cursor* cursors;
         std::size_t V, M, VM;
     };
     static constexpr std::size_t prefetch_from_ops = std::size_t{1} << 16;
 
-    /// Runs the devices on the stack until it is empty; false on what run() refuses.
+    [[nodiscard]] tables tables_of() noexcept {
+        return {done_p_, timeline_, fwd_, bwd_, st_.device_of_stage.data(), cursors_.data(), V_, M_, VM_};
+    }
+
+    /// Runs the devices on the stack (ready_ up to `top`) until it is empty; false on what run()
+    /// refuses.
     template <bool prefetch, bool keep>
-    bool run_all() {
-        const tables t{done_p_, timeline_, fwd_, bwd_, st_.device_of_stage.data(), blocked_on_.data(), V_, M_, VM_};
-        while (ready_count_ > 0)
-            if (!run_device<prefetch, keep>(t, ready_[--ready_count_])) return false;
+    bool run_all(std::uint32_t* top) {
+        const tables t = tables_of();
+        const std::uint32_t* bottom = ready_.data();
+        while (top != bottom) {
+            const std::uint32_t d = *--top;
+            if (!run_device<prefetch, keep>(t, d, top)) return false;
+        }
         return true;
     }
 
@@ -479,58 +510,56 @@ private:
         return o.microbatch < t.M && o.stage < t.V && !o.overlaps_next && t.device_of_stage[o.stage] == d;
     }
 
-    /// Runs device d's order from its cursor (its clock's entry) until it ends or waits; false
-    /// on what run() refuses. Each op is checked (valid_on()) once, before it is first tried: a
-    /// device's first op when the device first runs, the next op after each op that ran. A
-    /// device runs first from its first op, later only when woken from a wait, from the op it
-    /// waited at, which was checked then (p > 0; at p = 0 it is checked again).
+    /// Runs device d's order from its cursor until it ends or waits (devices it wakes go on the
+    /// stack at `top`); false on what run() refuses. Each op is checked (valid_on()) once, before
+    /// it is first tried: a device's first op before the run (run()), the next op after each op
+    /// that ran. A device runs first from its first op, later only when woken from a wait, from
+    /// the op it waited at, which was checked then.
     template <bool prefetch, bool keep>
-    [[gnu::always_inline]] bool run_device(const tables& t, std::uint32_t d) {
-        const std::vector<op>& ops = sched_.orders[d];
-        const op* order = ops.data();
-        const auto size = static_cast<std::uint32_t>(ops.size());
-        const std::uint32_t row = sweep_structure::span_of(st_.first_op[d], d);
-        device_clock c = clocks_[d];  // in registers
+    [[gnu::always_inline]] bool run_device(const tables& t, std::uint32_t d, std::uint32_t*& top) {
+        device_cursor& dc = t.cursors[d];
+        const op* next = dc.next;  // in registers
+        const op* const end = dc.end;
+        device_clock c = dc.clock;
         // A device runs a few ops per visit, the other devices' visits come between, so its
         // many streams (its order, its rows of the scenario and of the tables, its timeline and
         // curve) are read in short bursts that the hardware prefetchers do not follow: fetch
         // them a few ops ahead (in a schedule of prefetch_from_ops ops or more; a smaller one
         // stays in the caches).
         outcome r = outcome::ran;
-        std::uint32_t p = c.span - row;
-        if (p < size) {
-            if (p == 0 && !valid_on(t, order[0], d)) return false;
+        if (next != end) {
             for (;;) {
-                const op o = order[p];
+                const op o = *next;
                 const std::size_t k = o.stage * t.M + o.microbatch;
                 if constexpr (prefetch) {  // (the entry of the op: c.span)
                     prefetch_line(address_of(t.fwd + k + 8));
                     prefetch_line(address_of(t.bwd + k + 8));
                     prefetch_line(address_of(t.done + k + 16));
                     prefetch_line(address_of(t.done + t.VM + k + 16));
-                    prefetch_line(address_of(order + p) + 4 * sizeof(op));
+                    prefetch_line(address_of(next) + 4 * sizeof(op));
                     prefetch_line<1>(address_of(t.entries + c.span + 3));
                 }
-                r = run_op<keep>(t, o, order + p, k, d, c);
-                if (r != outcome::ran || ++p == size) break;
-                if (!valid_on(t, order[p], d)) return false;
+                r = run_op<prefetch, keep>(t, o, next, k, dc, c, top);
+                if (r != outcome::ran || ++next == end) break;
+                if (!valid_on(t, *next, d)) return false;
             }
         }
-        clocks_[d] = c;
+        dc.next = next;
+        dc.clock = c;
         return r != outcome::refused;
     }
 
-    /// Adds op `o` (checked; its (stage, micro-batch) k; `at` where it is in the order) of device
-    /// d, or finds what it waits for.
-    template <bool keep>
-    [[gnu::always_inline]] outcome run_op(const tables& t, op o, const op* at, std::size_t k, std::uint32_t d,
-                                          device_clock& c) {
+    /// Adds op `o` (checked; its (stage, micro-batch) k; `at` where it is in the order) of the
+    /// device of `dc` (its clock `c`, in registers), or finds what it waits for.
+    template <bool prefetch, bool keep>
+    [[gnu::always_inline]] outcome run_op(const tables& t, op o, const op* at, std::size_t k, device_cursor& dc,
+                                          device_clock& c, std::uint32_t*& top) {
         switch (o.kind) {
-            case op_kind::F: return step<op_kind::F, keep>(t, o, at, k, d, c);
-            case op_kind::B: return step<op_kind::B, keep>(t, o, at, k, d, c);
-            case op_kind::W: return step<op_kind::W, keep>(t, o, at, k, d, c);
-            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint, keep>(t, o, at, k, d, c);
-            case op_kind::R: return step<op_kind::R, keep>(t, o, at, k, d, c);
+            case op_kind::F: return step<op_kind::F, prefetch, keep>(t, o, at, k, dc, c, top);
+            case op_kind::B: return step<op_kind::B, prefetch, keep>(t, o, at, k, dc, c, top);
+            case op_kind::W: return step<op_kind::W, prefetch, keep>(t, o, at, k, dc, c, top);
+            case op_kind::F_checkpoint: return step<op_kind::F_checkpoint, prefetch, keep>(t, o, at, k, dc, c, top);
+            case op_kind::R: return step<op_kind::R, prefetch, keep>(t, o, at, k, dc, c, top);
         }
         return outcome::refused;
     }
@@ -575,11 +604,11 @@ private:
         return t.fwd[k];
     }
 
-    /// Runs op `o` (of kind K; `at` in the order) on device d: times it into its entry, or finds
-    /// the input it waits for.
-    template <op_kind K, bool keep>
-    [[gnu::always_inline]] outcome step(const tables& t, op o, const op* at, std::size_t k, std::uint32_t d,
-                                        device_clock& c) {
+    /// Runs op `o` (of kind K; `at` in the order) on the device of `dc` (its clock `c`): times it
+    /// into its entry, or finds the input it waits for.
+    template <op_kind K, bool prefetch, bool keep>
+    [[gnu::always_inline]] outcome step(const tables& t, op o, const op* at, std::size_t k, device_cursor& dc,
+                                        device_clock& c, std::uint32_t*& top) {
         const std::uint8_t fl = K == op_kind::B ? flags(k) : 0;
         const op_slots s = slots_of<K>(t, o, k, fl);
         std::uint32_t* done = t.done;
@@ -589,7 +618,7 @@ private:
             local = K == op_kind::B ? done[s.local] : cross;  // one input: its slot is both
         }
         if (cross == unfinished || local == unfinished) {
-            t.blocked_on[d] = cross == unfinished ? s.cross : s.local;
+            dc.blocked_on = cross == unfinished ? s.cross : s.local;
             return outcome::waits;
         }
         if (!admit<K>(s.own, k)) return outcome::refused;
@@ -612,7 +641,7 @@ private:
         if constexpr (keep) keep_step(K, k, code, s.from_other_stage ? cross : 0, local, span, c);
         done[s.own] = span;
         ++count_[kind_index(K)];
-        wake<K>(t, o, s.own);
+        wake<K, prefetch>(t, o, s.own, top);
         return outcome::ran;
     }
 
@@ -648,22 +677,24 @@ private:
     }
 
     /// An op of kind K wrote slot `own`: the device of the op it feeds on another stage
-    /// (timing.hpp's cross_successor()) runs on when it waits for that slot.
-    template <op_kind K>
-    [[gnu::always_inline]] void wake(const tables& t, op o, std::size_t own) {
+    /// (timing.hpp's cross_successor()) runs on when it waits for that slot (with `prefetch`, the
+    /// line of the op it waits at is fetched: it runs after the visit that woke it).
+    template <op_kind K, bool prefetch>
+    [[gnu::always_inline]] void wake(const tables& t, op o, std::size_t own, std::uint32_t*& top) {
         const cross_target to = cross_successor(op{K, o.microbatch, o.stage}, t.V);
         if (!to.has) return;
         const std::uint32_t e = t.device_of_stage[to.to.stage];
-        if (t.blocked_on[e] != own) return;
-        t.blocked_on[e] = none;
-        ready_[ready_count_++] = e;
+        if (t.cursors[e].blocked_on != own) return;
+        t.cursors[e].blocked_on = none;
+        if constexpr (prefetch) prefetch_line(address_of(t.cursors[e].next));
+        *top++ = e;
     }
 
     sweep_structure& st_;
     structure_scratch& scratch_;
     huge_page_vector<std::uint32_t>& done_;
     std::vector<std::uint8_t>& checkpoint_;
-    std::vector<std::size_t>& blocked_on_;
+    std::vector<device_cursor>& cursors_;
     std::vector<std::uint32_t>& ready_;
     device_clock* clocks_;
     op_timing* timeline_;
@@ -680,7 +711,7 @@ private:
     std::uint32_t* level_p_ = nullptr;
     std::uint32_t* step_level_p_ = nullptr;
     std::uint32_t max_level_ = 0;
-    std::size_t ready_count_ = 0, count_all_ = 0;
+    std::size_t count_all_ = 0;
     std::size_t count_[5] = {0, 0, 0, 0, 0};
     bool opened_[4] = {true, true, false, false};
     bool checkpointed_ = false;
