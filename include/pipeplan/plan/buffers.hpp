@@ -334,8 +334,13 @@ template <bool Fit>
 [[gnu::always_inline]] inline std::size_t drop_dead(placed_span* live, std::size_t n, std::uint32_t now, std::uint32_t& next_death,
                                                     best_fit_scan& fit) {
     next_death = UINT32_MAX;
-    std::size_t kept = 0;
-    for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
+    std::size_t k = 0;
+    for (; k < n && live[k].last >= now; ++k) {  // up to the first dead one: nothing moves
+        next_death = std::min(next_death, live[k].last);
+        if constexpr (Fit) fit.visit(live[k].begin, live[k].end);
+    }
+    std::size_t kept = k;
+    for (; k < n; ++k) {  // (compaction without branches)
         const placed_span e = live[k];
         const bool alive = e.last >= now;
         live[kept] = e;
@@ -531,8 +536,10 @@ private:
         for (state& st : states_) {
             if (st.twin != no_twin) continue;  // (as its twin)
             placed_span* sp = &spans_[std::size_t(&st - states_.data()) * cap_];
-            std::uint32_t kept = 0;
-            for (std::uint32_t k = 0; k < st.live; ++k) {  // (compaction without branches)
+            std::uint32_t k = 0;
+            while (k < st.live && sp[k].last >= now) ++k;  // up to the first dead one: nothing moves
+            std::uint32_t kept = k;
+            for (; k < st.live; ++k) {  // (compaction without branches)
                 const placed_span e = sp[k];
                 const bool alive = e.last >= now;
                 sp[kept] = e;
