@@ -68,6 +68,22 @@ TEST_CASE("lower_compute: a schedule that cannot run is rejected naming the rank
     CHECK_THROWS_WITH_AS((void)lower_compute(sc, s), doctest::Contains("rank"), invalid_argument);
 }
 
+TEST_CASE("partition_point_near: std::partition_point's index from every hint, sorted lists with repeats") {
+    splitmix64 rng(17);
+    for (int round = 0; round < 200; ++round) {
+        std::vector<std::uint32_t> s(rng.below(40));
+        for (auto& x : s) x = static_cast<std::uint32_t>(rng.below(30));
+        std::sort(s.begin(), s.end());
+        for (std::uint32_t key = 0; key <= 31; ++key)
+            for (std::uint32_t hint = 0; hint <= s.size() + 2; ++hint) {
+                const auto less = [key](std::uint32_t x) { return x < key; };
+                const auto at_most = [key](std::uint32_t x) { return x <= key; };
+                CHECK(detail::partition_point_near(s, hint, less) == std::lower_bound(s.begin(), s.end(), key) - s.begin());
+                CHECK(detail::partition_point_near(s, hint, at_most) == std::upper_bound(s.begin(), s.end(), key) - s.begin());
+            }
+    }
+}
+
 TEST_CASE("insert_communication: sends after producers, receives before consumers, same order on both sides") {
     const auto sc = test::random_scenario(4, 5, 3);
     for (const auto& c : test::all_schedules(sc)) {
