@@ -801,19 +801,41 @@ private:
 
 /// The items of `p` to place (used, non-empty buffers), sorted by first use, longer-lived and
 /// then larger first among equal births (a counting sort by first use, then the few items of
-/// each birth by insertion).
+/// each birth by insertion), and their largest live sets in `live`: live_extents(items,
+/// p.instructions.size(), the buffers' sizes), from the same sweep over the instructions.
 [[nodiscard]] inline std::vector<placement_item> placement_items(const rank_program& p, const std::vector<lifetime>& life,
-                                                                 std::uint64_t alignment_bytes) {
-    const auto placed = [&](std::uint32_t s) { return life[s].used() && p.buffers[s].size_bytes > 0; };
-    std::vector<std::uint32_t> start(p.instructions.size() + 1, 0);  // (a first use is an instruction's index)
+                                                                 std::uint64_t alignment_bytes, live_extent& live) {
+    struct moment {  // an instruction: the births there, the live sets' changes there
+        std::int64_t aligned = 0, raw = 0;
+        std::int32_t count = 0;
+        std::uint32_t births = 0;  // then the place of its first item
+    };
+    std::vector<moment> at(p.instructions.size() + 2);  // (a use is an instruction's index)
+    const auto aligned_of = [&](std::uint32_t s) {
+        return (p.buffers[s].size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes;
+    };
+    for (std::uint32_t s = 0; s < p.buffers.size(); ++s) {
+        const lifetime l = life[s];
+        if (!l.used() || p.buffers[s].size_bytes == 0) continue;
+        if (std::size_t(l.last) + 2 > at.size()) at.resize(std::size_t(l.last) + 2);
+        const auto raw = static_cast<std::int64_t>(p.buffers[s].size_bytes), aligned = static_cast<std::int64_t>(aligned_of(s));
+        moment &born = at[l.first], &dead = at[l.last + 1];
+        ++born.births, born.aligned += aligned, born.raw += raw, ++born.count;
+        dead.aligned -= aligned, dead.raw -= raw, --dead.count;
+    }
+    std::uint32_t placed = 0;
+    moment cur;
+    live = {};
+    for (moment& m : at) {
+        cur.aligned += m.aligned, cur.raw += m.raw, cur.count += m.count;
+        live.aligned_bytes = std::max(live.aligned_bytes, static_cast<std::uint64_t>(cur.aligned));
+        live.raw_bytes = std::max(live.raw_bytes, static_cast<std::uint64_t>(cur.raw));
+        live.items = std::max(live.items, static_cast<std::size_t>(cur.count));
+        placed += std::exchange(m.births, placed);
+    }
+    std::vector<placement_item> items(placed);
     for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
-        if (placed(s)) ++start[life[s].first + 1];
-    for (std::size_t t = 1; t < start.size(); ++t) start[t] += start[t - 1];
-    std::vector<placement_item> items(start.back());
-    for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
-        if (placed(s))
-            items[start[life[s].first]++] = {s, life[s].first, life[s].last,
-                                             (p.buffers[s].size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes};
+        if (life[s].used() && p.buffers[s].size_bytes > 0) items[at[life[s].first].births++] = {s, life[s].first, life[s].last, aligned_of(s)};
     const auto before = [](const placement_item& a, const placement_item& b) {
         if (a.last != b.last) return a.last > b.last;
         if (a.size_bytes != b.size_bytes) return a.size_bytes > b.size_bytes;
@@ -1048,10 +1070,8 @@ inline constexpr std::uint64_t lanes_above_per_mille = 5;
 /// buffer_lifetimes(p).
 inline void assign_offsets(rank_program& p, const std::vector<lifetime>& life, std::uint64_t alignment_bytes = 256,
                            std::size_t max_beam_width = 96) {
-    const std::vector<detail::placement_item> items = detail::placement_items(p, life, alignment_bytes);
-    std::vector<std::uint64_t> raw_bytes(items.size());
-    for (std::size_t i = 0; i < items.size(); ++i) raw_bytes[i] = p.buffers[items[i].slot].size_bytes;
-    const detail::live_extent live = detail::live_extents(items, p.instructions.size(), raw_bytes);
+    detail::live_extent live;
+    const std::vector<detail::placement_item> items = detail::placement_items(p, life, alignment_bytes, live);
     std::vector<std::uint64_t> offset;
     std::uint64_t arena = detail::place_items(items, live, max_beam_width, offset);
     if (max_beam_width > 0 && items.size() >= detail::lanes_min_items &&
