@@ -811,28 +811,30 @@ private:
         std::uint32_t births = 0;  // then the place of its first item
     };
     std::vector<moment> at(p.instructions.size() + 2);  // (a use is an instruction's index)
+    std::size_t moments = at.size();
+    const bool power_of_two = (alignment_bytes & (alignment_bytes - 1)) == 0;  // (then a mask, not a division)
     const auto aligned_of = [&](std::uint32_t s) {
-        return (p.buffers[s].size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes;
+        const std::uint64_t up = p.buffers[s].size_bytes + alignment_bytes - 1;
+        return power_of_two ? up & ~(alignment_bytes - 1) : up / alignment_bytes * alignment_bytes;
     };
     for (std::uint32_t s = 0; s < p.buffers.size(); ++s) {
         const lifetime l = life[s];
         if (!l.used() || p.buffers[s].size_bytes == 0) continue;
-        if (std::size_t(l.last) + 2 > at.size()) at.resize(std::size_t(l.last) + 2);
+        if (std::size_t(l.last) + 2 > moments) at.resize(moments = std::size_t(l.last) + 2);
         const auto raw = static_cast<std::int64_t>(p.buffers[s].size_bytes), aligned = static_cast<std::int64_t>(aligned_of(s));
         moment &born = at[l.first], &dead = at[l.last + 1];
         ++born.births, born.aligned += aligned, born.raw += raw, ++born.count;
         dead.aligned -= aligned, dead.raw -= raw, --dead.count;
     }
     std::uint32_t placed = 0;
-    moment cur;
-    live = {};
+    moment cur, most;
     for (moment& m : at) {
         cur.aligned += m.aligned, cur.raw += m.raw, cur.count += m.count;
-        live.aligned_bytes = std::max(live.aligned_bytes, static_cast<std::uint64_t>(cur.aligned));
-        live.raw_bytes = std::max(live.raw_bytes, static_cast<std::uint64_t>(cur.raw));
-        live.items = std::max(live.items, static_cast<std::size_t>(cur.count));
+        most.aligned = std::max(most.aligned, cur.aligned), most.raw = std::max(most.raw, cur.raw);
+        most.count = std::max(most.count, cur.count);
         placed += std::exchange(m.births, placed);
     }
+    live = {static_cast<std::uint64_t>(most.aligned), static_cast<std::uint64_t>(most.raw), static_cast<std::size_t>(most.count)};
     std::vector<placement_item> items(placed);
     for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
         if (life[s].used() && p.buffers[s].size_bytes > 0) items[at[life[s].first].births++] = {s, life[s].first, life[s].last, aligned_of(s)};
