@@ -78,8 +78,8 @@ TEST_CASE("partition_point_near: std::partition_point's index from every hint, s
             for (std::uint32_t hint = 0; hint <= s.size() + 2; ++hint) {
                 const auto less = [key](std::uint32_t x) { return x < key; };
                 const auto at_most = [key](std::uint32_t x) { return x <= key; };
-                CHECK(detail::partition_point_near(s, hint, less) == std::lower_bound(s.begin(), s.end(), key) - s.begin());
-                CHECK(detail::partition_point_near(s, hint, at_most) == std::upper_bound(s.begin(), s.end(), key) - s.begin());
+                CHECK(plan::detail::partition_point_near(s, hint, less) == std::lower_bound(s.begin(), s.end(), key) - s.begin());
+                CHECK(plan::detail::partition_point_near(s, hint, at_most) == std::upper_bound(s.begin(), s.end(), key) - s.begin());
             }
     }
 }
