@@ -193,6 +193,34 @@ TEST_CASE("insert_frees: the lifetimes it returns are those of a rescan; the liv
     }
 }
 
+TEST_CASE("placement_items: its live extents are live_extents() of its items; sizes aligned up (mask and division)") {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 3, 4 + 3 * seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            for (rank_program& prog : insert_communication(lower_compute(c.sc, c.sched), c.sc)) {
+                const std::vector<lifetime> life = insert_frees(prog);
+                for (const std::uint64_t alignment : {256ull, 100ull, 1ull}) {
+                    CAPTURE(alignment);
+                    plan::detail::live_extent live;
+                    const auto items = plan::detail::placement_items(prog, life, alignment, live);
+                    std::vector<std::uint64_t> raw;
+                    for (const auto& it : items) {
+                        const std::uint64_t size = prog.buffers[it.slot].size_bytes;
+                        CHECK(it.size_bytes == (size + alignment - 1) / alignment * alignment);
+                        raw.push_back(size);
+                    }
+                    const auto swept = plan::detail::live_extents(items, prog.instructions.size(), raw);
+                    CHECK(live.aligned_bytes == swept.aligned_bytes);
+                    CHECK(live.raw_bytes == swept.raw_bytes);
+                    CHECK(live.items == swept.items);
+                    CHECK(live.raw_bytes == live_peak_bytes(prog, life));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("insert_frees: one free per freed slot after its last use, slots ascending; none for workspaces and unused buffers") {
     rank_program p;
     p.buffers.resize(4);
