@@ -468,10 +468,15 @@ public:
         states_.assign(1, state{});
         next_death_ = UINT32_MAX;
         if (spans_.size() < cap_ * width_) spans_.resize(cap_ * width_), next_spans_.resize(cap_ * width_);
+        if (!searched_known_ || searched_min_bytes_ != min_bytes) {  // (consecutive runs often search the same items)
+            searched_.clear();
+            for (std::uint32_t i = 0; i < items_.size(); ++i)
+                if (items_[i].size_bytes >= min_bytes) searched_.push_back(i);
+            searched_known_ = true, searched_min_bytes_ = min_bytes;
+        }
         trail_.clear();
-        trail_.reserve(items_.size() * width_);
-        for (std::uint32_t i = 0; i < items_.size(); ++i) {
-            if (items_[i].size_bytes < min_bytes) continue;
+        trail_.reserve(searched_.size() * width_);  // (each searched item adds a node per state)
+        for (const std::uint32_t i : searched_) {
             expire(items_[i].first);
             next_death_ = std::min(next_death_, items_[i].last);  // every state places item i
             find_twins();
@@ -491,11 +496,10 @@ public:
             return a.twin == no_twin && (b.twin != no_twin || a.arena < b.arena);  // (twins: as the first of theirs)
         });
         std::uint32_t t = best->trail;
-        for (std::size_t i = items_.size(); i-- > 0;)
-            if (items_[i].size_bytes >= min_bytes) {
-                offset[i] = trail_[t].offset;
-                t = trail_[t].parent;
-            }
+        for (std::size_t k = searched_.size(); k-- > 0;) {
+            offset[searched_[k]] = trail_[t].offset;
+            t = trail_[t].parent;
+        }
         return best->arena;
     }
 
@@ -797,6 +801,9 @@ private:
     };
     std::vector<proposal_range> proposed_;  // by state: its proposals in candidates_
     std::vector<std::uint32_t> twin_table_;  // find_twins()'s
+    std::vector<std::uint32_t> searched_;     // the items of at least searched_min_bytes_, in order
+    std::uint64_t searched_min_bytes_ = 0;
+    bool searched_known_ = false;
 };
 
 /// The items of `p` to place (used, non-empty buffers), sorted by first use, longer-lived and
