@@ -221,6 +221,28 @@ TEST_CASE("placement_items: its live extents are live_extents() of its items; si
     }
 }
 
+TEST_CASE("beam_placer: runs of one placer (size bars repeated and changed) equal runs of fresh placers") {
+    const auto sc = test::random_scenario(4, 24, 3);
+    for (const auto& c : test::all_schedules(sc)) {
+        CAPTURE(c.name);
+        for (rank_program& prog : insert_communication(lower_compute(c.sc, c.sched), c.sc)) {
+            const std::vector<lifetime> life = insert_frees(prog);
+            plan::detail::live_extent live;
+            const auto items = plan::detail::placement_items(prog, life, 256, live);
+            const std::uint64_t peak = live.aligned_bytes;
+            plan::detail::beam_placer reused(items, peak, 16, live.items);
+            const plan::detail::beam_stage runs[] = {{4, 4, 16}, {4, 8, 16}, {12, 8, 32}, {4, 4, 16}, {16, 16, 64}, {16, 16, 64}};
+            for (const auto& st : runs) {
+                std::vector<std::uint64_t> a, b;
+                plan::detail::beam_placer fresh(items, peak, 16, live.items);
+                CHECK(reused.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, a) ==
+                      fresh.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, b));
+                CHECK(a == b);
+            }
+        }
+    }
+}
+
 TEST_CASE("insert_frees: one free per freed slot after its last use, slots ascending; none for workspaces and unused buffers") {
     rank_program p;
     p.buffers.resize(4);
