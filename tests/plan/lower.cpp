@@ -68,6 +68,22 @@ TEST_CASE("lower_compute: a schedule that cannot run is rejected naming the rank
     CHECK_THROWS_WITH_AS((void)lower_compute(sc, s), doctest::Contains("rank"), invalid_argument);
 }
 
+TEST_CASE("partition_point_near: std::partition_point's index from every hint, sorted lists with repeats") {
+    splitmix64 rng(17);
+    for (int round = 0; round < 200; ++round) {
+        std::vector<std::uint32_t> s(rng.below(40));
+        for (auto& x : s) x = static_cast<std::uint32_t>(rng.below(30));
+        std::sort(s.begin(), s.end());
+        for (std::uint32_t key = 0; key <= 31; ++key)
+            for (std::uint32_t hint = 0; hint <= s.size() + 2; ++hint) {
+                const auto less = [key](std::uint32_t x) { return x < key; };
+                const auto at_most = [key](std::uint32_t x) { return x <= key; };
+                CHECK(plan::detail::partition_point_near(s, hint, less) == std::lower_bound(s.begin(), s.end(), key) - s.begin());
+                CHECK(plan::detail::partition_point_near(s, hint, at_most) == std::upper_bound(s.begin(), s.end(), key) - s.begin());
+            }
+    }
+}
+
 TEST_CASE("insert_communication: sends after producers, receives before consumers, same order on both sides") {
     const auto sc = test::random_scenario(4, 5, 3);
     for (const auto& c : test::all_schedules(sc)) {
@@ -172,6 +188,56 @@ TEST_CASE("insert_frees: the lifetimes it returns are those of a rescan; the liv
                 }
                 CHECK(prog.live_peak_bytes == peak);
                 CHECK(prog.arena_bytes >= peak);
+            }
+        }
+    }
+}
+
+TEST_CASE("placement_items: its live extents are live_extents() of its items; sizes aligned up (mask and division)") {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+        const auto sc = test::random_scenario(2 + seed % 3, 4 + 3 * seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            for (rank_program& prog : insert_communication(lower_compute(c.sc, c.sched), c.sc)) {
+                const std::vector<lifetime> life = insert_frees(prog);
+                for (const std::uint64_t alignment : {256ull, 100ull, 1ull}) {
+                    CAPTURE(alignment);
+                    plan::detail::live_extent live;
+                    const auto items = plan::detail::placement_items(prog, life, alignment, live);
+                    std::vector<std::uint64_t> raw;
+                    for (const auto& it : items) {
+                        const std::uint64_t size = prog.buffers[it.slot].size_bytes;
+                        CHECK(it.size_bytes == (size + alignment - 1) / alignment * alignment);
+                        raw.push_back(size);
+                    }
+                    const auto swept = plan::detail::live_extents(items, prog.instructions.size(), raw);
+                    CHECK(live.aligned_bytes == swept.aligned_bytes);
+                    CHECK(live.raw_bytes == swept.raw_bytes);
+                    CHECK(live.items == swept.items);
+                    CHECK(live.raw_bytes == live_peak_bytes(prog, life));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("beam_placer: runs of one placer (size bars repeated and changed) equal runs of fresh placers") {
+    const auto sc = test::random_scenario(4, 24, 3);
+    for (const auto& c : test::all_schedules(sc)) {
+        CAPTURE(c.name);
+        for (rank_program& prog : insert_communication(lower_compute(c.sc, c.sched), c.sc)) {
+            const std::vector<lifetime> life = insert_frees(prog);
+            plan::detail::live_extent live;
+            const auto items = plan::detail::placement_items(prog, life, 256, live);
+            const std::uint64_t peak = live.aligned_bytes;
+            plan::detail::beam_placer reused(items, peak, 16, live.items);
+            const plan::detail::beam_stage runs[] = {{4, 4, 16}, {4, 8, 16}, {12, 8, 32}, {4, 4, 16}, {16, 16, 64}, {16, 16, 64}};
+            for (const auto& st : runs) {
+                std::vector<std::uint64_t> a, b;
+                plan::detail::beam_placer fresh(items, peak, 16, live.items);
+                CHECK(reused.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, a) ==
+                      fresh.run(st.width, peak / st.decision_divisor, peak / st.min_divisor, b));
+                CHECK(a == b);
             }
         }
     }

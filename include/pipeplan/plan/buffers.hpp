@@ -334,8 +334,13 @@ template <bool Fit>
 [[gnu::always_inline]] inline std::size_t drop_dead(placed_span* live, std::size_t n, std::uint32_t now, std::uint32_t& next_death,
                                                     best_fit_scan& fit) {
     next_death = UINT32_MAX;
-    std::size_t kept = 0;
-    for (std::size_t k = 0; k < n; ++k) {  // (compaction without branches)
+    std::size_t k = 0;
+    for (; k < n && live[k].last >= now; ++k) {  // up to the first dead one: nothing moves
+        next_death = std::min(next_death, live[k].last);
+        if constexpr (Fit) fit.visit(live[k].begin, live[k].end);
+    }
+    std::size_t kept = k;
+    for (; k < n; ++k) {  // (compaction without branches)
         const placed_span e = live[k];
         const bool alive = e.last >= now;
         live[kept] = e;
@@ -463,10 +468,15 @@ public:
         states_.assign(1, state{});
         next_death_ = UINT32_MAX;
         if (spans_.size() < cap_ * width_) spans_.resize(cap_ * width_), next_spans_.resize(cap_ * width_);
+        if (!searched_known_ || searched_min_bytes_ != min_bytes) {  // (consecutive runs often search the same items)
+            searched_.clear();
+            for (std::uint32_t i = 0; i < items_.size(); ++i)
+                if (items_[i].size_bytes >= min_bytes) searched_.push_back(i);
+            searched_known_ = true, searched_min_bytes_ = min_bytes;
+        }
         trail_.clear();
-        trail_.reserve(items_.size() * width_);
-        for (std::uint32_t i = 0; i < items_.size(); ++i) {
-            if (items_[i].size_bytes < min_bytes) continue;
+        trail_.reserve(searched_.size() * width_);  // (each searched item adds a node per state)
+        for (const std::uint32_t i : searched_) {
             expire(items_[i].first);
             next_death_ = std::min(next_death_, items_[i].last);  // every state places item i
             find_twins();
@@ -486,11 +496,10 @@ public:
             return a.twin == no_twin && (b.twin != no_twin || a.arena < b.arena);  // (twins: as the first of theirs)
         });
         std::uint32_t t = best->trail;
-        for (std::size_t i = items_.size(); i-- > 0;)
-            if (items_[i].size_bytes >= min_bytes) {
-                offset[i] = trail_[t].offset;
-                t = trail_[t].parent;
-            }
+        for (std::size_t k = searched_.size(); k-- > 0;) {
+            offset[searched_[k]] = trail_[t].offset;
+            t = trail_[t].parent;
+        }
         return best->arena;
     }
 
@@ -531,8 +540,10 @@ private:
         for (state& st : states_) {
             if (st.twin != no_twin) continue;  // (as its twin)
             placed_span* sp = &spans_[std::size_t(&st - states_.data()) * cap_];
-            std::uint32_t kept = 0;
-            for (std::uint32_t k = 0; k < st.live; ++k) {  // (compaction without branches)
+            std::uint32_t k = 0;
+            while (k < st.live && sp[k].last >= now) ++k;  // up to the first dead one: nothing moves
+            std::uint32_t kept = k;
+            for (; k < st.live; ++k) {  // (compaction without branches)
                 const placed_span e = sp[k];
                 const bool alive = e.last >= now;
                 sp[kept] = e;
@@ -790,23 +801,50 @@ private:
     };
     std::vector<proposal_range> proposed_;  // by state: its proposals in candidates_
     std::vector<std::uint32_t> twin_table_;  // find_twins()'s
+    std::vector<std::uint32_t> searched_;     // the items of at least searched_min_bytes_, in order
+    std::uint64_t searched_min_bytes_ = 0;
+    bool searched_known_ = false;
 };
 
 /// The items of `p` to place (used, non-empty buffers), sorted by first use, longer-lived and
 /// then larger first among equal births (a counting sort by first use, then the few items of
-/// each birth by insertion).
+/// each birth by insertion), and their largest live sets in `live`: live_extents(items,
+/// p.instructions.size(), the buffers' sizes), from the same sweep over the instructions.
 [[nodiscard]] inline std::vector<placement_item> placement_items(const rank_program& p, const std::vector<lifetime>& life,
-                                                                 std::uint64_t alignment_bytes) {
-    const auto placed = [&](std::uint32_t s) { return life[s].used() && p.buffers[s].size_bytes > 0; };
-    std::vector<std::uint32_t> start(p.instructions.size() + 1, 0);  // (a first use is an instruction's index)
+                                                                 std::uint64_t alignment_bytes, live_extent& live) {
+    struct moment {  // an instruction: the births there, the live sets' changes there
+        std::int64_t aligned = 0, raw = 0;
+        std::int32_t count = 0;
+        std::uint32_t births = 0;  // then the place of its first item
+    };
+    std::vector<moment> at(p.instructions.size() + 2);  // (a use is an instruction's index)
+    std::size_t moments = at.size();
+    const bool power_of_two = (alignment_bytes & (alignment_bytes - 1)) == 0;  // (then a mask, not a division)
+    const auto aligned_of = [&](std::uint32_t s) {
+        const std::uint64_t up = p.buffers[s].size_bytes + alignment_bytes - 1;
+        return power_of_two ? up & ~(alignment_bytes - 1) : up / alignment_bytes * alignment_bytes;
+    };
+    for (std::uint32_t s = 0; s < p.buffers.size(); ++s) {
+        const lifetime l = life[s];
+        if (!l.used() || p.buffers[s].size_bytes == 0) continue;
+        if (std::size_t(l.last) + 2 > moments) at.resize(moments = std::size_t(l.last) + 2);
+        const auto raw = static_cast<std::int64_t>(p.buffers[s].size_bytes), aligned = static_cast<std::int64_t>(aligned_of(s));
+        moment &born = at[l.first], &dead = at[l.last + 1];
+        ++born.births, born.aligned += aligned, born.raw += raw, ++born.count;
+        dead.aligned -= aligned, dead.raw -= raw, --dead.count;
+    }
+    std::uint32_t placed = 0;
+    moment cur, most;
+    for (moment& m : at) {
+        cur.aligned += m.aligned, cur.raw += m.raw, cur.count += m.count;
+        most.aligned = std::max(most.aligned, cur.aligned), most.raw = std::max(most.raw, cur.raw);
+        most.count = std::max(most.count, cur.count);
+        placed += std::exchange(m.births, placed);
+    }
+    live = {static_cast<std::uint64_t>(most.aligned), static_cast<std::uint64_t>(most.raw), static_cast<std::size_t>(most.count)};
+    std::vector<placement_item> items(placed);
     for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
-        if (placed(s)) ++start[life[s].first + 1];
-    for (std::size_t t = 1; t < start.size(); ++t) start[t] += start[t - 1];
-    std::vector<placement_item> items(start.back());
-    for (std::uint32_t s = 0; s < p.buffers.size(); ++s)
-        if (placed(s))
-            items[start[life[s].first]++] = {s, life[s].first, life[s].last,
-                                             (p.buffers[s].size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes};
+        if (life[s].used() && p.buffers[s].size_bytes > 0) items[at[life[s].first].births++] = {s, life[s].first, life[s].last, aligned_of(s)};
     const auto before = [](const placement_item& a, const placement_item& b) {
         if (a.last != b.last) return a.last > b.last;
         if (a.size_bytes != b.size_bytes) return a.size_bytes > b.size_bytes;
@@ -1041,10 +1079,8 @@ inline constexpr std::uint64_t lanes_above_per_mille = 5;
 /// buffer_lifetimes(p).
 inline void assign_offsets(rank_program& p, const std::vector<lifetime>& life, std::uint64_t alignment_bytes = 256,
                            std::size_t max_beam_width = 96) {
-    const std::vector<detail::placement_item> items = detail::placement_items(p, life, alignment_bytes);
-    std::vector<std::uint64_t> raw_bytes(items.size());
-    for (std::size_t i = 0; i < items.size(); ++i) raw_bytes[i] = p.buffers[items[i].slot].size_bytes;
-    const detail::live_extent live = detail::live_extents(items, p.instructions.size(), raw_bytes);
+    detail::live_extent live;
+    const std::vector<detail::placement_item> items = detail::placement_items(p, life, alignment_bytes, live);
     std::vector<std::uint64_t> offset;
     std::uint64_t arena = detail::place_items(items, live, max_beam_width, offset);
     if (max_beam_width > 0 && items.size() >= detail::lanes_min_items &&

@@ -341,26 +341,47 @@ void counting_sort(std::vector<T>& v, std::size_t keys, Key&& key) {
     v.swap(out);
 }
 
+/// The first index k in [0, s.size()] with !before(s[k]) (`before` holds on a prefix of the sorted
+/// `s`: std::partition_point's result), searched outward from `hint` — exponential steps,
+/// then a binary search — in O(log |result - hint|).
+template <class Before>
+[[nodiscard]] std::uint32_t partition_point_near(const std::vector<std::uint32_t>& s, std::uint32_t hint, Before&& before) {
+    const auto n = static_cast<std::uint32_t>(s.size());
+    const std::uint32_t* const v = s.data();
+    std::uint32_t lo = 0, hi = 0, step = 1;
+    if (hint < n && before(v[hint])) {  // the result lies above hint
+        lo = hint + 1;
+        while (lo + step <= n && before(v[lo + step - 1])) lo += step, step *= 2;
+        hi = std::min(n, lo + step - 1);
+    } else {  // at or below hint
+        hi = std::min(hint, n);
+        while (hi >= step && !before(v[hi - step])) hi -= step, step *= 2;
+        lo = hi >= step ? hi - step + 1 : 0;
+    }
+    return static_cast<std::uint32_t>(std::partition_point(v + lo, v + hi, before) - v);
+}
+
 inline void order_messages(const compute_programs& cp, std::vector<message>& msgs) {
     const auto key = [&](const message& m) { return cp.seq[m.producer.rank][m.producer.index]; };
     std::size_t total = 0;  // the sequence numbers are 0 .. ops - 1
     for (const auto& v : cp.ops) total += v.size();
     counting_sort(msgs, total, key);
     const std::size_t R = cp.ops.size();
-    // anchor of the last start on each rank pair, as seen by each side
-    std::vector<std::uint32_t> last_anchor(R * R, 0);
+    // anchor of the last start on each rank pair, as seen by each side; the last search's
+    // results on each pair (the next one's hints: the anchors of a pair's messages, in order,
+    // move little)
+    std::vector<std::uint32_t> last_anchor(R * R, 0), recv_hint(R * R, 0), send_hint(R * R, 0);
     for (message& m : msgs) {
         const std::uint32_t a = m.producer.rank, b = m.consumer.rank;
         const std::uint32_t sp = cp.seq[a][m.producer.index];
         // receiver's compute ops with seq < sp form a prefix (seq increases along a program)
-        const auto& sb = cp.seq[b];
-        const auto prefix = static_cast<std::uint32_t>(std::lower_bound(sb.begin(), sb.end(), sp) - sb.begin());
-        m.recv_anchor = std::max(prefix, last_anchor[b * R + a]);
-        last_anchor[b * R + a] = m.recv_anchor;
-        last_anchor[a * R + b] = std::max(last_anchor[a * R + b], m.producer.index + 1);
+        const std::size_t ab = std::size_t(a) * R + b, ba = std::size_t(b) * R + a;
+        const std::uint32_t prefix = recv_hint[ab] = partition_point_near(cp.seq[b], recv_hint[ab], [sp](std::uint32_t x) { return x < sp; });
+        m.recv_anchor = std::max(prefix, last_anchor[ba]);
+        last_anchor[ba] = m.recv_anchor;
+        last_anchor[ab] = std::max(last_anchor[ab], m.producer.index + 1);
         const std::uint32_t sc_ = cp.seq[b][m.consumer.index];
-        const auto& sa = cp.seq[a];
-        m.send_anchor = static_cast<std::uint32_t>(std::upper_bound(sa.begin(), sa.end(), sc_) - sa.begin());
+        m.send_anchor = send_hint[ab] = partition_point_near(cp.seq[a], send_hint[ab], [sc_](std::uint32_t x) { return x <= sc_; });
     }
 }
 
