@@ -389,6 +389,9 @@ struct buffer_walk {
     std::vector<std::uint32_t> in_flight, birth, death;
     std::vector<std::uint32_t> born;  ///< slots in the order of their birth in the walk: born[0 .. births)
     std::size_t births = 0;
+    /// slots in the order of their frees: freed[0 .. frees) (then room for finish()'s live workspaces)
+    std::vector<std::uint32_t> freed;
+    std::size_t frees = 0;
     std::vector<char> is_work;
 
     buffer_walk(const rank_view& r, reporter& re)
@@ -396,6 +399,7 @@ struct buffer_walk {
           in_flight(r.p.buffers.size(), 0), birth(r.p.buffers.size(), 0), death(r.p.buffers.size(), 0),
           is_work(r.p.buffers.size(), 0) {
         born.resize(r.p.buffers.size());  // each slot is born at most once
+        freed.resize(r.p.buffers.size());  // and freed (or used as a workspace) at most once
     }
 
     [[gnu::cold, gnu::noinline]] void bad(std::uint32_t i, const std::string& m) {
@@ -452,6 +456,7 @@ struct buffer_walk {
         if (slot != no_slot && state[slot] == ready && in_flight[slot] == 0) {
             state[slot] = dead;
             death[slot] = i;
+            freed[frees++] = slot;
             return;
         }
         free_failed(i, slot);
@@ -464,11 +469,9 @@ struct buffer_walk {
         if (state[slot] == pending) return bad(i, sl() + " is freed before its receive completed");
         bad(i, sl() + " is freed while a send of it is in flight");
     }
-    /// No two buffers live at the same time overlap in the arena; nothing leaks. A sweep over
-    /// the births and deaths (in the walk's order: by instruction, the births of one
-    /// instruction by slot, each instruction's births before its deaths) keeps the live
-    /// buffers sorted by offset (and disjoint: a buffer found overlapping is reported and left
-    /// out), so each new buffer meets only its neighbours.
+    /// No two buffers live at the same time overlap in the arena; nothing leaks. The overlap
+    /// rule: arena_disjoint() proves the common case (no two live buffers overlap) without
+    /// reports; otherwise sweep_arena() finds and reports each overlap.
     void finish() {
         const auto n = static_cast<std::uint32_t>(rv.p.instructions.size());
         for (std::uint32_t s = 0; s < state.size(); ++s) {
@@ -478,6 +481,7 @@ struct buffer_walk {
             }
         }
         born.resize(births);
+        if (arena_disjoint()) return;
         for (std::size_t k = 1; k < born.size(); ++k) {  // one instruction's few births by slot
             const std::uint32_t x = born[k];
             std::size_t j = k;
@@ -487,8 +491,54 @@ struct buffer_walk {
         sweep_arena();
     }
 
+    /// Whether no two buffers (of size > 0) live at the same time overlap in the arena: each
+    /// birth (in the walk's order) is compared with every live buffer, kept unordered (the
+    /// live set is small); before the births of an instruction the buffers dead by then leave
+    /// it: the freed ones in the order of their frees (`freed`), and the workspaces of the
+    /// instruction before (a buffer lives from its birth to its death, both included).
+    [[nodiscard]] bool arena_disjoint() {
+        const auto& buf = rv.p.buffers;
+        struct span_t {
+            std::uint64_t begin, end;
+        };
+        std::vector<span_t> live(born.size() + 1);
+        std::vector<std::uint32_t> slot_at(born.size() + 1), at_slot(buf.size());  // live[k]'s slot; a live slot's k
+        std::size_t n = 0;
+        const auto drop = [&](std::uint32_t s) {  // (s must be live)
+            const std::uint32_t k = at_slot[s];
+            live[k] = live[--n];
+            slot_at[k] = slot_at[n];
+            at_slot[slot_at[k]] = k;
+        };
+        std::size_t next_free = 0, works = 0;  // freed[next_free ..) are not dropped yet;
+        std::uint32_t* const work_live = freed.data() + frees;  // work_live[0 .. works): live workspaces
+        std::uint32_t now = no_instruction;  // the instruction of the last birth
+        for (const std::uint32_t s : born) {
+            const buffer& b = buf[s];
+            if (birth[s] != now) {
+                now = birth[s];
+                for (std::size_t k = 0; k < works; ++k) drop(work_live[k]);
+                works = 0;
+                for (; next_free < frees && death[freed[next_free]] < now; ++next_free)
+                    if (buf[freed[next_free]].size_bytes != 0) drop(freed[next_free]);
+            }
+            if (b.size_bytes == 0) continue;
+            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes};
+            for (std::size_t k = 0; k < n; ++k)
+                if (e.begin < live[k].end && live[k].begin < e.end) return false;
+            live[n] = e;
+            slot_at[n] = s;
+            at_slot[s] = static_cast<std::uint32_t>(n++);
+            if (is_work[s]) work_live[works++] = s;
+        }
+        return true;
+    }
+
 private:
-    /// finish()'s sweep. The buffers that die before a birth are dropped together in one
+    /// finish()'s sweep where two live buffers overlap: in the walk's order (by instruction,
+    /// the births of one instruction by slot) it keeps the live buffers sorted by offset (and
+    /// disjoint: a buffer found overlapping is reported and left out), so each new buffer meets
+    /// only its neighbours. The buffers that die before a birth are dropped together in one
     /// pass over the few live ones before that birth is checked (once the earliest death among
     /// them has passed).
     void sweep_arena() {
