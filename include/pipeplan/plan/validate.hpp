@@ -342,6 +342,10 @@ inline void check_overlaps(const rank_view& rv, reporter& rep) {
 }
 
 inline void check_arena(const rank_view& rv, reporter& rep) {
+    const std::uint64_t arena = rv.p.arena_bytes;  // (read once: a report may write memory)
+    bool out = false;  // whether some buffer lies outside (no branch per buffer in the common case)
+    for (const buffer& b : rv.p.buffers) out |= (b.size_bytes > arena) | (b.offset_bytes > arena - b.size_bytes);
+    if (!out) return;
     for (std::size_t s = 0; s < rv.p.buffers.size(); ++s) {
         const buffer& b = rv.p.buffers[s];
         if (b.size_bytes > rv.p.arena_bytes || b.offset_bytes > rv.p.arena_bytes - b.size_bytes)
@@ -408,7 +412,7 @@ struct buffer_walk {
 
     /// A read of `slot` expecting `want` (tag none: anything written). (The checks inline,
     /// the messages out of line: a sound plan costs no call.)
-    void read(std::uint32_t i, std::uint32_t slot, content want, const char* what) {
+    [[gnu::always_inline]] void read(std::uint32_t i, std::uint32_t slot, content want, const char* what) {
         if (slot != no_slot && want.tag != content::none && state[slot] == ready && holds[slot] == want) return;
         if (slot != no_slot || want.tag != content::none) read_failed(i, slot, want, what);
     }
@@ -425,7 +429,7 @@ struct buffer_walk {
         bad(i, sl() + " holds the " + describe(holds[slot]) + ", needs the " + describe(want));
     }
     /// A write of `slot` with `c` (state becomes `to`).
-    void write(std::uint32_t i, std::uint32_t slot, content c, state_t to) {
+    [[gnu::always_inline]] void write(std::uint32_t i, std::uint32_t slot, content c, state_t to) {
         if (slot == no_slot) return;
         if (state[slot] != unborn) return written_twice(i, slot);
         state[slot] = to;
@@ -444,7 +448,7 @@ struct buffer_walk {
         if (wanted) bad(i, std::string("writes no ") + what);
         else bad(i, std::string("writes a ") + what + " it should not");
     }
-    void scratch(std::uint32_t i, std::uint32_t slot) {
+    [[gnu::always_inline]] void scratch(std::uint32_t i, std::uint32_t slot) {
         if (slot == no_slot) return;
         if (state[slot] != unborn) return bad(i, "workspace slot " + std::to_string(slot) + " used by two ops");
         state[slot] = dead;
@@ -471,8 +475,14 @@ struct buffer_walk {
     }
     /// No two buffers live at the same time overlap in the arena; nothing leaks. The overlap
     /// rule: arena_disjoint() proves the common case (no two live buffers overlap) without
-    /// reports; otherwise sweep_arena() finds and reports each overlap.
+    /// reports; otherwise report_overlaps() finds and reports each overlap.
     void finish() {
+        report_leaks();
+        if (!arena_disjoint()) report_overlaps();
+    }
+
+    /// Reports the buffers still live at the end (they die there, for the overlap rule).
+    void report_leaks() {
         const auto n = static_cast<std::uint32_t>(rv.p.instructions.size());
         for (std::uint32_t s = 0; s < state.size(); ++s) {
             if (state[s] == ready || state[s] == pending) {
@@ -480,8 +490,12 @@ struct buffer_walk {
                 death[s] = n;
             }
         }
+    }
+
+    /// Reports each buffer that overlaps one live at its birth (sweep_arena(), in the walk's
+    /// order with the births of one instruction by slot).
+    void report_overlaps() {
         born.resize(births);
-        if (arena_disjoint()) return;
         for (std::size_t k = 1; k < born.size(); ++k) {  // one instruction's few births by slot
             const std::uint32_t x = born[k];
             std::size_t j = k;
@@ -497,6 +511,7 @@ struct buffer_walk {
     /// it: the freed ones in the order of their frees (`freed`), and the workspaces of the
     /// instruction before (a buffer lives from its birth to its death, both included).
     [[nodiscard]] bool arena_disjoint() {
+        born.resize(births);
         const auto& buf = rv.p.buffers;
         struct span_t {
             std::uint64_t begin, end;
@@ -596,9 +611,11 @@ private:
     return {content::stash, mb, stage};
 }
 
-/// Walks one rank's program: buffer rule and the per-unit facts for the compute rule.
-inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state>& units) {
-    buffer_walk w(rv, rep);
+/// The walk of walk_rank() (the buffer rule's states and the per-unit facts), before
+/// buffer_walk::finish().
+inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
+    const rank_view& rv = w.rv;
+    reporter& rep = w.rep;
     const std::uint32_t V = rv.h.virtual_stages();
     const auto& prog = rv.p.instructions;
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
@@ -674,6 +691,12 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
                 rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
         }
     }
+}
+
+/// Walks one rank's program: buffer rule and the per-unit facts for the compute rule.
+inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state>& units) {
+    buffer_walk w(rv, rep);
+    walk_program(w, units);
     w.finish();
 }
 
