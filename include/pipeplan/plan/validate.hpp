@@ -48,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string>
 #include <utility>
@@ -250,13 +251,37 @@ struct structure_limits {
     std::uint32_t rank, device;
     std::uint32_t first_rank;  ///< of the rank's replica (rank_of_stage() of a stage on device 0)
     const std::uint32_t* stage_devices;  ///< the header's map; nullptr without one (stage v on device v)
+    /// [message_kind_index() * stages + stage] the one peer a message of that kind and stage
+    /// may name (message_peer()), or no_peer_fits; empty when the stages outnumber the
+    /// program's instructions (a header from a file may claim 2^30: nothing is tabulated then)
+    std::vector<std::uint64_t> peer_of;
+    static constexpr std::uint64_t no_peer_fits = std::uint64_t(1) << 32;  ///< no 32-bit peer equals it
     explicit structure_limits(const rank_view& rv)
         : slots(static_cast<std::uint32_t>(std::min<std::size_t>(rv.p.buffers.size(), no_slot))), stages(rv.h.virtual_stages()),
           microbatches(rv.h.microbatches.size()), table(rv.h.microbatches.data()), replica(rv.replica), type(rv.h.type),
           rank(rv.rank), device(rv.device), first_rank(rv.replica * rv.h.devices),
-          stage_devices(rv.h.stage_devices.empty() ? nullptr : rv.h.stage_devices.data()) {}
+          stage_devices(rv.h.stage_devices.empty() ? nullptr : rv.h.stage_devices.data()) {
+        if (stages > rv.p.instructions.size()) return;
+        peer_of.resize(4 * std::size_t(stages));
+        for (std::uint32_t m = 0; m < 4; ++m)
+            for (std::uint32_t v = 0; v < stages; ++v)
+                peer_of[m * std::size_t(stages) + v] = message_peer(static_cast<instr_kind>(4 + 2 * m), v);
+    }
     /// rank_view::device_of() of a stage < stages.
     [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const { return stage_devices ? stage_devices[stage] : stage; }
+    /// The peer a message of kind k on stage v < stages must name (check_structure()'s rules
+    /// for messages: an adjacent stage, this rank holding its own side, not itself), or
+    /// no_peer_fits.
+    [[nodiscard]] std::uint64_t message_peer(instr_kind k, std::uint32_t v) const {
+        const kind_category c = category(k);
+        const bool act = is_activation_message(k);
+        const bool send = c == kind_category::send_start || c == kind_category::send_wait;
+        if ((act && v + 1 >= stages) || (!act && v == 0)) return no_peer_fits;
+        const std::uint32_t other = act ? v + 1 : v - 1;
+        const std::uint32_t mine = send ? v : other, theirs = send ? other : v;
+        const std::uint32_t peer = first_rank + device_of(theirs);
+        return device_of(mine) == device && peer != rank ? peer : no_peer_fits;
+    }
 };
 
 /// a == b, as two 64-bit compares.
@@ -267,6 +292,19 @@ struct structure_limits {
     return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
 }
 
+/// Whether a slot of `ins` (in, out, stash, work) other than no_slot is >= n: s + 1 > n in 32
+/// bits (no_slot + 1 = 0), the four at once.
+[[nodiscard]] inline bool slots_out_of_range(const instruction& ins, std::uint32_t n) noexcept {
+    static_assert(offsetof(instruction, work) == offsetof(instruction, in) + 3 * sizeof(std::uint32_t), "four adjacent slots");
+    using lanes = std::uint32_t __attribute__((vector_size(16)));
+    lanes s;
+    std::memcpy(&s, &ins.in, sizeof s);
+    const lanes out = (s + 1u) > n;  // all ones where out of range
+    std::uint64_t half[2];
+    std::memcpy(half, &out, sizeof half);
+    return (half[0] | half[1]) != 0;
+}
+
 /// Whether check_structure() finds nothing wrong with instruction `ins` (the same tests,
 /// without the messages: the common case of a sound plan costs no string work).
 [[nodiscard]] inline bool structure_ok(const structure_limits& lim, const instruction& ins) {
@@ -275,21 +313,16 @@ struct structure_limits {
     if (sc == structure_class::user) return true;
     // a slot out of range: s >= n for s != no_slot, i.e. s + 1 > n in 32 bits (no_slot + 1 = 0)
     const std::uint32_t n = lim.slots;
-    const bool slot_out = (ins.in + 1u > n) | (ins.out + 1u > n) | (ins.stash + 1u > n) | (ins.work + 1u > n);
+    const bool slot_out = slots_out_of_range(ins, n);
     if (sc == structure_class::slots) return !slot_out;
     if (slot_out || ins.microbatch >= lim.microbatches) return false;
     const microbatch_entry& m = lim.table[ins.microbatch];
     const std::uint32_t V = lim.stages;
     if ((m.replica != lim.replica) | !same_shape(ins.shape, m.shape) | (ins.type != lim.type) | (ins.stage >= V)) return false;
     if (sc == structure_class::local) return lim.device_of(ins.stage) == lim.device;  // (rank_view::holds(), stage < V)
-    const kind_category c = category(ins.kind);
-    const bool act = is_activation_message(ins.kind);
-    const bool send = c == kind_category::send_start || c == kind_category::send_wait;
-    if ((act && ins.stage + 1 >= V) || (!act && ins.stage == 0)) return false;
-    const std::uint32_t other = act ? ins.stage + 1 : ins.stage - 1;
-    const std::uint32_t mine = send ? ins.stage : other, theirs = send ? other : ins.stage;
-    return lim.device_of(mine) == lim.device && ins.peer >= 0 &&
-           static_cast<std::uint32_t>(ins.peer) == lim.first_rank + lim.device_of(theirs) && static_cast<std::uint32_t>(ins.peer) != lim.rank;
+    const std::uint64_t want = lim.peer_of.empty() ? lim.message_peer(ins.kind, ins.stage)
+                                                   : lim.peer_of[message_kind_index(ins.kind) * std::size_t(V) + ins.stage];
+    return ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == want;
 }
 
 /// clock: each set_frequency sets a clock in range for the compute op right after it.
