@@ -290,7 +290,8 @@ TEST_CASE("validate: mutation test — every edit that breaks the plan is reject
 TEST_CASE("validate: structure_ok() passes exactly the instructions check_structure() finds nothing wrong with") {
     // Random edits of every field structure_ok() reads (kinds built in, a user's or unknown;
     // slots, micro-batches, stages, peers, shapes, dtypes) on plans of every schedule (with and
-    // without a placement map, one and several replicas): the fast test and the reporting one agree.
+    // without a placement map, one and several replicas): the fast test (with its table of
+    // message peers and without) and the reporting one agree.
     splitmix64 rng(23);
     std::size_t passed = 0, failed = 0;
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
@@ -302,6 +303,9 @@ TEST_CASE("validate: structure_ok() passes exactly the instructions check_struct
             for (const rank_program& prog : p.programs) {
                 const plan::detail::rank_view rv(p.header, prog, t);
                 const plan::detail::structure_limits lim(rv);
+                REQUIRE_FALSE(lim.peer_of.empty());  // (tabulated: fewer stages than instructions)
+                plan::detail::structure_limits untabulated = lim;  // as for a header claiming more stages
+                untabulated.peer_of.clear();
                 rank_program one = prog;  // the edited instruction alone, with the rank's buffers
                 one.instructions.resize(1);
                 const plan::detail::rank_view rv1(p.header, one, t);
@@ -324,6 +328,7 @@ TEST_CASE("validate: structure_ok() passes exactly the instructions check_struct
                     plan::detail::check_structure(rv1, 0, rep);
                     CAPTURE(describe(x));
                     CHECK(plan::detail::structure_ok(lim, x) == r.ok());
+                    CHECK(plan::detail::structure_ok(untabulated, x) == r.ok());
                     (r.ok() ? passed : failed) += 1;
                 }
             }
