@@ -644,6 +644,15 @@ private:
     return {content::stash, mb, stage};
 }
 
+/// compute, for a forward of stage 0 or the last whose micro-batch its own unit did not load:
+/// the load may sit on the unit of the other end stage (one load per rank and micro-batch).
+inline void check_loaded(const rank_view& rv, const std::vector<unit_state>& units, std::uint32_t i, reporter& rep) {
+    const instruction& x = rv.p.instructions[i];
+    const std::uint32_t end = x.stage == 0 ? rv.h.virtual_stages() - 1 : 0;
+    if (!rv.holds(end) || !units[rv.unit_of(end, x.microbatch)].loaded)
+        rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
+}
+
 /// The walk of walk_rank() (the buffer rule's states and the per-unit facts), before
 /// buffer_walk::finish().
 inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
@@ -655,10 +664,11 @@ inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
         const instruction& x = prog[i];
         if (!is_builtin(x.kind)) continue;
         const std::uint32_t j = x.microbatch, v = x.stage;
-        unit_state* u = (is_compute(x.kind) || x.kind == instr_kind::load_microbatch) ? &units[rv.unit_of(v, j)] : nullptr;
+        const auto unit = [&] { return &units[rv.unit_of(v, j)]; };  // (compute and load: v, j in range)
         const auto prev_act = [&] { return v == 0 ? content{} : content{content::activation, j, v - 1}; };
         switch (x.kind) {
-            case instr_kind::forward:
+            case instr_kind::forward: {
+                unit_state* const u = unit();
                 ++u->nfwd;
                 u->fwd = static_cast<std::int32_t>(i);
                 u->checkpoint = x.mode == static_cast<std::uint8_t>(forward_mode::checkpoint);
@@ -669,8 +679,11 @@ inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
                 w.write(i, x.out, {content::activation, j, v}, buffer_walk::ready);
                 w.write(i, x.stash, {content::stash, j, v}, buffer_walk::ready);
                 w.scratch(i, x.work);
+                if ((v == 0 || v + 1 == V) && !u->loaded) check_loaded(rv, units, i, rep);
                 break;
-            case instr_kind::recompute:
+            }
+            case instr_kind::recompute: {
+                unit_state* const u = unit();
                 ++u->nrec;
                 u->rec = static_cast<std::int32_t>(i);
                 w.read(i, x.in, prev_act(), "checkpoint");
@@ -678,7 +691,9 @@ inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
                 w.write(i, x.stash, {content::stash, j, v}, buffer_walk::ready);
                 w.scratch(i, x.work);
                 break;
-            case instr_kind::backward:
+            }
+            case instr_kind::backward: {
+                unit_state* const u = unit();
                 ++u->nbwd;
                 u->bwd = static_cast<std::int32_t>(i);
                 u->input_only = x.mode == static_cast<std::uint8_t>(backward_mode::input_only);
@@ -689,12 +704,15 @@ inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
                 w.write(i, x.out, {content::gradient, j, v}, buffer_walk::ready);
                 w.scratch(i, x.work);
                 break;
-            case instr_kind::backward_weight:
+            }
+            case instr_kind::backward_weight: {
+                unit_state* const u = unit();
                 ++u->nwgt;
                 u->wgt = static_cast<std::int32_t>(i);
                 w.read(i, x.stash, stash_wanted(*u, j, v), "stash");
                 w.scratch(i, x.work);
                 break;
+            }
             case instr_kind::send_activation_start:
             case instr_kind::send_grad_start:
                 w.read(i, x.in, {is_activation_message(x.kind) ? content::activation : content::gradient, j, v}, "message");
@@ -713,15 +731,9 @@ inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
             case instr_kind::recv_grad_wait:
                 if (x.out != no_slot && w.state[x.out] == buffer_walk::pending) w.state[x.out] = buffer_walk::ready;
                 break;
-            case instr_kind::load_microbatch: u->loaded = true; break;
+            case instr_kind::load_microbatch: unit()->loaded = true; break;
             case instr_kind::free: w.free(i, x.in); break;
             default: break;
-        }
-        if (x.kind == instr_kind::forward && (v == 0 || v + 1 == V) && !u->loaded) {
-            // the load may sit on the unit of the other end stage (one load per rank and mb)
-            const std::uint32_t end = v == 0 ? V - 1 : 0;
-            if (!rv.holds(end) || !units[rv.unit_of(end, j)].loaded)
-                rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
         }
     }
 }
