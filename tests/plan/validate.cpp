@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "common.hpp"
 #include "pipeplan/plan/lower.hpp"
@@ -289,7 +290,8 @@ TEST_CASE("validate: mutation test — every edit that breaks the plan is reject
 TEST_CASE("validate: structure_ok() passes exactly the instructions check_structure() finds nothing wrong with") {
     // Random edits of every field structure_ok() reads (kinds built in, a user's or unknown;
     // slots, micro-batches, stages, peers, shapes, dtypes) on plans of every schedule (with and
-    // without a placement map, one and several replicas): the fast test and the reporting one agree.
+    // without a placement map, one and several replicas): the fast test (with its table of
+    // message peers and without) and the reporting one agree.
     splitmix64 rng(23);
     std::size_t passed = 0, failed = 0;
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
@@ -301,6 +303,9 @@ TEST_CASE("validate: structure_ok() passes exactly the instructions check_struct
             for (const rank_program& prog : p.programs) {
                 const plan::detail::rank_view rv(p.header, prog, t);
                 const plan::detail::structure_limits lim(rv);
+                REQUIRE_FALSE(lim.peer_of.empty());  // (tabulated: fewer stages than instructions)
+                plan::detail::structure_limits untabulated = lim;  // as for a header claiming more stages
+                untabulated.peer_of.clear();
                 rank_program one = prog;  // the edited instruction alone, with the rank's buffers
                 one.instructions.resize(1);
                 const plan::detail::rank_view rv1(p.header, one, t);
@@ -323,6 +328,7 @@ TEST_CASE("validate: structure_ok() passes exactly the instructions check_struct
                     plan::detail::check_structure(rv1, 0, rep);
                     CAPTURE(describe(x));
                     CHECK(plan::detail::structure_ok(lim, x) == r.ok());
+                    CHECK(plan::detail::structure_ok(untabulated, x) == r.ok());
                     (r.ok() ? passed : failed) += 1;
                 }
             }
@@ -331,4 +337,50 @@ TEST_CASE("validate: structure_ok() passes exactly the instructions check_struct
     MESSAGE(passed << " sound, " << failed << " broken");
     CHECK(passed > 1000);
     CHECK(failed > 1000);
+}
+
+TEST_CASE("validate: arena_disjoint() holds exactly when the reporting sweep finds no overlap") {
+    // Seeded edits of buffer offsets and sizes (onto another buffer, half into it, anywhere in
+    // the arena, size 0 or larger) on plans of every schedule: the fast proof that no two live
+    // buffers overlap agrees with the sweep that reports each overlap.
+    splitmix64 rng(31);
+    std::size_t disjoint = 0, overlapping = 0;
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        const auto sc = test::random_scenario(2 + seed, 4 + 2 * seed, seed);
+        for (const auto& c : test::all_schedules(sc)) {
+            CAPTURE(c.name);
+            const execution_plan base = lower(c.sc, c.sched);
+            const plan::detail::placement_tables t(base.header);
+            for (int e = 0; e < 40; ++e) {
+                rank_program prog = base.programs[rng.below(base.programs.size())];
+                const std::size_t edits = e == 0 ? 0 : 1 + rng.below(3);
+                for (std::size_t k = 0; k < edits && !prog.buffers.empty(); ++k) {
+                    buffer& a = prog.buffers[rng.below(prog.buffers.size())];
+                    const buffer& b = prog.buffers[rng.below(prog.buffers.size())];
+                    switch (rng.below(4)) {
+                        case 0: a.offset_bytes = b.offset_bytes; break;
+                        case 1: a.offset_bytes = b.offset_bytes + b.size_bytes / 2; break;
+                        case 2: a.offset_bytes = rng.below(prog.arena_bytes + 1); break;
+                        default: a.size_bytes = rng.below(2) ? 0 : a.size_bytes + 1 + rng.below(1 << 20); break;
+                    }
+                }
+                const plan::detail::rank_view rv(base.header, prog, t);
+                validation_report r;
+                plan::detail::reporter rep{r, 1000};
+                std::vector<plan::detail::unit_state> units(std::size_t(base.header.chunks) * base.header.microbatches.size());
+                plan::detail::buffer_walk w(rv, rep);
+                plan::detail::walk_program(w, units);
+                w.report_leaks();
+                plan::detail::buffer_walk sweep = w;  // the same states, for the reporting path
+                const std::size_t before = r.violations.size();
+                sweep.report_overlaps();
+                const bool reported = r.violations.size() != before;
+                CHECK(w.arena_disjoint() == !reported);
+                (reported ? overlapping : disjoint) += 1;
+            }
+        }
+    }
+    MESSAGE(disjoint << " disjoint, " << overlapping << " overlapping");
+    CHECK(disjoint > 50);
+    CHECK(overlapping > 50);
 }

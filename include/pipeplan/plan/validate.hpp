@@ -48,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string>
 #include <utility>
@@ -250,13 +251,37 @@ struct structure_limits {
     std::uint32_t rank, device;
     std::uint32_t first_rank;  ///< of the rank's replica (rank_of_stage() of a stage on device 0)
     const std::uint32_t* stage_devices;  ///< the header's map; nullptr without one (stage v on device v)
+    /// [message_kind_index() * stages + stage] the one peer a message of that kind and stage
+    /// may name (message_peer()), or no_peer_fits; empty when the stages outnumber the
+    /// program's instructions (a header from a file may claim 2^30: nothing is tabulated then)
+    std::vector<std::uint64_t> peer_of;
+    static constexpr std::uint64_t no_peer_fits = std::uint64_t(1) << 32;  ///< no 32-bit peer equals it
     explicit structure_limits(const rank_view& rv)
         : slots(static_cast<std::uint32_t>(std::min<std::size_t>(rv.p.buffers.size(), no_slot))), stages(rv.h.virtual_stages()),
           microbatches(rv.h.microbatches.size()), table(rv.h.microbatches.data()), replica(rv.replica), type(rv.h.type),
           rank(rv.rank), device(rv.device), first_rank(rv.replica * rv.h.devices),
-          stage_devices(rv.h.stage_devices.empty() ? nullptr : rv.h.stage_devices.data()) {}
+          stage_devices(rv.h.stage_devices.empty() ? nullptr : rv.h.stage_devices.data()) {
+        if (stages > rv.p.instructions.size()) return;
+        peer_of.resize(4 * std::size_t(stages));
+        for (std::uint32_t m = 0; m < 4; ++m)
+            for (std::uint32_t v = 0; v < stages; ++v)
+                peer_of[m * std::size_t(stages) + v] = message_peer(static_cast<instr_kind>(4 + 2 * m), v);
+    }
     /// rank_view::device_of() of a stage < stages.
     [[nodiscard]] std::uint32_t device_of(std::uint32_t stage) const { return stage_devices ? stage_devices[stage] : stage; }
+    /// The peer a message of kind k on stage v < stages must name (check_structure()'s rules
+    /// for messages: an adjacent stage, this rank holding its own side, not itself), or
+    /// no_peer_fits.
+    [[nodiscard]] std::uint64_t message_peer(instr_kind k, std::uint32_t v) const {
+        const kind_category c = category(k);
+        const bool act = is_activation_message(k);
+        const bool send = c == kind_category::send_start || c == kind_category::send_wait;
+        if ((act && v + 1 >= stages) || (!act && v == 0)) return no_peer_fits;
+        const std::uint32_t other = act ? v + 1 : v - 1;
+        const std::uint32_t mine = send ? v : other, theirs = send ? other : v;
+        const std::uint32_t peer = first_rank + device_of(theirs);
+        return device_of(mine) == device && peer != rank ? peer : no_peer_fits;
+    }
 };
 
 /// a == b, as two 64-bit compares.
@@ -267,6 +292,19 @@ struct structure_limits {
     return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
 }
 
+/// Whether a slot of `ins` (in, out, stash, work) other than no_slot is >= n: s + 1 > n in 32
+/// bits (no_slot + 1 = 0), the four at once.
+[[nodiscard]] inline bool slots_out_of_range(const instruction& ins, std::uint32_t n) noexcept {
+    static_assert(offsetof(instruction, work) == offsetof(instruction, in) + 3 * sizeof(std::uint32_t), "four adjacent slots");
+    using lanes = std::uint32_t __attribute__((vector_size(16)));
+    lanes s;
+    std::memcpy(&s, &ins.in, sizeof s);
+    const lanes out = (s + 1u) > n;  // all ones where out of range
+    std::uint64_t half[2];
+    std::memcpy(half, &out, sizeof half);
+    return (half[0] | half[1]) != 0;
+}
+
 /// Whether check_structure() finds nothing wrong with instruction `ins` (the same tests,
 /// without the messages: the common case of a sound plan costs no string work).
 [[nodiscard]] inline bool structure_ok(const structure_limits& lim, const instruction& ins) {
@@ -275,21 +313,16 @@ struct structure_limits {
     if (sc == structure_class::user) return true;
     // a slot out of range: s >= n for s != no_slot, i.e. s + 1 > n in 32 bits (no_slot + 1 = 0)
     const std::uint32_t n = lim.slots;
-    const bool slot_out = (ins.in + 1u > n) | (ins.out + 1u > n) | (ins.stash + 1u > n) | (ins.work + 1u > n);
+    const bool slot_out = slots_out_of_range(ins, n);
     if (sc == structure_class::slots) return !slot_out;
     if (slot_out || ins.microbatch >= lim.microbatches) return false;
     const microbatch_entry& m = lim.table[ins.microbatch];
     const std::uint32_t V = lim.stages;
     if ((m.replica != lim.replica) | !same_shape(ins.shape, m.shape) | (ins.type != lim.type) | (ins.stage >= V)) return false;
     if (sc == structure_class::local) return lim.device_of(ins.stage) == lim.device;  // (rank_view::holds(), stage < V)
-    const kind_category c = category(ins.kind);
-    const bool act = is_activation_message(ins.kind);
-    const bool send = c == kind_category::send_start || c == kind_category::send_wait;
-    if ((act && ins.stage + 1 >= V) || (!act && ins.stage == 0)) return false;
-    const std::uint32_t other = act ? ins.stage + 1 : ins.stage - 1;
-    const std::uint32_t mine = send ? ins.stage : other, theirs = send ? other : ins.stage;
-    return lim.device_of(mine) == lim.device && ins.peer >= 0 &&
-           static_cast<std::uint32_t>(ins.peer) == lim.first_rank + lim.device_of(theirs) && static_cast<std::uint32_t>(ins.peer) != lim.rank;
+    const std::uint64_t want = lim.peer_of.empty() ? lim.message_peer(ins.kind, ins.stage)
+                                                   : lim.peer_of[message_kind_index(ins.kind) * std::size_t(V) + ins.stage];
+    return ins.peer >= 0 && static_cast<std::uint32_t>(ins.peer) == want;
 }
 
 /// clock: each set_frequency sets a clock in range for the compute op right after it.
@@ -342,6 +375,10 @@ inline void check_overlaps(const rank_view& rv, reporter& rep) {
 }
 
 inline void check_arena(const rank_view& rv, reporter& rep) {
+    const std::uint64_t arena = rv.p.arena_bytes;  // (read once: a report may write memory)
+    bool out = false;  // whether some buffer lies outside (no branch per buffer in the common case)
+    for (const buffer& b : rv.p.buffers) out |= (b.size_bytes > arena) | (b.offset_bytes > arena - b.size_bytes);
+    if (!out) return;
     for (std::size_t s = 0; s < rv.p.buffers.size(); ++s) {
         const buffer& b = rv.p.buffers[s];
         if (b.size_bytes > rv.p.arena_bytes || b.offset_bytes > rv.p.arena_bytes - b.size_bytes)
@@ -389,6 +426,9 @@ struct buffer_walk {
     std::vector<std::uint32_t> in_flight, birth, death;
     std::vector<std::uint32_t> born;  ///< slots in the order of their birth in the walk: born[0 .. births)
     std::size_t births = 0;
+    /// slots in the order of their frees: freed[0 .. frees) (then room for finish()'s live workspaces)
+    std::vector<std::uint32_t> freed;
+    std::size_t frees = 0;
     std::vector<char> is_work;
 
     buffer_walk(const rank_view& r, reporter& re)
@@ -396,6 +436,7 @@ struct buffer_walk {
           in_flight(r.p.buffers.size(), 0), birth(r.p.buffers.size(), 0), death(r.p.buffers.size(), 0),
           is_work(r.p.buffers.size(), 0) {
         born.resize(r.p.buffers.size());  // each slot is born at most once
+        freed.resize(r.p.buffers.size());  // and freed (or used as a workspace) at most once
     }
 
     [[gnu::cold, gnu::noinline]] void bad(std::uint32_t i, const std::string& m) {
@@ -404,7 +445,7 @@ struct buffer_walk {
 
     /// A read of `slot` expecting `want` (tag none: anything written). (The checks inline,
     /// the messages out of line: a sound plan costs no call.)
-    void read(std::uint32_t i, std::uint32_t slot, content want, const char* what) {
+    [[gnu::always_inline]] void read(std::uint32_t i, std::uint32_t slot, content want, const char* what) {
         if (slot != no_slot && want.tag != content::none && state[slot] == ready && holds[slot] == want) return;
         if (slot != no_slot || want.tag != content::none) read_failed(i, slot, want, what);
     }
@@ -421,7 +462,7 @@ struct buffer_walk {
         bad(i, sl() + " holds the " + describe(holds[slot]) + ", needs the " + describe(want));
     }
     /// A write of `slot` with `c` (state becomes `to`).
-    void write(std::uint32_t i, std::uint32_t slot, content c, state_t to) {
+    [[gnu::always_inline]] void write(std::uint32_t i, std::uint32_t slot, content c, state_t to) {
         if (slot == no_slot) return;
         if (state[slot] != unborn) return written_twice(i, slot);
         state[slot] = to;
@@ -440,7 +481,7 @@ struct buffer_walk {
         if (wanted) bad(i, std::string("writes no ") + what);
         else bad(i, std::string("writes a ") + what + " it should not");
     }
-    void scratch(std::uint32_t i, std::uint32_t slot) {
+    [[gnu::always_inline]] void scratch(std::uint32_t i, std::uint32_t slot) {
         if (slot == no_slot) return;
         if (state[slot] != unborn) return bad(i, "workspace slot " + std::to_string(slot) + " used by two ops");
         state[slot] = dead;
@@ -452,6 +493,7 @@ struct buffer_walk {
         if (slot != no_slot && state[slot] == ready && in_flight[slot] == 0) {
             state[slot] = dead;
             death[slot] = i;
+            freed[frees++] = slot;
             return;
         }
         free_failed(i, slot);
@@ -464,12 +506,16 @@ struct buffer_walk {
         if (state[slot] == pending) return bad(i, sl() + " is freed before its receive completed");
         bad(i, sl() + " is freed while a send of it is in flight");
     }
-    /// No two buffers live at the same time overlap in the arena; nothing leaks. A sweep over
-    /// the births and deaths (in the walk's order: by instruction, the births of one
-    /// instruction by slot, each instruction's births before its deaths) keeps the live
-    /// buffers sorted by offset (and disjoint: a buffer found overlapping is reported and left
-    /// out), so each new buffer meets only its neighbours.
+    /// No two buffers live at the same time overlap in the arena; nothing leaks. The overlap
+    /// rule: arena_disjoint() proves the common case (no two live buffers overlap) without
+    /// reports; otherwise report_overlaps() finds and reports each overlap.
     void finish() {
+        report_leaks();
+        if (!arena_disjoint()) report_overlaps();
+    }
+
+    /// Reports the buffers still live at the end (they die there, for the overlap rule).
+    void report_leaks() {
         const auto n = static_cast<std::uint32_t>(rv.p.instructions.size());
         for (std::uint32_t s = 0; s < state.size(); ++s) {
             if (state[s] == ready || state[s] == pending) {
@@ -477,6 +523,11 @@ struct buffer_walk {
                 death[s] = n;
             }
         }
+    }
+
+    /// Reports each buffer that overlaps one live at its birth (sweep_arena(), in the walk's
+    /// order with the births of one instruction by slot).
+    void report_overlaps() {
         born.resize(births);
         for (std::size_t k = 1; k < born.size(); ++k) {  // one instruction's few births by slot
             const std::uint32_t x = born[k];
@@ -487,8 +538,55 @@ struct buffer_walk {
         sweep_arena();
     }
 
+    /// Whether no two buffers (of size > 0) live at the same time overlap in the arena: each
+    /// birth (in the walk's order) is compared with every live buffer, kept unordered (the
+    /// live set is small); before the births of an instruction the buffers dead by then leave
+    /// it: the freed ones in the order of their frees (`freed`), and the workspaces of the
+    /// instruction before (a buffer lives from its birth to its death, both included).
+    [[nodiscard]] bool arena_disjoint() {
+        born.resize(births);
+        const auto& buf = rv.p.buffers;
+        struct span_t {
+            std::uint64_t begin, end;
+        };
+        std::vector<span_t> live(born.size() + 1);
+        std::vector<std::uint32_t> slot_at(born.size() + 1), at_slot(buf.size());  // live[k]'s slot; a live slot's k
+        std::size_t n = 0;
+        const auto drop = [&](std::uint32_t s) {  // (s must be live)
+            const std::uint32_t k = at_slot[s];
+            live[k] = live[--n];
+            slot_at[k] = slot_at[n];
+            at_slot[slot_at[k]] = k;
+        };
+        std::size_t next_free = 0, works = 0;  // freed[next_free ..) are not dropped yet;
+        std::uint32_t* const work_live = freed.data() + frees;  // work_live[0 .. works): live workspaces
+        std::uint32_t now = no_instruction;  // the instruction of the last birth
+        for (const std::uint32_t s : born) {
+            const buffer& b = buf[s];
+            if (birth[s] != now) {
+                now = birth[s];
+                for (std::size_t k = 0; k < works; ++k) drop(work_live[k]);
+                works = 0;
+                for (; next_free < frees && death[freed[next_free]] < now; ++next_free)
+                    if (buf[freed[next_free]].size_bytes != 0) drop(freed[next_free]);
+            }
+            if (b.size_bytes == 0) continue;
+            const span_t e{b.offset_bytes, b.offset_bytes + b.size_bytes};
+            for (std::size_t k = 0; k < n; ++k)
+                if (e.begin < live[k].end && live[k].begin < e.end) return false;
+            live[n] = e;
+            slot_at[n] = s;
+            at_slot[s] = static_cast<std::uint32_t>(n++);
+            if (is_work[s]) work_live[works++] = s;
+        }
+        return true;
+    }
+
 private:
-    /// finish()'s sweep. The buffers that die before a birth are dropped together in one
+    /// finish()'s sweep where two live buffers overlap: in the walk's order (by instruction,
+    /// the births of one instruction by slot) it keeps the live buffers sorted by offset (and
+    /// disjoint: a buffer found overlapping is reported and left out), so each new buffer meets
+    /// only its neighbours. The buffers that die before a birth are dropped together in one
     /// pass over the few live ones before that birth is checked (once the earliest death among
     /// them has passed).
     void sweep_arena() {
@@ -546,19 +644,31 @@ private:
     return {content::stash, mb, stage};
 }
 
-/// Walks one rank's program: buffer rule and the per-unit facts for the compute rule.
-inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state>& units) {
-    buffer_walk w(rv, rep);
+/// compute, for a forward of stage 0 or the last whose micro-batch its own unit did not load:
+/// the load may sit on the unit of the other end stage (one load per rank and micro-batch).
+inline void check_loaded(const rank_view& rv, const std::vector<unit_state>& units, std::uint32_t i, reporter& rep) {
+    const instruction& x = rv.p.instructions[i];
+    const std::uint32_t end = x.stage == 0 ? rv.h.virtual_stages() - 1 : 0;
+    if (!rv.holds(end) || !units[rv.unit_of(end, x.microbatch)].loaded)
+        rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
+}
+
+/// The walk of walk_rank() (the buffer rule's states and the per-unit facts), before
+/// buffer_walk::finish().
+inline void walk_program(buffer_walk& w, std::vector<unit_state>& units) {
+    const rank_view& rv = w.rv;
+    reporter& rep = w.rep;
     const std::uint32_t V = rv.h.virtual_stages();
     const auto& prog = rv.p.instructions;
     for (std::uint32_t i = 0; i < prog.size(); ++i) {
         const instruction& x = prog[i];
         if (!is_builtin(x.kind)) continue;
         const std::uint32_t j = x.microbatch, v = x.stage;
-        unit_state* u = (is_compute(x.kind) || x.kind == instr_kind::load_microbatch) ? &units[rv.unit_of(v, j)] : nullptr;
+        const auto unit = [&] { return &units[rv.unit_of(v, j)]; };  // (compute and load: v, j in range)
         const auto prev_act = [&] { return v == 0 ? content{} : content{content::activation, j, v - 1}; };
         switch (x.kind) {
-            case instr_kind::forward:
+            case instr_kind::forward: {
+                unit_state* const u = unit();
                 ++u->nfwd;
                 u->fwd = static_cast<std::int32_t>(i);
                 u->checkpoint = x.mode == static_cast<std::uint8_t>(forward_mode::checkpoint);
@@ -569,8 +679,11 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
                 w.write(i, x.out, {content::activation, j, v}, buffer_walk::ready);
                 w.write(i, x.stash, {content::stash, j, v}, buffer_walk::ready);
                 w.scratch(i, x.work);
+                if ((v == 0 || v + 1 == V) && !u->loaded) check_loaded(rv, units, i, rep);
                 break;
-            case instr_kind::recompute:
+            }
+            case instr_kind::recompute: {
+                unit_state* const u = unit();
                 ++u->nrec;
                 u->rec = static_cast<std::int32_t>(i);
                 w.read(i, x.in, prev_act(), "checkpoint");
@@ -578,7 +691,9 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
                 w.write(i, x.stash, {content::stash, j, v}, buffer_walk::ready);
                 w.scratch(i, x.work);
                 break;
-            case instr_kind::backward:
+            }
+            case instr_kind::backward: {
+                unit_state* const u = unit();
                 ++u->nbwd;
                 u->bwd = static_cast<std::int32_t>(i);
                 u->input_only = x.mode == static_cast<std::uint8_t>(backward_mode::input_only);
@@ -589,12 +704,15 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
                 w.write(i, x.out, {content::gradient, j, v}, buffer_walk::ready);
                 w.scratch(i, x.work);
                 break;
-            case instr_kind::backward_weight:
+            }
+            case instr_kind::backward_weight: {
+                unit_state* const u = unit();
                 ++u->nwgt;
                 u->wgt = static_cast<std::int32_t>(i);
                 w.read(i, x.stash, stash_wanted(*u, j, v), "stash");
                 w.scratch(i, x.work);
                 break;
+            }
             case instr_kind::send_activation_start:
             case instr_kind::send_grad_start:
                 w.read(i, x.in, {is_activation_message(x.kind) ? content::activation : content::gradient, j, v}, "message");
@@ -613,17 +731,17 @@ inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state
             case instr_kind::recv_grad_wait:
                 if (x.out != no_slot && w.state[x.out] == buffer_walk::pending) w.state[x.out] = buffer_walk::ready;
                 break;
-            case instr_kind::load_microbatch: u->loaded = true; break;
+            case instr_kind::load_microbatch: unit()->loaded = true; break;
             case instr_kind::free: w.free(i, x.in); break;
             default: break;
         }
-        if (x.kind == instr_kind::forward && (v == 0 || v + 1 == V) && !u->loaded) {
-            // the load may sit on the unit of the other end stage (one load per rank and mb)
-            const std::uint32_t end = v == 0 ? V - 1 : 0;
-            if (!rv.holds(end) || !units[rv.unit_of(end, j)].loaded)
-                rep(rv.rank, i, "compute", describe(x) + ": micro-batch not loaded before");
-        }
     }
+}
+
+/// Walks one rank's program: buffer rule and the per-unit facts for the compute rule.
+inline void walk_rank(const rank_view& rv, reporter& rep, std::vector<unit_state>& units) {
+    buffer_walk w(rv, rep);
+    walk_program(w, units);
     w.finish();
 }
 
