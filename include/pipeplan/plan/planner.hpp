@@ -743,7 +743,7 @@ private:
         plan_result first = plan_once();
         double need_mb = stamp_memory(first, device_mb);
         if (need_mb <= device_mb) {
-            probe_below(plan_once, device_mb, first, false);
+            probe_below(plan_once, device_mb, first, near_limit(need_mb, device_mb));
             first.times.total_ms = detail::ms_since(t0);
             return first;
         }
@@ -784,6 +784,15 @@ private:
         probe_below(plan_once, device_mb, *best, true);
         best->times.total_ms = detail::ms_since(t0);
         return std::move(*best);
+    }
+
+    /// Whether a plan that fits at once, needing `need_mb` (arena + model state), lies within the
+    /// reach of the memory re-plans' probes of the device memory: it needs more than the largest
+    /// of memory_replan_probe_shares below it, so a limit that much smaller would re-plan it
+    /// (and a smaller limit's re-plans may have found a faster plan under a smaller budget).
+    [[nodiscard]] bool near_limit(double need_mb, double device_mb) const {
+        const auto& shares = opt_.memory_replan_probe_shares;
+        return !shares.empty() && need_mb > (1.0 - *std::max_element(shares.begin(), shares.end())) * device_mb;
     }
 
     /// Whether memory binds plan `r` (planner_options::memory_probe_shares): it needed memory
@@ -1082,6 +1091,11 @@ private:
         std::size_t report = 0;
         double makespan_ms = std::numeric_limits<double>::infinity();
         std::uint64_t rank = std::numeric_limits<std::uint64_t>::max();
+        /// A memory probe's bar (beat_ms_; infinite otherwise): the candidates that cannot beat it
+        /// are pruned (may_win()), but `kind`, `makespan_ms` and `rank` follow every candidate run,
+        /// so the kind that screens the extra splits (screen_leader()) is the one the plan under
+        /// the same budget without a bar has; choose() drops a choice slower than the bar.
+        double bar_ms = std::numeric_limits<double>::infinity();
     };
 
     /// A (split, kind) to schedule and its place in the candidates' fixed order: group by group,
@@ -1121,8 +1135,9 @@ private:
         scenario_sets scs(2, std::vector<std::vector<schedule::scenario>>(splits.size()));
         for (std::size_t k = 0; k < splits.size(); ++k) (void)scenarios_of(splits, scs, 0, k);
         choice best;
-        best.makespan_ms = beat_ms_;
+        best.bar_ms = beat_ms_;
         for (std::size_t gi = 0; gi < groups.size(); ++gi) run_group(splits, scs, groups[gi], gi, reports, best);
+        if (best.makespan_ms > best.bar_ms) return choice{};  // nothing beats the probe's bar
         return best;
     }
 
@@ -1144,7 +1159,7 @@ private:
         std::vector<task> tasks;
         if (first_v != ks.end()) {
             for (std::size_t k : always) tasks.push_back({k, *first_v, rank(k, std::size_t(first_v - ks.begin()))});
-            run_tasks(splits, scs, tasks, reports, best);
+            run_tasks(splits, scs, tasks, reports, best, false);  // (it picks the screening kind: no bar)
         }
         const std::vector<std::size_t> extras = screen(splits, scs, g, screen_leader(splits, scs, ks, always, best));
         std::vector<std::size_t> all = always;
@@ -1217,10 +1232,10 @@ private:
     /// one at the bound may read a few ulps above it (GPT-6.7B 65k seed 5: zb-v 2182.7736306762699
     /// ms, the V's bound 2182.7736306762695 ms: v-half and v-min cannot win there).
     void run_tasks(const std::vector<named_split>& splits, scenario_sets& scs, const std::vector<task>& all,
-                   std::vector<candidate_report>& reports, choice& best) {
+                   std::vector<candidate_report>& reports, choice& best, bool barred = true) {
         std::vector<double> bounds_ms;
         for (const task& t : all) bounds_ms.push_back(candidate_bound_ms(splits, scs, t.kind, t.split, true));
-        const std::vector<std::size_t> run = may_win(all, bounds_ms, best);
+        const std::vector<std::size_t> run = may_win(all, bounds_ms, best, barred);
         std::vector<task> tasks;
         for (std::size_t t : run) tasks.push_back(all[t]);
         std::vector<candidate_run> runs = run_candidates(splits, scs, tasks);
@@ -1263,7 +1278,7 @@ private:
             std::vector<std::pair<std::size_t, std::size_t>> ahead;
             for (std::size_t q = r + 1; q < rounds.size(); ++q)
                 for (std::size_t t = 0; t < rounds[q].size(); ++t)
-                    if (!runs[q][t] && bounds_ms[q][t] <= best.makespan_ms) ahead.emplace_back(q, t);
+                    if (!runs[q][t] && bounds_ms[q][t] <= std::min(best.makespan_ms, best.bar_ms)) ahead.emplace_back(q, t);
             std::stable_sort(ahead.begin(), ahead.end(), [&](const auto& x, const auto& y) {  // likeliest to run first
                 return bounds_ms[x.first][x.second] < bounds_ms[y.first][y.second];
             });
@@ -1277,13 +1292,16 @@ private:
     }
 
     /// The indices of the tasks (`bounds_ms`: their candidate_bound_ms()) that may still beat
-    /// `best` (run_tasks()).
+    /// `best` and, when `barred`, its bar (run_tasks()).
     [[nodiscard]] static std::vector<std::size_t> may_win(const std::vector<task>& all, const std::vector<double>& bounds_ms,
-                                                          const choice& best) {
+                                                          const choice& best, bool barred = true) {
         std::vector<std::size_t> out;
-        const double reached_ms = best.makespan_ms * (1.0 - bound_rounding);
+        const bool by_bar = barred && best.bar_ms < best.makespan_ms;  // (a tie with the bar does not beat it)
+        const double beat_ms = by_bar ? best.bar_ms : best.makespan_ms;
+        const std::uint64_t rank = by_bar ? std::numeric_limits<std::uint64_t>::max() : best.rank;
+        const double reached_ms = beat_ms * (1.0 - bound_rounding);
         for (std::size_t t = 0; t < all.size(); ++t)
-            if (bounds_ms[t] < reached_ms || (bounds_ms[t] <= best.makespan_ms && all[t].rank < best.rank)) out.push_back(t);
+            if (bounds_ms[t] < reached_ms || (bounds_ms[t] <= beat_ms && all[t].rank < rank)) out.push_back(t);
         return out;
     }
 
