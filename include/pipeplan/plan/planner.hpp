@@ -1161,7 +1161,7 @@ private:
             for (std::size_t k : always) tasks.push_back({k, *first_v, rank(k, std::size_t(first_v - ks.begin()))});
             run_tasks(splits, scs, tasks, reports, best, false);  // (it picks the screening kind: no bar)
         }
-        const std::vector<std::size_t> extras = screen(splits, scs, g, screen_leader(splits, scs, ks, always, best));
+        const std::vector<std::size_t> extras = screened_extras(splits, scs, g, ks, always, best);
         std::vector<std::size_t> all = always;
         all.insert(all.end(), extras.begin(), extras.end());
         std::vector<std::vector<task>> rounds;  // one V kind each
@@ -1176,6 +1176,23 @@ private:
             for (std::size_t i = 0; i < ks.size(); ++i)
                 if (ks[i].config == 0) tasks.push_back({k, ks[i], rank(k, i)});
         run_tasks(splits, scs, tasks, reports, best);
+    }
+
+    /// The extra splits of group `g` to schedule in full: those screen() keeps with the kind
+    /// screen_leader() gives. In a memory probe where nothing run so far beats the bar
+    /// (choice::bar_ms), also those it keeps with screening_kind(), the kind that screens when no
+    /// candidate leads: the probe then schedules every split that the plan under its budget
+    /// schedules, and every split that a probe whose bar also pruned the leader schedules.
+    std::vector<std::size_t> screened_extras(const std::vector<named_split>& splits, scenario_sets& scs, const split_group& g,
+                                             const std::vector<candidate_kind>& ks, const std::vector<std::size_t>& always,
+                                             const choice& best) const {
+        const kind_t leader = screen_leader(splits, scs, ks, always, best);
+        std::vector<std::size_t> extras = screen(splits, scs, g, leader);
+        if (best.makespan_ms < best.bar_ms || leader == nullptr || leader == screening_kind()) return extras;
+        for (std::size_t k : screen(splits, scs, g, nullptr))
+            if (std::find(extras.begin(), extras.end(), k) == extras.end()) extras.push_back(k);
+        std::sort(extras.begin(), extras.end());
+        return extras;
     }
 
     /// The kind that screens the extra splits (screen()): that of the fastest candidate so far
@@ -1328,7 +1345,7 @@ private:
         reports.push_back(run.report);
         const double ms = run.report.makespan_ms;
         if (run.report.feasible && (ms < best.makespan_ms || (ms == best.makespan_ms && t.rank < best.rank)))
-            best = {std::move(run.replicas), t.split, t.kind.kind, reports.size() - 1, ms, t.rank};
+            best = {std::move(run.replicas), t.split, t.kind.kind, reports.size() - 1, ms, t.rank, best.bar_ms};
     }
 
     /// The kind that screens splits when no candidate is feasible yet: zb-h1 when it is a
