@@ -178,12 +178,14 @@ struct planner_options {
     /// set measured in docs/plans.md. Off by default: where they run, a plan costs 1.8-2.9x as
     /// much on GPT-6.7B 65k and ~8x on T5-11B 65k (each probe re-splits).
     std::vector<double> memory_probe_shares = {};
-    /// Where the memory re-plans ran (the plan under the device memory needed more than it) and
-    /// memory_probe_shares is empty, plans are also made under budgets these shares below the
-    /// kept plan's budget, as memory_probe_shares' probes are. The re-plans try budgets that
-    /// depend on the limit, so a budget that gave a smaller limit a faster plan that fits is not
-    /// tried at a larger one; probes within 2 % recover most such plans (docs/plans.md, "More
-    /// memory never slower"). Plans that fit at once never probe. Empty = off.
+    /// Where the memory re-plans ran (the plan under the device memory needed more than it), or
+    /// the plan fits at once but needs more than the largest of these shares below the device
+    /// memory (a limit that much smaller would have re-planned it), and memory_probe_shares is
+    /// empty, plans are also made under budgets these shares below the kept plan's budget, as
+    /// memory_probe_shares' probes are. The re-plans try budgets that depend on the limit, so a
+    /// budget that gave a smaller limit a faster plan that fits is not tried at a larger one;
+    /// probes within 2 % recover most such plans (docs/plans.md, "More memory never slower").
+    /// Other plans that fit at once never probe. Empty = off.
     std::vector<double> memory_replan_probe_shares = {0.005, 0.01, 0.02};
 
     /// The memory probes' shares measured in docs/plans.md ("Memory probes"): 0.5, 1, 2, 4, 8,
@@ -796,18 +798,19 @@ private:
     }
 
     /// Whether memory binds plan `r` (planner_options::memory_probe_shares): it needed memory
-    /// re-plans (`replanned`), its split recomputes, or its largest micro-batch stores at least
-    /// probe_binds_share of the split's stored limit.
+    /// re-plans or fits at once near the limit (`replanned`: near_limit()), its split recomputes,
+    /// or its largest micro-batch stores at least probe_binds_share of the split's stored limit.
     [[nodiscard]] static bool memory_binds(const plan_result& r, bool replanned) {
         return replanned || r.split.recompute != recompute_mode::none || stored_limit_binds(r.split, probe_binds_share);
     }
     static constexpr double probe_binds_share = 0.9;
 
     /// The memory probes (planner_options::memory_probe_shares; when that is empty and `kept` came
-    /// from the memory re-plans, memory_replan_probe_shares): where memory binds `kept` and it has
-    /// fewer than memory_replan_gain_microbatches micro-batches, plans under each budget the
-    /// shares below kept's (split's device memory and schedules' limit both), each scheduling only
-    /// candidates that beat the fastest plan so far (beat_ms_), and keeps the fastest that fits.
+    /// from the memory re-plans or fits at once near the limit, `replanned`: memory_replan_probe_shares):
+    /// where memory binds `kept` and it has fewer than memory_replan_gain_microbatches
+    /// micro-batches, plans under each budget the shares below kept's (split's device memory and
+    /// schedules' limit both), each scheduling only candidates that may beat the fastest plan so
+    /// far (beat_ms_, choice::bar_ms), and keeps the fastest that fits.
     template <class F>
     void probe_below(F& plan_once, double device_mb, plan_result& kept, bool replanned) {
         const std::vector<double>& shares =
