@@ -178,12 +178,14 @@ struct planner_options {
     /// set measured in docs/plans.md. Off by default: where they run, a plan costs 1.8-2.9x as
     /// much on GPT-6.7B 65k and ~8x on T5-11B 65k (each probe re-splits).
     std::vector<double> memory_probe_shares = {};
-    /// Where the memory re-plans ran (the plan under the device memory needed more than it) and
-    /// memory_probe_shares is empty, plans are also made under budgets these shares below the
-    /// kept plan's budget, as memory_probe_shares' probes are. The re-plans try budgets that
-    /// depend on the limit, so a budget that gave a smaller limit a faster plan that fits is not
-    /// tried at a larger one; probes within 2 % recover most such plans (docs/plans.md, "More
-    /// memory never slower"). Plans that fit at once never probe. Empty = off.
+    /// Where the memory re-plans ran (the plan under the device memory needed more than it), or
+    /// the plan fits at once but needs more than the largest of these shares below the device
+    /// memory (a limit that much smaller would have re-planned it), and memory_probe_shares is
+    /// empty, plans are also made under budgets these shares below the kept plan's budget, as
+    /// memory_probe_shares' probes are. The re-plans try budgets that depend on the limit, so a
+    /// budget that gave a smaller limit a faster plan that fits is not tried at a larger one;
+    /// probes within 2 % recover most such plans (docs/plans.md, "More memory never slower").
+    /// Other plans that fit at once never probe. Empty = off.
     std::vector<double> memory_replan_probe_shares = {0.005, 0.01, 0.02};
 
     /// The memory probes' shares measured in docs/plans.md ("Memory probes"): 0.5, 1, 2, 4, 8,
@@ -743,7 +745,7 @@ private:
         plan_result first = plan_once();
         double need_mb = stamp_memory(first, device_mb);
         if (need_mb <= device_mb) {
-            probe_below(plan_once, device_mb, first, false);
+            probe_below(plan_once, device_mb, first, near_limit(need_mb, device_mb));
             first.times.total_ms = detail::ms_since(t0);
             return first;
         }
@@ -786,19 +788,29 @@ private:
         return std::move(*best);
     }
 
+    /// Whether a plan that fits at once, needing `need_mb` (arena + model state), lies within the
+    /// reach of the memory re-plans' probes of the device memory: it needs more than the largest
+    /// of memory_replan_probe_shares below it, so a limit that much smaller would re-plan it
+    /// (and a smaller limit's re-plans may have found a faster plan under a smaller budget).
+    [[nodiscard]] bool near_limit(double need_mb, double device_mb) const {
+        const auto& shares = opt_.memory_replan_probe_shares;
+        return !shares.empty() && need_mb > (1.0 - *std::max_element(shares.begin(), shares.end())) * device_mb;
+    }
+
     /// Whether memory binds plan `r` (planner_options::memory_probe_shares): it needed memory
-    /// re-plans (`replanned`), its split recomputes, or its largest micro-batch stores at least
-    /// probe_binds_share of the split's stored limit.
+    /// re-plans or fits at once near the limit (`replanned`: near_limit()), its split recomputes,
+    /// or its largest micro-batch stores at least probe_binds_share of the split's stored limit.
     [[nodiscard]] static bool memory_binds(const plan_result& r, bool replanned) {
         return replanned || r.split.recompute != recompute_mode::none || stored_limit_binds(r.split, probe_binds_share);
     }
     static constexpr double probe_binds_share = 0.9;
 
     /// The memory probes (planner_options::memory_probe_shares; when that is empty and `kept` came
-    /// from the memory re-plans, memory_replan_probe_shares): where memory binds `kept` and it has
-    /// fewer than memory_replan_gain_microbatches micro-batches, plans under each budget the
-    /// shares below kept's (split's device memory and schedules' limit both), each scheduling only
-    /// candidates that beat the fastest plan so far (beat_ms_), and keeps the fastest that fits.
+    /// from the memory re-plans or fits at once near the limit, `replanned`: memory_replan_probe_shares):
+    /// where memory binds `kept` and it has fewer than memory_replan_gain_microbatches
+    /// micro-batches, plans under each budget the shares below kept's (split's device memory and
+    /// schedules' limit both), each scheduling only candidates that may beat the fastest plan so
+    /// far (beat_ms_, choice::bar_ms), and keeps the fastest that fits.
     template <class F>
     void probe_below(F& plan_once, double device_mb, plan_result& kept, bool replanned) {
         const std::vector<double>& shares =
@@ -1082,6 +1094,11 @@ private:
         std::size_t report = 0;
         double makespan_ms = std::numeric_limits<double>::infinity();
         std::uint64_t rank = std::numeric_limits<std::uint64_t>::max();
+        /// A memory probe's bar (beat_ms_; infinite otherwise): the candidates that cannot beat it
+        /// are pruned (may_win()), but `kind`, `makespan_ms` and `rank` follow every candidate run,
+        /// so the kind that screens the extra splits (screen_leader()) is the one the plan under
+        /// the same budget without a bar has; choose() drops a choice slower than the bar.
+        double bar_ms = std::numeric_limits<double>::infinity();
     };
 
     /// A (split, kind) to schedule and its place in the candidates' fixed order: group by group,
@@ -1121,8 +1138,9 @@ private:
         scenario_sets scs(2, std::vector<std::vector<schedule::scenario>>(splits.size()));
         for (std::size_t k = 0; k < splits.size(); ++k) (void)scenarios_of(splits, scs, 0, k);
         choice best;
-        best.makespan_ms = beat_ms_;
+        best.bar_ms = beat_ms_;
         for (std::size_t gi = 0; gi < groups.size(); ++gi) run_group(splits, scs, groups[gi], gi, reports, best);
+        if (best.makespan_ms > best.bar_ms) return choice{};  // nothing beats the probe's bar
         return best;
     }
 
@@ -1144,9 +1162,9 @@ private:
         std::vector<task> tasks;
         if (first_v != ks.end()) {
             for (std::size_t k : always) tasks.push_back({k, *first_v, rank(k, std::size_t(first_v - ks.begin()))});
-            run_tasks(splits, scs, tasks, reports, best);
+            run_tasks(splits, scs, tasks, reports, best, false);  // (it picks the screening kind: no bar)
         }
-        const std::vector<std::size_t> extras = screen(splits, scs, g, screen_leader(splits, scs, ks, always, best));
+        const std::vector<std::size_t> extras = screened_extras(splits, scs, g, ks, always, best);
         std::vector<std::size_t> all = always;
         all.insert(all.end(), extras.begin(), extras.end());
         std::vector<std::vector<task>> rounds;  // one V kind each
@@ -1161,6 +1179,23 @@ private:
             for (std::size_t i = 0; i < ks.size(); ++i)
                 if (ks[i].config == 0) tasks.push_back({k, ks[i], rank(k, i)});
         run_tasks(splits, scs, tasks, reports, best);
+    }
+
+    /// The extra splits of group `g` to schedule in full: those screen() keeps with the kind
+    /// screen_leader() gives. In a memory probe where nothing run so far beats the bar
+    /// (choice::bar_ms), also those it keeps with screening_kind(), the kind that screens when no
+    /// candidate leads: the probe then schedules every split that the plan under its budget
+    /// schedules, and every split that a probe whose bar also pruned the leader schedules.
+    std::vector<std::size_t> screened_extras(const std::vector<named_split>& splits, scenario_sets& scs, const split_group& g,
+                                             const std::vector<candidate_kind>& ks, const std::vector<std::size_t>& always,
+                                             const choice& best) const {
+        const kind_t leader = screen_leader(splits, scs, ks, always, best);
+        std::vector<std::size_t> extras = screen(splits, scs, g, leader);
+        if (best.makespan_ms < best.bar_ms || leader == nullptr || leader == screening_kind()) return extras;
+        for (std::size_t k : screen(splits, scs, g, nullptr))
+            if (std::find(extras.begin(), extras.end(), k) == extras.end()) extras.push_back(k);
+        std::sort(extras.begin(), extras.end());
+        return extras;
     }
 
     /// The kind that screens the extra splits (screen()): that of the fastest candidate so far
@@ -1217,10 +1252,10 @@ private:
     /// one at the bound may read a few ulps above it (GPT-6.7B 65k seed 5: zb-v 2182.7736306762699
     /// ms, the V's bound 2182.7736306762695 ms: v-half and v-min cannot win there).
     void run_tasks(const std::vector<named_split>& splits, scenario_sets& scs, const std::vector<task>& all,
-                   std::vector<candidate_report>& reports, choice& best) {
+                   std::vector<candidate_report>& reports, choice& best, bool barred = true) {
         std::vector<double> bounds_ms;
         for (const task& t : all) bounds_ms.push_back(candidate_bound_ms(splits, scs, t.kind, t.split, true));
-        const std::vector<std::size_t> run = may_win(all, bounds_ms, best);
+        const std::vector<std::size_t> run = may_win(all, bounds_ms, best, barred);
         std::vector<task> tasks;
         for (std::size_t t : run) tasks.push_back(all[t]);
         std::vector<candidate_run> runs = run_candidates(splits, scs, tasks);
@@ -1263,7 +1298,7 @@ private:
             std::vector<std::pair<std::size_t, std::size_t>> ahead;
             for (std::size_t q = r + 1; q < rounds.size(); ++q)
                 for (std::size_t t = 0; t < rounds[q].size(); ++t)
-                    if (!runs[q][t] && bounds_ms[q][t] <= best.makespan_ms) ahead.emplace_back(q, t);
+                    if (!runs[q][t] && bounds_ms[q][t] <= std::min(best.makespan_ms, best.bar_ms)) ahead.emplace_back(q, t);
             std::stable_sort(ahead.begin(), ahead.end(), [&](const auto& x, const auto& y) {  // likeliest to run first
                 return bounds_ms[x.first][x.second] < bounds_ms[y.first][y.second];
             });
@@ -1277,13 +1312,16 @@ private:
     }
 
     /// The indices of the tasks (`bounds_ms`: their candidate_bound_ms()) that may still beat
-    /// `best` (run_tasks()).
+    /// `best` and, when `barred`, its bar (run_tasks()).
     [[nodiscard]] static std::vector<std::size_t> may_win(const std::vector<task>& all, const std::vector<double>& bounds_ms,
-                                                          const choice& best) {
+                                                          const choice& best, bool barred = true) {
         std::vector<std::size_t> out;
-        const double reached_ms = best.makespan_ms * (1.0 - bound_rounding);
+        const bool by_bar = barred && best.bar_ms < best.makespan_ms;  // (a tie with the bar does not beat it)
+        const double beat_ms = by_bar ? best.bar_ms : best.makespan_ms;
+        const std::uint64_t rank = by_bar ? std::numeric_limits<std::uint64_t>::max() : best.rank;
+        const double reached_ms = beat_ms * (1.0 - bound_rounding);
         for (std::size_t t = 0; t < all.size(); ++t)
-            if (bounds_ms[t] < reached_ms || (bounds_ms[t] <= best.makespan_ms && all[t].rank < best.rank)) out.push_back(t);
+            if (bounds_ms[t] < reached_ms || (bounds_ms[t] <= beat_ms && all[t].rank < rank)) out.push_back(t);
         return out;
     }
 
@@ -1310,7 +1348,7 @@ private:
         reports.push_back(run.report);
         const double ms = run.report.makespan_ms;
         if (run.report.feasible && (ms < best.makespan_ms || (ms == best.makespan_ms && t.rank < best.rank)))
-            best = {std::move(run.replicas), t.split, t.kind.kind, reports.size() - 1, ms, t.rank};
+            best = {std::move(run.replicas), t.split, t.kind.kind, reports.size() - 1, ms, t.rank, best.bar_ms};
     }
 
     /// The kind that screens splits when no candidate is feasible yet: zb-h1 when it is a
