@@ -136,6 +136,15 @@ struct planner_options {
     /// order_search_evaluations to find an order without idle gaps; near-tight plans pay nothing.
     double polish_above_ratio = 1.04;
     std::size_t polish_evaluations = 96;  ///< 0 = no polish
+    /// Pruning by lower bounds: a candidate (split, kind) is scheduled only if its lower bound is
+    /// below the fastest makespan so far by more than this share, so the plan is within it of the
+    /// fastest candidate the exact search finds (at most 1 / (1 - share) times its makespan, under
+    /// one budget). In [0, 0.01); 0 (the default) = the exact rule: prune only candidates that
+    /// cannot beat, or tie from an earlier place in the fixed order, the fastest so far. Off by
+    /// default: the candidate it keeps may need more memory once lowered than the one the exact
+    /// search picks (GPT-6.7B 1M samples at 36000 MB, 1e-4: zb-v within 0.002 % of v-half needs
+    /// memory re-plans, +0.33 % makespan and 3x the planning time; docs/plans.md).
+    double bound_tolerance = 0.0;
     /// Worker threads (>= 1) for the splits after the first (split_modes()), the candidate
     /// schedules and the per-rank buffer planning. The plan does not depend on it: splits are
     /// grouped and candidates compared in a fixed order (split, then kind) and ties go to the
@@ -278,6 +287,8 @@ public:
             for (double p : *shares)
                 if (!(p > 0.0 && p < 1.0))
                     throw invalid_argument("planner: memory probe shares must lie in (0, 1) (got " + std::to_string(p) + ")");
+        if (!(opt_.bound_tolerance >= 0.0 && opt_.bound_tolerance < 0.01))
+            throw option_error("bound_tolerance", "planner: {} must lie in [0, 0.01) (got " + std::to_string(opt_.bound_tolerance) + ")");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
         for (double w : opt_.fill_weights)
@@ -1263,7 +1274,7 @@ private:
             std::vector<std::pair<std::size_t, std::size_t>> ahead;
             for (std::size_t q = r + 1; q < rounds.size(); ++q)
                 for (std::size_t t = 0; t < rounds[q].size(); ++t)
-                    if (!runs[q][t] && bounds_ms[q][t] <= best.makespan_ms) ahead.emplace_back(q, t);
+                    if (!runs[q][t] && may_beat(bounds_ms[q][t], best)) ahead.emplace_back(q, t);
             std::stable_sort(ahead.begin(), ahead.end(), [&](const auto& x, const auto& y) {  // likeliest to run first
                 return bounds_ms[x.first][x.second] < bounds_ms[y.first][y.second];
             });
@@ -1277,14 +1288,24 @@ private:
     }
 
     /// The indices of the tasks (`bounds_ms`: their candidate_bound_ms()) that may still beat
-    /// `best` (run_tasks()).
-    [[nodiscard]] static std::vector<std::size_t> may_win(const std::vector<task>& all, const std::vector<double>& bounds_ms,
-                                                          const choice& best) {
+    /// `best` (run_tasks()): by more than planner_options::bound_tolerance when it is > 0.
+    [[nodiscard]] std::vector<std::size_t> may_win(const std::vector<task>& all, const std::vector<double>& bounds_ms,
+                                                   const choice& best) const {
         std::vector<std::size_t> out;
-        const double reached_ms = best.makespan_ms * (1.0 - bound_rounding);
+        const double tolerance = opt_.bound_tolerance;
+        const double reached_ms = best.makespan_ms * (1.0 - std::max(tolerance, bound_rounding));
         for (std::size_t t = 0; t < all.size(); ++t)
-            if (bounds_ms[t] < reached_ms || (bounds_ms[t] <= best.makespan_ms && all[t].rank < best.rank)) out.push_back(t);
+            if (bounds_ms[t] < reached_ms || (tolerance == 0.0 && bounds_ms[t] <= best.makespan_ms && all[t].rank < best.rank))
+                out.push_back(t);
         return out;
+    }
+
+    /// Whether a candidate of lower bound `bound_ms` may be scheduled against `best` or a faster
+    /// choice, whatever its rank (may_win()): with a bound tolerance, when the bound is below the
+    /// best makespan by more than that share; without, when it does not exceed the best makespan.
+    [[nodiscard]] bool may_beat(double bound_ms, const choice& best) const {
+        if (opt_.bound_tolerance == 0.0) return bound_ms <= best.makespan_ms;
+        return bound_ms < best.makespan_ms * (1.0 - std::max(opt_.bound_tolerance, bound_rounding));
     }
 
     /// Schedules every task (run_candidate(), in parallel); an exception is kept in its run.
