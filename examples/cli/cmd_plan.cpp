@@ -482,7 +482,7 @@ void register_plan(CLI::App& app) {
                   "costs 2-8x as much; docs/plans.md)");
     sub->add_option("--bound-tolerance", o->bound_tolerance,
                     "Schedule a candidate only if its lower bound is below the fastest makespan so far by more than "
-                    "this share (0 <= x < 0.01): the plan is within it of the fastest candidate; 0 = exact, the default (docs/plans.md)")
+                    "this share (0 <= x < 0.01): the plan is within it of the fastest candidate; 0 = exact (docs/plans.md)")
         ->capture_default_str()
         ->check(number_in(0, 0.01));
     sub->add_option("--threads", o->threads,

@@ -323,7 +323,7 @@ constexpr const char* planner_doc =
     "Options (the names and defaults of `pipeplan plan`'s flags): stages, layers_per_stage (or layers=[L0, ...]), "
     "memory_mb (required), dp=1, tp=1, chunks=1, zero_stage=0, schedule='auto', max_pending_w=0, overlap_factor=1, max_seqlen=0, accounting='pipeplan', "
     "bandwidth_gbps=100, latency_us=0, devices_per_node=1, intra_node_bandwidth_gbps=0, hidden_size (the model's), "
-    "threads=1, alternative_splits=0, memory_probes=False, bound_tolerance=0; and the library's: dtype='fp16', recompute='auto' (or none, selective, full), "
+    "threads=1, alternative_splits=0, memory_probes=False, bound_tolerance=2e-5; and the library's: dtype='fp16', recompute='auto' (or none, selective, full), "
     "packing=False, separator_tokens=0, round_to_tokens=8, seed=1, order_search_evaluations=24, "
     "polish_evaluations=96, compare_splits=True.";
 
