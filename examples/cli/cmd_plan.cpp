@@ -58,6 +58,7 @@ struct plan_cli_options {
     unsigned long long iteration = 0;
     unsigned threads = 1, alternative_splits = 0;
     bool memory_probes = false;  ///< --memory-probes: planner_options::recommended_memory_probe_shares()
+    double bound_tolerance = plan::planner_options{}.bound_tolerance;  ///< --bound-tolerance
     std::string microbatches, out_dir, torch_csv, torch_csv_comms, trace, svg;
     bool json = false;
     // Perseus's per-computation clocks as set_frequency instructions (plan/frequency.hpp)
@@ -277,6 +278,7 @@ void run_plan(const plan_cli_options& o, const std::set<std::string>& given) {
     plan::planner_options po = to_planner_options(o.inputs, o.iteration);
     po.threads = o.threads;
     po.alternative_splits = o.alternative_splits;
+    po.bound_tolerance = o.bound_tolerance;
     if (o.memory_probes) po.memory_probe_shares = plan::planner_options::recommended_memory_probe_shares();
     // --batch: errors about a sample name its line; --lengths: the --iteration-th batch drawn with the seed.
     const std::optional<csv_table> batch_table =
@@ -478,6 +480,11 @@ void register_plan(CLI::App& app) {
                   "Where memory binds a plan of fewer than 1000 micro-batches, also plan under budgets 0.5-32 % below "
                   "its own and keep the fastest that fits (more memory is then rarely slower; where they run a plan "
                   "costs 2-8x as much; docs/plans.md)");
+    sub->add_option("--bound-tolerance", o->bound_tolerance,
+                    "Schedule a candidate only if its lower bound is below the fastest makespan so far by more than "
+                    "this share (0 <= x < 0.01): the plan is within it of the fastest candidate; 0 = exact (docs/plans.md)")
+        ->capture_default_str()
+        ->check(number_in(0, 0.01));
     sub->add_option("--threads", o->threads,
                     "Worker threads for the later splits, the candidate schedules, buffer planning and writing --out's "
                     "rank files (1..256); the plan is byte-identical for every count")

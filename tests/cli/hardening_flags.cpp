@@ -82,6 +82,11 @@ TEST_CASE("cli hardening flags: plan ranges, inapplicable flags, no silent chang
     check_error(with(base, {"--hidden-size", "0"}), {"--hidden-size"});
     check_error(with(base, {"--iteration", "-1"}), {"--iteration"});  // was silently 2^64 - 1
     check_error(with(base, {"--iteration", "18446744073709551616"}), {"--iteration"});
+    check_error(with(base, {"--bound-tolerance", "-0.001"}), {"--bound-tolerance", "[0, 0.01]"});
+    check_error(with(base, {"--bound-tolerance", "0.02"}), {"--bound-tolerance", "[0, 0.01]"});
+    check_error(with(base, {"--bound-tolerance", "nan"}), {"--bound-tolerance"});
+    check_error(with(base, {"--bound-tolerance", "0.01"}), {"planner: --bound-tolerance must lie in [0, 0.01)"});
+    CHECK(run_cli(with(base, {"--bound-tolerance", "0"})).exit_code == 0);
     // --stages and --layers-per-stage given twice, or out of range.
     check_error({"plan", "--model", "analytic:gpt-6.7b", "--stages", "5000", "--layers-per-stage", "4", "--memory-mb",
                  "40000", "--batch", small_batch(d)},

@@ -580,3 +580,78 @@ TEST_CASE("planner: dualpipe-v is a candidate only under a measured overlap fact
     CHECK_THROWS_WITH_AS((void)plan_iteration(gpt(), batch, o), doctest::Contains("overlap factor must lie in [0, 1]"),
                          pipeplan::invalid_argument);
 }
+
+namespace {
+
+/// Whether every candidate of `a` is one of `b`'s, scheduled with the same makespan.
+bool candidates_within(const plan_result& a, const plan_result& b) {
+    return std::all_of(a.candidates.begin(), a.candidates.end(), [&](const candidate_report& c) {
+        return std::any_of(b.candidates.begin(), b.candidates.end(), [&](const candidate_report& d) {
+            return c.name == d.name && c.split == d.split && c.makespan_ms == d.makespan_ms && c.feasible == d.feasible;
+        });
+    });
+}
+
+/// Plans `batch` with bound tolerance 0 and each of `tolerances`: each plan is valid, within its
+/// tolerance of the exact one (at most 1 / (1 − tolerance) times its makespan: the fastest
+/// candidate is pruned only by a makespan that close), and schedules a subset of its candidates.
+/// Returns how many of them scheduled fewer candidates than the exact search.
+template <class Model>
+std::size_t check_tolerances(const Model& model, const std::vector<batching::sample>& batch, planner_options o,
+                      std::initializer_list<double> tolerances) {
+    o.polish_evaluations = 0;  // the polish follows the winner: the bound is on the candidates
+    o.bound_tolerance = 0.0;
+    const plan_result exact = plan_iteration(model, batch, o);
+    std::size_t fewer = 0;
+    for (double tolerance : tolerances) {
+        o.bound_tolerance = tolerance;
+        const plan_result r = plan_iteration(model, batch, o);
+        INFO("tolerance " << tolerance << ": " << r.makespan_ms << " ms (" << r.candidates.size() << " candidates), exact "
+                          << exact.makespan_ms << " ms (" << exact.candidates.size() << ")");
+        CHECK(validate(r.plan).ok());
+        // (Under one budget: a plan over the device memory re-plans under budgets that depend on it.)
+        REQUIRE(r.memory_attempts + exact.memory_attempts + r.memory_probes + exact.memory_probes == 2);
+        CHECK(r.makespan_ms >= exact.makespan_ms);
+        CHECK(r.makespan_ms <= exact.makespan_ms / (1.0 - tolerance));
+        CHECK(r.candidates.size() <= exact.candidates.size());
+        CHECK(candidates_within(r, exact));
+        fewer += r.candidates.size() < exact.candidates.size() ? 1 : 0;
+    }
+    return fewer;
+}
+
+}  // namespace
+
+TEST_CASE("planner: bound tolerance — within it of the exact search's plan; 0 is the exact search; validated") {
+    std::size_t fewer = 0;
+    for (std::uint64_t seed : {21, 22, 23, 24}) {
+        auto o = gpt_options();
+        o.config.device_memory_mb = seed % 2 == 0 ? 40000 : 24000;
+        fewer += check_tolerances(gpt(), synthetic_batch(16384, seed), o, {1e-6, 1e-4, 1e-3, 0.009});
+    }
+    MESSAGE(fewer << " of 16 plans with a tolerance scheduled fewer candidates");
+    CHECK(fewer > 0);
+    // Tolerance 0, the default, is the exact rule (a bound that ties the fastest may still win by
+    // its rank); 2e-5 gives the exact search's plan here.
+    const auto batch = synthetic_batch(16384, 21);
+    auto o = gpt_options();
+    CHECK(o.bound_tolerance == 0.0);
+    o.bound_tolerance = 2e-5;
+    test::check_same_plan(plan_iteration(gpt(), batch, gpt_options()), plan_iteration(gpt(), batch, o));
+    for (double bad : {-1e-9, 0.01, 0.5, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+        o.bound_tolerance = bad;
+        CHECK_THROWS_WITH_AS((void)plan_iteration(gpt(), batch, o), doctest::Contains("planner: bound_tolerance must lie in [0, 0.01)"),
+                             pipeplan::invalid_argument);
+    }
+}
+
+TEST_CASE("planner: bound tolerance on real GPT-6.7B 65k batches: within it of the exact plan" * PIPEPLAN_NEEDS_DATA()) {
+    const auto dir = test::shared_data_dir();
+    const auto model = profile_cost_model::load(*dir / "cost_models", "gpt_6.7b", interpolation_mode::recommended);
+    std::size_t fewer = 0;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {  // `pipeplan plan --tokens 65536 --seed N`'s batches, at 36000 MB
+        const auto o = gpt_65k_options();
+        fewer += check_tolerances(model, test::draw_batch("superni_gpt.csv", 65536, seed), o, {1e-4, 1e-3});
+    }
+    MESSAGE(fewer << " of 12 plans with a tolerance scheduled fewer candidates");  // 0: the V reaches its bound
+}

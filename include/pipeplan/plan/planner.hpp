@@ -136,6 +136,16 @@ struct planner_options {
     /// order_search_evaluations to find an order without idle gaps; near-tight plans pay nothing.
     double polish_above_ratio = 1.04;
     std::size_t polish_evaluations = 96;  ///< 0 = no polish
+    /// Pruning by lower bounds: a candidate (split, kind) is scheduled only if its lower bound is
+    /// below the fastest makespan so far by more than this share, so the plan is within it of the
+    /// fastest candidate the exact search finds (at most 1 / (1 - share) times its makespan, under
+    /// one budget). In [0, 0.01); 0 = the exact rule: prune only candidates that cannot beat, or
+    /// tie from an earlier place in the fixed order, the fastest so far (the default). A candidate
+    /// kept within the tolerance may need more memory once lowered than the one the exact search
+    /// picks, and then the memory re-plans cost far more than the pruning saved (the 1M-sample
+    /// plan with 1e-4: +0.33 %, 3x the time; with 2e-5 the same plan, two of six V candidates
+    /// saved; docs/plans.md), so it is off by default.
+    double bound_tolerance = 0.0;
     /// Worker threads (>= 1) for the splits after the first (split_modes()), the candidate
     /// schedules and the per-rank buffer planning. The plan does not depend on it: splits are
     /// grouped and candidates compared in a fixed order (split, then kind) and ties go to the
@@ -280,6 +290,8 @@ public:
             for (double p : *shares)
                 if (!(p > 0.0 && p < 1.0))
                     throw invalid_argument("planner: memory probe shares must lie in (0, 1) (got " + std::to_string(p) + ")");
+        if (!(opt_.bound_tolerance >= 0.0 && opt_.bound_tolerance < 0.01))
+            throw option_error("bound_tolerance", "planner: {} must lie in [0, 0.01) (got " + std::to_string(opt_.bound_tolerance) + ")");
         if (std::isnan(opt_.polish_above_ratio))
             throw invalid_argument("planner: the polish ratio must not be NaN (infinity = never polish)");
         for (double w : opt_.fill_weights)
@@ -1298,7 +1310,7 @@ private:
             std::vector<std::pair<std::size_t, std::size_t>> ahead;
             for (std::size_t q = r + 1; q < rounds.size(); ++q)
                 for (std::size_t t = 0; t < rounds[q].size(); ++t)
-                    if (!runs[q][t] && bounds_ms[q][t] <= std::min(best.makespan_ms, best.bar_ms)) ahead.emplace_back(q, t);
+                    if (!runs[q][t] && may_beat(bounds_ms[q][t], best)) ahead.emplace_back(q, t);
             std::stable_sort(ahead.begin(), ahead.end(), [&](const auto& x, const auto& y) {  // likeliest to run first
                 return bounds_ms[x.first][x.second] < bounds_ms[y.first][y.second];
             });
@@ -1312,17 +1324,29 @@ private:
     }
 
     /// The indices of the tasks (`bounds_ms`: their candidate_bound_ms()) that may still beat
-    /// `best` and, when `barred`, its bar (run_tasks()).
-    [[nodiscard]] static std::vector<std::size_t> may_win(const std::vector<task>& all, const std::vector<double>& bounds_ms,
-                                                          const choice& best, bool barred = true) {
+    /// `best` and, when `barred`, its bar (run_tasks()): by more than planner_options::bound_tolerance
+    /// when it is > 0.
+    [[nodiscard]] std::vector<std::size_t> may_win(const std::vector<task>& all, const std::vector<double>& bounds_ms,
+                                                   const choice& best, bool barred = true) const {
         std::vector<std::size_t> out;
         const bool by_bar = barred && best.bar_ms < best.makespan_ms;  // (a tie with the bar does not beat it)
         const double beat_ms = by_bar ? best.bar_ms : best.makespan_ms;
         const std::uint64_t rank = by_bar ? std::numeric_limits<std::uint64_t>::max() : best.rank;
-        const double reached_ms = beat_ms * (1.0 - bound_rounding);
+        const double tolerance = opt_.bound_tolerance;
+        const double reached_ms = beat_ms * (1.0 - std::max(tolerance, bound_rounding));
         for (std::size_t t = 0; t < all.size(); ++t)
-            if (bounds_ms[t] < reached_ms || (bounds_ms[t] <= beat_ms && all[t].rank < rank)) out.push_back(t);
+            if (bounds_ms[t] < reached_ms || (tolerance == 0.0 && bounds_ms[t] <= beat_ms && all[t].rank < rank))
+                out.push_back(t);
         return out;
+    }
+
+    /// Whether a candidate of lower bound `bound_ms` may be scheduled against `best` or a faster
+    /// choice, whatever its rank (may_win()): with a bound tolerance, when the bound is below the
+    /// best makespan by more than that share; without, when it does not exceed the best makespan.
+    [[nodiscard]] bool may_beat(double bound_ms, const choice& best) const {
+        const double beat_ms = std::min(best.makespan_ms, best.bar_ms);
+        if (opt_.bound_tolerance == 0.0) return bound_ms <= beat_ms;
+        return bound_ms < beat_ms * (1.0 - std::max(opt_.bound_tolerance, bound_rounding));
     }
 
     /// Schedules every task (run_candidate(), in parallel); an exception is kept in its run.

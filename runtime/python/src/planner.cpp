@@ -60,6 +60,7 @@ using option_setter = std::function<void(planner_settings&, py::handle)>;
         {"hidden_size", [](S& s, py::handle v) { s.hidden_size = v.cast<int>(); }},
         {"threads", [](S& s, py::handle v) { s.po.threads = v.cast<std::size_t>(); }},
         {"alternative_splits", [](S& s, py::handle v) { s.po.alternative_splits = v.cast<std::size_t>(); }},
+        {"bound_tolerance", [](S& s, py::handle v) { s.po.bound_tolerance = v.cast<double>(); }},
         {"memory_probes", [](S& s, py::handle v) {
              s.po.memory_probe_shares = v.cast<bool>() ? plan::planner_options::recommended_memory_probe_shares() : std::vector<double>{};
          }},
@@ -322,7 +323,7 @@ constexpr const char* planner_doc =
     "Options (the names and defaults of `pipeplan plan`'s flags): stages, layers_per_stage (or layers=[L0, ...]), "
     "memory_mb (required), dp=1, tp=1, chunks=1, zero_stage=0, schedule='auto', max_pending_w=0, overlap_factor=1, max_seqlen=0, accounting='pipeplan', "
     "bandwidth_gbps=100, latency_us=0, devices_per_node=1, intra_node_bandwidth_gbps=0, hidden_size (the model's), "
-    "threads=1, alternative_splits=0, memory_probes=False; and the library's: dtype='fp16', recompute='auto' (or none, selective, full), "
+    "threads=1, alternative_splits=0, memory_probes=False, bound_tolerance=0; and the library's: dtype='fp16', recompute='auto' (or none, selective, full), "
     "packing=False, separator_tokens=0, round_to_tokens=8, seed=1, order_search_evaluations=24, "
     "polish_evaluations=96, compare_splits=True.";
 
